@@ -1,0 +1,95 @@
+-- The cuckoo extension's SQL surface for cuckoofilter values. Functions are
+-- version-1 C functions (src/sql/); everything is immutable, strict and parallel
+-- safe unless a comment says why not.
+
+CREATE TYPE cuckoofilter;
+
+CREATE FUNCTION cuckoofilter_in(cstring) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cuckoofilter_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoofilter_out(cuckoofilter) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'cuckoofilter_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoofilter_recv(internal) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cuckoofilter_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoofilter_send(cuckoofilter) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cuckoofilter_send' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Filter bits do not compress: storage external keeps values uncompressed (and
+-- out of line when large), so a probe reads them in place after one fetch.
+-- Alignment double makes the bucket words 8-aligned inside tuples.
+CREATE TYPE cuckoofilter (
+    INPUT = cuckoofilter_in,
+    OUTPUT = cuckoofilter_out,
+    RECEIVE = cuckoofilter_recv,
+    SEND = cuckoofilter_send,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = double,
+    STORAGE = external
+);
+COMMENT ON TYPE cuckoofilter IS 'a cuckoo filter: approximate set membership with deletion, no false negatives';
+
+CREATE FUNCTION cf_contains(cuckoofilter, anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, anyelement) IS 'false: the key is definitely absent; true: it may be present';
+
+CREATE FUNCTION cf_insert(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_union(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_union_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_empty(capacity bigint, fpp float8) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(cuckoofilter) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'cf_count' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_info(cuckoofilter) RETURNS jsonb
+    AS 'MODULE_PATHNAME', 'cf_info' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- cf_agg: the state is a list of key hashes (internal). Transition, combine and
+-- final functions are not strict: they create the state on the first row and
+-- skip NULL keys. They are immutable and parallel safe; they refuse to run outside
+-- an aggregate.
+CREATE FUNCTION cf_agg_trans(internal, anyelement) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_trans(internal, anyelement, float8) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_combine(internal, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_serial(internal) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_agg_serial' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_agg_deserial(bytea, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_deserial' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_agg_final(internal) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_agg(anyelement) (
+    SFUNC = cf_agg_trans,
+    STYPE = internal,
+    FINALFUNC = cf_agg_final,
+    COMBINEFUNC = cf_agg_combine,
+    SERIALFUNC = cf_agg_serial,
+    DESERIALFUNC = cf_agg_deserial,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_agg(anyelement) IS 'a cuckoo filter of the distinct non-null keys, sized for them, false-positive rate at most 0.2%';
+
+CREATE AGGREGATE cf_agg(anyelement, float8) (
+    SFUNC = cf_agg_trans,
+    STYPE = internal,
+    FINALFUNC = cf_agg_final,
+    COMBINEFUNC = cf_agg_combine,
+    SERIALFUNC = cf_agg_serial,
+    DESERIALFUNC = cf_agg_deserial,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_agg(anyelement, float8) IS 'a cuckoo filter of the distinct non-null keys with the given false-positive rate';
+
+CREATE FUNCTION cf_union_trans(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_union_trans' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE AGGREGATE cf_union_agg(cuckoofilter) (
+    SFUNC = cf_union_trans,
+    STYPE = cuckoofilter,
+    COMBINEFUNC = cf_union_trans,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters with the same parameters';

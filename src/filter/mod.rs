@@ -1,0 +1,12 @@
+//! The filter core: layout, sizing, hashing and table operations. Nothing here
+//! depends on pgrx, so it builds and tests with plain `cargo test`, and the same
+//! code serves `cuckoofilter` values and filters in shared memory.
+
+pub mod build;
+pub mod hash;
+pub mod layout;
+pub mod sizing;
+pub mod table;
+
+pub use layout::{FormatError, Geometry, Header, Params};
+pub use table::{Full, OwnedFilter, Table};

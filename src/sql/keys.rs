@@ -1,0 +1,124 @@
+//! Hashing a key of any SQL type to the 64-bit hash the filter core uses.
+//!
+//! - `int2`, `int4`, `int8` (and domains over them): xxh3 of the value as 8
+//!   little-endian bytes of an `int8`, so equal values match across widths, as in
+//!   PostgreSQL's integer hash family.
+//! - `text` and `varchar` under a deterministic collation, and `bytea`: xxh3 of the
+//!   bytes. `uuid`: xxh3 of its 16 bytes.
+//! - Every other type with a default hash operator class (and text under a
+//!   nondeterministic collation): the type's own 64-bit extended hash function with
+//!   seed 0, whose result is then hashed like an `int8`. Equal values under the
+//!   type's equality therefore match, as in a hash join.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::filter::hash::{hash_bytes, hash_i64};
+
+const UNSET: u8 = 0;
+const INT2: u8 = 1;
+const INT4: u8 = 2;
+const INT8: u8 = 3;
+const BYTES: u8 = 4;
+const UUID: u8 = 5;
+const EXTENDED: u8 = 6;
+
+/// How this call site hashes its key argument; lives in `fn_extra` and is valid
+/// all-zero (unset). Re-resolved whenever the argument type changes.
+#[repr(C)]
+pub struct KeyHasher {
+    typid: pg_sys::Oid,
+    collation: pg_sys::Oid,
+    kind: u8,
+    extended: pg_sys::FmgrInfo,
+}
+
+impl KeyHasher {
+    /// # Safety
+    /// `fcinfo` must be a valid call frame; `flinfo.fn_mcxt` must outlive `self`.
+    unsafe fn resolve(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize) {
+        // SAFETY: valid frame (caller); catalog lookups may raise ERROR, which
+        // unwinds through pg_guard.
+        unsafe {
+            let flinfo = (*fcinfo).flinfo;
+            let typid = pg_sys::get_fn_expr_argtype(flinfo, argno as i32);
+            if typid == pg_sys::InvalidOid {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_INDETERMINATE_DATATYPE,
+                    "could not determine the type of the key argument"
+                );
+            }
+            let base = pg_sys::getBaseType(typid);
+            let mut collation = pgrx::fcinfo::pg_get_collation(fcinfo);
+            let deterministic = collation == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(collation);
+            let kind = match base {
+                pg_sys::INT2OID => INT2,
+                pg_sys::INT4OID => INT4,
+                pg_sys::INT8OID => INT8,
+                pg_sys::TEXTOID | pg_sys::VARCHAROID if deterministic => BYTES,
+                pg_sys::BYTEAOID => BYTES,
+                pg_sys::UUIDOID => UUID,
+                _ => EXTENDED,
+            };
+            if kind == EXTENDED {
+                let entry = pg_sys::lookup_type_cache(base, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+                let proc_oid = (*entry).hash_extended_proc;
+                if proc_oid == pg_sys::InvalidOid {
+                    let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy();
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
+                        format!("type {name} has no default hash operator class, so it cannot be a cuckoo filter key")
+                    );
+                }
+                pg_sys::fmgr_info_cxt(proc_oid, &mut self.extended, (*flinfo).fn_mcxt);
+                if collation == pg_sys::InvalidOid && pg_sys::type_is_collatable(base) {
+                    collation = pg_sys::DEFAULT_COLLATION_OID;
+                }
+            }
+            self.typid = typid;
+            self.collation = collation;
+            self.kind = kind;
+        }
+    }
+
+    /// The 64-bit hash of non-null argument `argno` under `seed`.
+    ///
+    /// # Safety
+    /// `fcinfo` must be a valid call frame whose argument `argno` is non-null and
+    /// polymorphic (its type resolvable with `get_fn_expr_argtype`).
+    pub unsafe fn hash_arg(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
+        // SAFETY: as documented; each branch reads the datum in the representation
+        // its resolved type guarantees.
+        unsafe {
+            if self.kind == UNSET || self.typid != pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, argno as i32) {
+                self.resolve(fcinfo, argno);
+            }
+            let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
+            match self.kind {
+                INT2 => hash_i64(seed, datum.value() as i16 as i64),
+                INT4 => hash_i64(seed, datum.value() as i32 as i64),
+                INT8 => hash_i64(seed, datum.value() as i64),
+                BYTES => {
+                    let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+                    let v = pg_sys::pg_detoast_datum_packed(raw);
+                    let bytes = std::slice::from_raw_parts(
+                        pgrx::varlena::vardata_any(v) as *const u8,
+                        pgrx::varlena::varsize_any_exhdr(v),
+                    );
+                    let h = hash_bytes(seed, bytes);
+                    if v != raw {
+                        pg_sys::pfree(v as *mut std::ffi::c_void);
+                    }
+                    h
+                }
+                UUID => hash_bytes(seed, std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16)),
+                _ => {
+                    let h = pg_sys::FunctionCall2Coll(&mut self.extended, self.collation, datum, pg_sys::Datum::from(0i64));
+                    hash_i64(seed, h.value() as i64)
+                }
+            }
+        }
+    }
+}

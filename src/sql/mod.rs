@@ -1,0 +1,36 @@
+//! The PostgreSQL glue: the `cuckoofilter` type, key hashing for any SQL type, the
+//! value functions and the aggregates. Functions are plain version-1 C functions so
+//! they can read arguments in place and cache per call site in `fn_extra`; their SQL
+//! declarations are in `sql/cuckoo.sql`.
+
+/// Defines version-1 fmgr functions: each body runs under pgrx's guard (Rust
+/// panics and `ereport!` become PostgreSQL errors), and each gets its `pg_finfo_`
+/// record.
+macro_rules! v1_functions {
+    ($( $(#[$meta:meta])* fn $name:ident($fcinfo:ident) $body:block )*) => {
+        $(
+            $(#[$meta])*
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C-unwind" fn $name($fcinfo: ::pgrx::pg_sys::FunctionCallInfo) -> ::pgrx::pg_sys::Datum {
+                let body = move || $body;
+                // SAFETY: PostgreSQL calls this with a valid frame; the guard turns
+                // panics and error reports into a PostgreSQL ERROR at this boundary.
+                unsafe { ::pgrx::pg_sys::submodules::panic::pgrx_extern_c_guard(body) }
+            }
+
+            #[allow(non_snake_case)]
+            pub mod $name {
+                #[unsafe(export_name = concat!("pg_finfo_", stringify!($name)))]
+                pub extern "C" fn finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+                    const V1: ::pgrx::pg_sys::Pg_finfo_record = ::pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+                    &V1
+                }
+            }
+        )*
+    };
+}
+
+pub mod datatype;
+pub mod keys;
+pub mod value_fns;
+pub mod aggregate;
