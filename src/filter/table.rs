@@ -35,7 +35,6 @@ pub struct Table<'a> {
     header: &'a Header,
     buckets: &'a [AtomicU64],
     g: Geometry,
-    max_depth: u32,
 }
 
 /// A path from a start bucket to a bucket with a free slot, packed into one integer:
@@ -60,20 +59,24 @@ impl Path {
 impl<'a> Table<'a> {
     /// `buckets.len()` must equal the header's bucket count; the header's parameters
     /// must have passed [`Params::check`].
+    #[inline]
     pub fn new(header: &'a Header, buckets: &'a [AtomicU64]) -> Table<'a> {
         let params = header.params();
-        assert_eq!(buckets.len() as u64, params.bucket_count(), "bucket slice does not match header");
-        let g = Geometry::new(&params);
-        // Deepest path whose breadth-first tree (two roots, `b` children per node)
-        // fits the node budget; also bounded by the 32-bit path encoding.
-        let b = g.slots.max(2) as usize;
+        debug_assert_eq!(buckets.len() as u64, params.bucket_count(), "bucket slice does not match header");
+        Table { header, buckets, g: Geometry::new(&params) }
+    }
+
+    /// Deepest path whose breadth-first tree (two roots, `b` children per node)
+    /// fits the node budget; also bounded by the 32-bit path encoding.
+    fn max_depth(&self) -> u32 {
+        let b = self.g.slots.max(2) as usize;
         let (mut depth, mut level, mut total) = (0u32, 2usize, 2usize);
         while depth < 15 && total + level * b <= MAX_BFS_NODES {
             level *= b;
             total += level;
             depth += 1;
         }
-        Table { header, buckets, g, max_depth: depth }
+        depth
     }
 
     pub fn params(&self) -> Params {
@@ -190,6 +193,7 @@ impl<'a> Table<'a> {
         queue[0] = (i1, Path { bits: 0, depth: 0 });
         queue[1] = (i2, Path { bits: 1, depth: 0 });
         let (mut head, mut tail) = (0usize, 2usize);
+        let max_depth = self.max_depth();
         while head < tail {
             let (bucket, path) = queue[head];
             head += 1;
@@ -197,7 +201,7 @@ impl<'a> Table<'a> {
             if self.g.find(w, 0).is_some() {
                 return Some(path);
             }
-            if path.depth < self.max_depth {
+            if path.depth < max_depth {
                 for s in 0..self.g.slots {
                     if tail == MAX_BFS_NODES {
                         break;

@@ -36,25 +36,23 @@ impl FilterValue {
     /// `ptr` must point to a readable 4-byte-header uncompressed varlena that stays
     /// valid for as long as the returned value is used.
     pub unsafe fn from_ptr(ptr: *mut pg_sys::varlena) -> FilterValue {
-        assert!(ptr as usize % 8 == 0, "cuckoofilter value is not 8-aligned");
         // SAFETY: the caller guarantees a 4-byte-header varlena.
         let len = unsafe { pgrx::varlena::varsize_4b(ptr) };
-        let corrupt = |why: String| -> ! {
-            ereport!(ERROR, PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, "corrupted cuckoofilter value", why);
-        };
-        if len < VALUE_PREFIX + HEADER_BYTES {
-            corrupt(format!("value is {len} bytes"));
-        }
         let v = FilterValue { ptr };
-        let params = v.header().params();
-        if let Err(e) = params.check() {
-            corrupt(e.to_string());
-        }
-        if v.header().magic != layout::MAGIC || params.bucket_count_log2 > MAX_VALUE_BUCKET_LOG2 {
-            corrupt("bad magic or size".into());
-        }
-        if (len - VALUE_PREFIX) as u64 != params.serialized_len() {
-            corrupt(format!("value is {len} bytes but its header describes {}", params.serialized_len()));
+        let ok = ptr as usize % 8 == 0 && len >= VALUE_PREFIX + HEADER_BYTES && {
+            let h = v.header();
+            h.magic == layout::MAGIC
+                && h.bucket_count_log2 <= MAX_VALUE_BUCKET_LOG2
+                && h.params().check().is_ok()
+                && (len - VALUE_PREFIX) as u64 == h.params().serialized_len()
+        };
+        if !ok {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                "corrupted cuckoofilter value",
+                format!("{len}-byte value at {ptr:p} does not match its header")
+            );
         }
         v
     }
@@ -169,6 +167,99 @@ fn invalid_input(e: impl std::fmt::Display) -> ! {
 pub struct DetoastCache {
     key: [u8; 16],
     value: *mut pg_sys::varlena,
+    /// Set when `value` lives in its own huge-page mapping rather than in fn_mcxt.
+    mapping: *mut Mapping,
+}
+
+/// An anonymous mapping holding one cached filter, unmapped when the cache replaces
+/// it or when `fn_mcxt` goes away (a memory-context callback), whichever is first.
+#[repr(C)]
+struct Mapping {
+    base: *mut std::ffi::c_void,
+    len: usize,
+    callback: pg_sys::MemoryContextCallback,
+}
+
+/// Filters at least this large are copied into memory backed by transparent huge
+/// pages: probing a large filter takes a TLB miss per bucket otherwise, which is
+/// costly (a nested page walk) on virtual machines.
+const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+const HUGE_PAGE: usize = 2 << 20;
+
+unsafe extern "C-unwind" fn unmap_on_reset(arg: *mut std::ffi::c_void) {
+    // SAFETY: `arg` is the Mapping registered with this callback; it is only
+    // unmapped once because `base` is cleared after unmapping.
+    unsafe {
+        let m = &mut *(arg as *mut Mapping);
+        if !m.base.is_null() {
+            libc::munmap(m.base, m.len);
+            m.base = std::ptr::null_mut();
+        }
+    }
+}
+
+impl DetoastCache {
+    /// Drops the cached value.
+    unsafe fn release(&mut self) {
+        // SAFETY: `value`/`mapping` were set by `store` and are owned by the cache.
+        unsafe {
+            if !self.mapping.is_null() {
+                unmap_on_reset(self.mapping as *mut std::ffi::c_void);
+            } else if !self.value.is_null() {
+                pg_sys::pfree(self.value as *mut std::ffi::c_void);
+            }
+        }
+        self.value = std::ptr::null_mut();
+        self.mapping = std::ptr::null_mut();
+    }
+
+    /// Keeps `detoasted` (palloc'd in the current context) for the life of
+    /// `cx`: large values move into a huge-page mapping, others are copied into
+    /// `cx`. Returns the cached copy.
+    unsafe fn store(&mut self, key: [u8; 16], detoasted: *mut pg_sys::varlena, cx: pg_sys::MemoryContext) -> *mut pg_sys::varlena {
+        // SAFETY: `detoasted` is a palloc'd 4-byte-header varlena of `len` bytes;
+        // the mapping is at least `len` bytes past its 2 MB-aligned start; the
+        // Mapping record lives in `cx`, as does the callback that frees it.
+        unsafe {
+            self.release();
+            let len = pgrx::varlena::varsize_4b(detoasted);
+            let mut copy = std::ptr::null_mut::<pg_sys::varlena>();
+            if len >= HUGE_PAGE_MIN_BYTES {
+                let map_len = len + 2 * HUGE_PAGE;
+                let base = libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                if base != libc::MAP_FAILED {
+                    let start = (base as usize + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
+                    // Advice before first touch, so faults allocate huge pages.
+                    libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+                    let m = pg_sys::MemoryContextAlloc(cx, std::mem::size_of::<Mapping>()) as *mut Mapping;
+                    m.write(Mapping {
+                        base,
+                        len: map_len,
+                        callback: pg_sys::MemoryContextCallback { func: Some(unmap_on_reset), arg: m as *mut _, next: std::ptr::null_mut() },
+                    });
+                    pg_sys::MemoryContextRegisterResetCallback(cx, &mut (*m).callback);
+                    std::ptr::copy_nonoverlapping(detoasted as *const u8, start as *mut u8, len);
+                    copy = start as *mut pg_sys::varlena;
+                    self.mapping = m;
+                }
+            }
+            if copy.is_null() {
+                copy = pg_sys::MemoryContextAlloc(cx, len) as *mut pg_sys::varlena;
+                std::ptr::copy_nonoverlapping(detoasted as *const u8, copy as *mut u8, len);
+            }
+            pg_sys::pfree(detoasted as *mut std::ffi::c_void);
+            self.key = key;
+            self.value = copy;
+            copy
+        }
+    }
 }
 
 /// Per-call-site state in `fn_extra`; all-zero is the valid initial state.
@@ -216,18 +307,13 @@ pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut
             let mut key = [0u8; 16];
             std::ptr::copy_nonoverlapping((raw as *const u8).add(2), key.as_mut_ptr(), 16);
             if !cache.value.is_null() && cache.key == key {
-                return FilterValue::from_ptr(cache.value);
+                // Checked by `from_ptr` when it was cached.
+                return FilterValue { ptr: cache.value };
             }
-            let flinfo = (*fcinfo).flinfo;
-            let old = pg_sys::MemoryContextSwitchTo((*flinfo).fn_mcxt);
             let detoasted = pg_sys::pg_detoast_datum_copy(raw);
-            pg_sys::MemoryContextSwitchTo(old);
-            if !cache.value.is_null() {
-                pg_sys::pfree(cache.value as *mut std::ffi::c_void);
-            }
-            cache.key = key;
-            cache.value = detoasted;
-            return FilterValue::from_ptr(detoasted);
+            FilterValue::from_ptr(detoasted);
+            let cached = cache.store(key, detoasted, (*(*fcinfo).flinfo).fn_mcxt);
+            return FilterValue { ptr: cached };
         }
         // Short, compressed or in-memory-external forms: small or rare; copy.
         FilterValue::from_ptr(pg_sys::pg_detoast_datum_copy(raw))

@@ -24,7 +24,8 @@ const UUID: u8 = 5;
 const EXTENDED: u8 = 6;
 
 /// How this call site hashes its key argument; lives in `fn_extra` and is valid
-/// all-zero (unset). Re-resolved whenever the argument type changes.
+/// all-zero (unset). Resolved on the first call only: a call site's argument types
+/// are fixed by its expression, and looking them up costs more than the probe.
 #[repr(C)]
 pub struct KeyHasher {
     typid: pg_sys::Oid,
@@ -92,7 +93,7 @@ impl KeyHasher {
         // SAFETY: as documented; each branch reads the datum in the representation
         // its resolved type guarantees.
         unsafe {
-            if self.kind == UNSET || self.typid != pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, argno as i32) {
+            if self.kind == UNSET {
                 self.resolve(fcinfo, argno);
             }
             let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
@@ -102,7 +103,10 @@ impl KeyHasher {
                 INT8 => hash_i64(seed, datum.value() as i64),
                 BYTES => {
                     let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
-                    let v = pg_sys::pg_detoast_datum_packed(raw);
+                    // Plain inline values (the common case) are read without an FFI call.
+                    let inline = pgrx::varlena::varatt_is_4b_u(raw)
+                        || (pgrx::varlena::varatt_is_1b(raw) && !pgrx::varlena::varatt_is_1b_e(raw));
+                    let v = if inline { raw } else { pg_sys::pg_detoast_datum_packed(raw) };
                     let bytes = std::slice::from_raw_parts(
                         pgrx::varlena::vardata_any(v) as *const u8,
                         pgrx::varlena::varsize_any_exhdr(v),
