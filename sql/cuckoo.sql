@@ -52,6 +52,8 @@ CREATE FUNCTION cf_agg_trans(internal, anyelement) RETURNS internal
     AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_agg_trans(internal, anyelement, float8) RETURNS internal
     AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_trans(internal, anyelement, float8, bigint) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_agg_combine(internal, internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'cf_agg_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_agg_serial(internal) RETURNS bytea
@@ -82,6 +84,19 @@ CREATE AGGREGATE cf_agg(anyelement, float8) (
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_agg(anyelement, float8) IS 'a cuckoo filter of the distinct non-null keys with the given false-positive rate';
+
+-- Sized for at least `capacity` keys: filters built for the same capacity and fpp
+-- have the same shape, so their union (cf_union, cf_union_agg) has room for all.
+CREATE AGGREGATE cf_agg(anyelement, fpp float8, capacity bigint) (
+    SFUNC = cf_agg_trans,
+    STYPE = internal,
+    FINALFUNC = cf_agg_final,
+    COMBINEFUNC = cf_agg_combine,
+    SERIALFUNC = cf_agg_serial,
+    DESERIALFUNC = cf_agg_deserial,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_agg(anyelement, float8, bigint) IS 'a cuckoo filter of the distinct non-null keys, sized for at least capacity keys';
 
 CREATE FUNCTION cf_union_trans(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_union_trans' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;

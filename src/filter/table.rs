@@ -337,7 +337,7 @@ impl OwnedFilter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::filter::hash::hash_i64;
     use crate::filter::layout::DEFAULT_SEED;

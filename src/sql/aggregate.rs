@@ -18,7 +18,7 @@ use super::datatype::{alloc_value, bytea_datum, call_cache, filter_arg, FilterVa
 use super::value_fns::{full_error, sizing_error, union_into};
 use crate::filter::build::{dedup_in_bucket_order, sort_in_bucket_order};
 use crate::filter::layout::DEFAULT_SEED;
-use crate::filter::sizing::{size_for, DEFAULT_FPP};
+use crate::filter::sizing::{size_for, SizingError, DEFAULT_FPP};
 
 /// The `cf_agg` transition state, allocated in the aggregate memory context. The
 /// hash array grows by doubling with `repalloc_huge`, so it is accounted to and
@@ -30,6 +30,8 @@ struct HashList {
     data: *mut u64,
     /// 0 until a row names an fpp.
     fpp: f64,
+    /// 0 until a row names a capacity; the filter is sized for at least this many.
+    capacity: u64,
 }
 
 impl HashList {
@@ -39,7 +41,7 @@ impl HashList {
             let cap = cap.max(64);
             let s = pg_sys::MemoryContextAlloc(cx, std::mem::size_of::<HashList>()) as *mut HashList;
             let data = pg_sys::MemoryContextAllocHuge(cx, cap * 8) as *mut u64;
-            s.write(HashList { len: 0, cap, data, fpp: 0.0 });
+            s.write(HashList { len: 0, cap, data, fpp: 0.0, capacity: 0 });
             s
         }
     }
@@ -54,8 +56,11 @@ impl HashList {
         }
     }
 
+    #[inline]
     fn push(&mut self, h: u64) {
-        self.reserve(1);
+        if self.len == self.cap {
+            self.reserve(1);
+        }
         // SAFETY: reserve guarantees len < cap.
         unsafe { self.data.add(self.len).write(h) };
         self.len += 1;
@@ -64,6 +69,21 @@ impl HashList {
     fn hashes(&mut self) -> &mut [u64] {
         // SAFETY: the first `len` elements are initialised.
         unsafe { std::slice::from_raw_parts_mut(self.data, self.len) }
+    }
+
+    fn set_capacity(&mut self, capacity: i64) {
+        if self.capacity == 0 {
+            if capacity < 1 {
+                sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
+            }
+            self.capacity = capacity as u64;
+        } else if self.capacity != capacity as u64 {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("cf_agg needs the same capacity for every row, got {} and {capacity}", self.capacity)
+            );
+        }
     }
 
     fn set_fpp(&mut self, fpp: f64) {
@@ -111,16 +131,19 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
 /// Builds the smallest filter that takes every hash, growing the table if the
 /// planned size turns out too tight.
 fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
-    let (hashes, fpp): (&mut [u64], f64) = match state {
+    let (hashes, fpp, capacity): (&mut [u64], f64, u64) = match state {
         Some(s) => {
             let fpp = if s.fpp == 0.0 { DEFAULT_FPP } else { s.fpp };
-            (s.hashes(), fpp)
+            let capacity = s.capacity;
+            (s.hashes(), fpp, capacity)
         }
-        None => (&mut [], DEFAULT_FPP),
+        None => (&mut [], DEFAULT_FPP, 0),
     };
     // Size for the raw count first: with no duplicates (the common case) the
     // deduplicating sort is already in the final bucket order.
-    let size = |n: usize| size_for((n as u64).max(1), fpp, MAX_VALUE_BUCKET_LOG2).unwrap_or_else(|e| sizing_error(e));
+    let size = |n: usize| {
+        size_for((n as u64).max(capacity).max(1), fpp, MAX_VALUE_BUCKET_LOG2).unwrap_or_else(|e| sizing_error(e))
+    };
     let mut sorted_log2 = size(hashes.len()).bucket_count_log2 as u32;
     let distinct = dedup_in_bucket_order(hashes, sorted_log2);
     let hashes = &mut hashes[..distinct];
@@ -147,18 +170,22 @@ fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
 }
 
 v1_functions! {
-    /// `cf_agg_trans(internal, anyelement [, float8]) -> internal`.
+    /// `cf_agg_trans(internal, anyelement [, float8 [, bigint]]) -> internal`.
     fn cf_agg_trans(fcinfo) {
         // SAFETY: declared (internal, anyelement[, float8]) and non-strict, so each
         // argument is checked for NULL before it is read.
         unsafe {
-            let cx = agg_context(fcinfo, "cf_agg_trans");
+            // A non-null internal state can only come from the executor, so the
+            // (FFI) context check is needed only when the state is created.
             let state = match state_arg(fcinfo, 0) {
                 Some(s) => s,
-                None => &mut *HashList::new_in(cx, 1024),
+                None => &mut *HashList::new_in(agg_context(fcinfo, "cf_agg_trans"), 1024),
             };
             if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
                 state.set_fpp(f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64));
+            }
+            if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
+                state.set_capacity(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64);
             }
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
                 let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
@@ -187,6 +214,11 @@ v1_functions! {
                     } else if b.fpp != 0.0 {
                         a.set_fpp(b.fpp);
                     }
+                    if a.capacity == 0 {
+                        a.capacity = b.capacity;
+                    } else if b.capacity != 0 {
+                        a.set_capacity(b.capacity as i64);
+                    }
                     a.reserve(b.len);
                     std::ptr::copy_nonoverlapping(b.data, a.data.add(a.len), b.len);
                     a.len += b.len;
@@ -196,16 +228,17 @@ v1_functions! {
         }
     }
 
-    /// `cf_agg_serial(internal) -> bytea`: fpp (f64), count (u64), hashes (u64),
-    /// all little-endian.
+    /// `cf_agg_serial(internal) -> bytea`: fpp (f64), capacity (u64), count (u64),
+    /// hashes (u64), all little-endian.
     fn cf_agg_serial(fcinfo) {
         // SAFETY: strict; arg 0 is our HashList.
         let s = unsafe {
             agg_context(fcinfo, "cf_agg_serial");
             state_arg(fcinfo, 0).expect("strict")
         };
-        let mut out = Vec::with_capacity(16 + 8 * s.len);
+        let mut out = Vec::with_capacity(24 + 8 * s.len);
         out.extend_from_slice(&s.fpp.to_le_bytes());
+        out.extend_from_slice(&s.capacity.to_le_bytes());
         out.extend_from_slice(&(s.len as u64).to_le_bytes());
         for h in s.hashes() {
             out.extend_from_slice(&h.to_le_bytes());
@@ -226,17 +259,18 @@ v1_functions! {
             let bad = || -> ! {
                 ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION, "malformed cf_agg partial state");
             };
-            if bytes.len() < 16 {
+            if bytes.len() < 24 {
                 bad();
             }
-            let fpp = f64::from_le_bytes(bytes[0..8].try_into().unwrap());
-            let n = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-            if (bytes.len() - 16) as u64 != n.saturating_mul(8) {
+            let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap());
+            let n = word(2);
+            if (bytes.len() - 24) as u64 != n.saturating_mul(8) {
                 bad();
             }
             let s = &mut *HashList::new_in(cx, n as usize);
-            s.fpp = fpp;
-            for c in bytes[16..].chunks_exact(8) {
+            s.fpp = f64::from_bits(word(0));
+            s.capacity = word(1);
+            for c in bytes[24..].chunks_exact(8) {
                 s.push(u64::from_le_bytes(c.try_into().unwrap()));
             }
             pg_sys::Datum::from(s as *mut HashList)

@@ -1,0 +1,32 @@
+# Thin wrappers; the scripts under tests/ do the work.
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+export PG_CONFIG
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: setup install demo test test-core test-pg test-regress bench
+
+setup:
+	bash tests/setup.sh
+
+install: setup
+	cargo pgrx install --release --pg-config $(PG_CONFIG)
+
+demo: install
+	bash tests/demo.sh
+
+test: setup test-core test-pg test-regress
+
+# The filter core alone, without pgrx: proves it does not depend on it.
+test-core:
+	cargo test --no-default-features --lib --release
+
+# #[pg_test]s inside a temporary PostgreSQL run by pgrx as user postgres.
+test-pg: setup
+	bash tests/pg_test.sh
+
+# SQL behaviour against an installed extension in a throwaway cluster.
+test-regress: install
+	bash tests/regress.sh
+
+bench: install
+	bash tests/bench/run.sh

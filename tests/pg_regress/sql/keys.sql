@@ -1,0 +1,48 @@
+-- Keys of any type with a default hash operator class.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS cuckoo;
+RESET client_min_messages;
+\set VERBOSITY terse
+-- err(q): runs q and shows the SQLSTATE and message of its error, if any.
+CREATE OR REPLACE FUNCTION err(q text) RETURNS text LANGUAGE plpgsql AS $f$
+BEGIN
+  EXECUTE q;
+  RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $f$;
+CREATE TABLE ints AS SELECT cf_agg(g::int8) AS f8, cf_agg(g::int4) AS f4, cf_agg(g::int2) AS f2 FROM generate_series(1, 1000) g;
+-- Equal integers match across widths, as in PostgreSQL's integer hash family.
+SELECT cf_contains(f8, 42::int4), cf_contains(f8, 42::int2), cf_contains(f4, 42::int8), cf_contains(f2, 42::int8),
+       f8::text = f4::text AND f4::text = f2::text AS identical_filters FROM ints;
+SELECT count(*) FILTER (WHERE cf_contains(f8, g::int4)) AS members_found FROM ints, generate_series(1, 1000) g;
+
+-- Strings: text and varchar agree; bytea and uuid have fast paths.
+SELECT cf_contains(cf_agg(s), 'abc'::varchar), cf_contains(cf_agg(s::varchar), 'abc'::text), cf_contains(cf_agg(s), 'abd'::text)
+  FROM (VALUES ('abc'::text), ('xyz')) v(s);
+SELECT cf_contains(cf_agg(b), '\x0102'::bytea), cf_contains(cf_agg(b), '\x0103'::bytea) FROM (VALUES ('\x0102'::bytea)) v(b);
+SELECT cf_contains(cf_agg(u), 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid),
+       cf_contains(cf_agg(u), 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12'::uuid)
+  FROM (VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid)) v(u);
+-- Long (toasted) strings.
+SELECT cf_contains(cf_agg(s), repeat('x', 100000)), cf_contains(cf_agg(s), repeat('x', 99999))
+  FROM (SELECT repeat('x', 100000) s) v;
+
+-- Other types go through their own extended hash function: equality decides.
+SELECT cf_contains(cf_agg(x), 1.5::float4) AS float_cross_width FROM (VALUES (1.5::float8)) v(x);
+SELECT cf_contains(cf_agg(x), 1.50::numeric) AS numeric_scale_ignored FROM (VALUES (1.5::numeric)) v(x);
+SELECT cf_contains(cf_agg(x), '2020-01-01'::date), cf_contains(cf_agg(x), '2020-01-02'::date) FROM (VALUES ('2020-01-01'::date)) v(x);
+SELECT cf_contains(cf_agg(x), '2020-01-01 10:00+00'::timestamptz) FROM (VALUES ('2020-01-01 12:00+02'::timestamptz)) v(x);
+SELECT cf_contains(cf_agg(x), 'a '::char(3)) AS bpchar_trailing_blanks FROM (VALUES ('a'::char(1))) v(x);
+SELECT cf_contains(cf_agg(x), ARRAY[1,2,3]), cf_contains(cf_agg(x), ARRAY[1,2]) FROM (VALUES (ARRAY[1,2,3])) v(x);
+SELECT cf_contains(cf_agg(x), true), cf_contains(cf_agg(x), false) FROM (VALUES (true)) v(x);
+CREATE DOMAIN positive_int AS int CHECK (VALUE > 0);
+SELECT cf_contains(cf_agg(x), 7), cf_contains(cf_agg(7), 7::positive_int) FROM (VALUES (7::positive_int)) v(x);
+-- Text under a nondeterministic collation: equal strings (by the collation) match.
+CREATE COLLATION case_insensitive (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+SELECT cf_contains(cf_agg(s COLLATE case_insensitive), 'ABC'::text COLLATE case_insensitive)
+  FROM (VALUES ('abc'::text)) v(s);
+
+-- A type without a hash operator class cannot be a key.
+SELECT err($q$SELECT cf_contains(cf_empty(10, 0.01), point(1, 2))$q$);
+SELECT err($q$SELECT cf_agg(x) FROM (VALUES (point(1, 2))) v(x)$q$);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# SQL-level tests against the installed extension in a throwaway cluster:
+# pg_regress (tests/pg_regress), then the dump/restore and COPY round trips.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-regress} PGPORT=${PGPORT:-5496}
+PG_REGRESS="$(dirname "$($PG_CONFIG --pgxs)")/../test/regress/pg_regress"
+out=$(mktemp -d /tmp/cuckoo-regress-out.XXXXXX)
+chmod 777 "$out"
+trap 'tests/cluster.sh stop' EXIT
+tests/cluster.sh start
+
+tests=$(ls tests/pg_regress/sql/*.sql | xargs -n1 basename | sed 's/\.sql$//' | sort)
+if ! "$PG_REGRESS" --host="$CLUSTER_DIR" --port="$PGPORT" --user=postgres \
+     --inputdir=tests/pg_regress --outputdir="$out" --dbname=cuckoo_regress $tests; then
+  cat "$out/regression.diffs" || true
+  exit 1
+fi
+bash tests/roundtrip.sh
