@@ -1,0 +1,39 @@
+-- The cuckoo extension at work: a filter in front of an exact check.
+\pset footer off
+\echo '== Sample data: 2M page views, and 50k accounts flagged for review (indexed).'
+CREATE EXTENSION cuckoo;
+CREATE TABLE views   AS SELECT g AS id, (g::bigint * 7919) % 5000000 AS account FROM generate_series(1, 2000000) g;
+CREATE TABLE flagged AS SELECT g * 100 AS account, 'review' AS reason FROM generate_series(1, 50000) g;
+CREATE INDEX ON flagged (account);
+ANALYZE views; ANALYZE flagged;
+
+\echo '== Build a filter of the flagged accounts with cf_agg and store it.'
+CREATE TABLE filters AS SELECT 'flagged' AS name, cf_agg(account) AS f FROM flagged;
+SELECT name, cf_count(f) AS items, jsonb_pretty(cf_info(f) - 'seed' - 'hash' - 'format_version') AS info FROM filters;
+
+\echo '== Probe it: a flagged account is maybe-present, and most others are definitely absent.'
+SELECT k AS account, cf_contains(f, k) AS maybe_present, EXISTS (SELECT 1 FROM flagged WHERE account = k) AS really_present
+FROM filters, (VALUES (100), (4200), (4242), (12345), (5000000)) v(k);
+
+\echo '== Any hashable type works; integer widths agree (int4 42 finds int8 42).'
+SELECT cf_contains(cf_agg(x::bigint), 42::int) AS int4_in_int8, cf_contains(cf_agg(x::text), '42'::text) AS text
+FROM generate_series(1, 100) x;
+
+\echo '== Pre-screened EXISTS: cf_contains(...) AND EXISTS (...) is exact end to end.'
+\timing on
+SET max_parallel_workers_per_gather = 0;
+SET enable_hashjoin = off; SET enable_mergejoin = off;  -- force one index probe per view, as a remote or costly check would
+SELECT count(*) AS flagged_views_plain FROM views v WHERE EXISTS (SELECT 1 FROM flagged WHERE account = v.account);
+-- Pass the filter as a scalar subquery: it is fetched once (an InitPlan) and the
+-- probe runs on the scan, before the exact check.
+SELECT count(*) AS flagged_views_prescreened FROM views v
+WHERE cf_contains((SELECT f FROM filters WHERE name = 'flagged'), v.account)
+  AND EXISTS (SELECT 1 FROM flagged WHERE account = v.account);
+\timing off
+\echo '== How many views reached the exact check (the rest were skipped by the filter):'
+SELECT count(*) AS views, count(*) FILTER (WHERE cf_contains(f, account)) AS reached_exact_check,
+       count(*) FILTER (WHERE cf_contains(f, account)) - count(*) FILTER (WHERE EXISTS (SELECT 1 FROM flagged x WHERE x.account = v.account)) AS false_positives
+FROM views v, filters;
+
+\echo '== The filter survives text/binary I/O, so pg_dump and COPY carry it.'
+SELECT left(f::text, 60) || '...' AS text_form, length(f::text) AS text_bytes FROM filters;
