@@ -2,41 +2,95 @@
 //! deduplication. Inserting in bucket order walks the table sequentially instead of
 //! taking a cache miss per key.
 
-/// Radix digit width: at most 2 passes for the largest value table (2^26 buckets).
-const DIGIT_BITS: u32 = 13;
+/// Radix digits of at most 11 bits keep the scatter targets (2048 cache lines)
+/// within L2.
+const MAX_DIGIT_BITS: u32 = 11;
 
 /// Sorts hashes so that their primary buckets in a table of `2^log2` buckets
 /// ascend (an LSD radix sort on the low `log2` bits; order within a bucket is
 /// unspecified).
 pub fn sort_in_bucket_order(hashes: &mut [u64], log2: u32) {
-    if log2 == 0 || hashes.len() < 2 {
+    sort_by_key_bits(hashes, log2, |h| h);
+}
+
+/// Radix sort of `items` by the low `bits` bits of `key(item)`: one scatter on the
+/// high digit into memory-sized partitions, then each partition (small enough for
+/// the cache) sorted on the remaining low bits, in cache. Stable.
+pub fn sort_by_key_bits(items: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
+    let n = items.len();
+    if bits == 0 || n < 2 {
         return;
     }
-    let mut scratch = vec![0u64; hashes.len()];
-    let mut shift = 0;
-    let mut in_scratch = false;
-    while shift < log2 {
-        let bits = DIGIT_BITS.min(log2 - shift);
-        let digit = |h: u64| ((h >> shift) & ((1u64 << bits) - 1)) as usize;
-        let (src, dst): (&[u64], &mut [u64]) =
-            if in_scratch { (&scratch, &mut *hashes) } else { (&*hashes, &mut scratch) };
-        let mut offsets = vec![0usize; (1 << bits) + 1];
-        for &h in src {
-            offsets[digit(h) + 1] += 1;
-        }
-        for i in 1..offsets.len() {
-            offsets[i] += offsets[i - 1];
-        }
-        for &h in src {
-            let d = digit(h);
-            dst[offsets[d]] = h;
-            offsets[d] += 1;
-        }
-        in_scratch = !in_scratch;
-        shift += bits;
+    let key = |h: u64| key(h) & (u64::MAX >> (64 - bits));
+    let high_bits = bits.min(MAX_DIGIT_BITS);
+    let low_bits = bits - high_bits;
+    let high = |h: u64| (key(h) >> low_bits) as usize;
+    let mut starts = vec![0usize; (1 << high_bits) + 1];
+    for &h in items.iter() {
+        starts[high(h) + 1] += 1;
     }
-    if in_scratch {
-        hashes.copy_from_slice(&scratch);
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut scratch: Vec<u64> = Vec::with_capacity(n);
+    let mut next = starts.clone();
+    // SAFETY: the prefix sums give each high digit a disjoint range of indices below
+    // `n` whose sizes equal the digit counts, so every slot of `scratch` is written
+    // exactly once before `set_len`.
+    unsafe {
+        let dst = scratch.as_mut_ptr();
+        for &h in items.iter() {
+            let d = high(h);
+            dst.add(next[d]).write(h);
+            next[d] += 1;
+        }
+        scratch.set_len(n);
+    }
+    if low_bits == 0 {
+        items.copy_from_slice(&scratch);
+        return;
+    }
+    // Each partition back into `items`, by the low bits (LSD passes in cache).
+    let low_mask = (1u64 << low_bits) - 1;
+    for p in 0..(1usize << high_bits) {
+        let (a, b) = (starts[p], starts[p + 1]);
+        items[a..b].copy_from_slice(&scratch[a..b]);
+        if b - a > 1 {
+            lsd_sort(&mut items[a..b], &mut scratch[a..b], low_bits, |h| key(h) & low_mask);
+        }
+    }
+}
+
+/// LSD radix sort of `items` by the low `bits` bits of `key`, using `tmp` (same
+/// length) as the other buffer. Stable.
+fn lsd_sort(items: &mut [u64], tmp: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
+    let passes = bits.div_ceil(MAX_DIGIT_BITS);
+    let digit_bits = bits.div_ceil(passes);
+    let radix = 1usize << digit_bits;
+    let mut counts = vec![0usize; radix];
+    let (mut src, mut dst) = (items, tmp);
+    let mut swapped = false;
+    for p in 0..passes {
+        let shift = p * digit_bits;
+        let digit = |h: u64| (key(h) >> shift) as usize & (radix - 1);
+        counts.fill(0);
+        for &h in src.iter() {
+            counts[digit(h)] += 1;
+        }
+        let mut sum = 0;
+        for c in counts.iter_mut() {
+            (*c, sum) = (sum, sum + *c);
+        }
+        for &h in src.iter() {
+            let d = digit(h);
+            dst[counts[d]] = h;
+            counts[d] += 1;
+        }
+        std::mem::swap(&mut src, &mut dst);
+        swapped = !swapped;
+    }
+    if swapped {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -53,10 +107,17 @@ pub fn dedup_in_bucket_order(hashes: &mut [u64], log2: u32) -> usize {
         while end < hashes.len() && hashes[end] & mask == bucket {
             end += 1;
         }
-        hashes[start..end].sort_unstable();
+        if end - start > 16 {
+            hashes[start..end].sort_unstable();
+        }
+        // Runs are short (a few keys per bucket): compare each key with those kept
+        // from its run so far; long runs were sorted above, so this stays linear.
+        let kept = n;
         for i in start..end {
-            if i == start || hashes[i] != hashes[i - 1] {
-                hashes[n] = hashes[i];
+            let h = hashes[i];
+            let dup = if end - start > 16 { n > kept && hashes[n - 1] == h } else { hashes[kept..n].contains(&h) };
+            if !dup {
+                hashes[n] = h;
                 n += 1;
             }
         }

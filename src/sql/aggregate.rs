@@ -156,8 +156,7 @@ fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
             sorted_log2 = log2;
         }
         let v = alloc_value(&params);
-        let t = v.table();
-        if hashes.iter().all(|&h| t.insert(h).is_ok()) {
+        if v.table().bulk_insert_exclusive(hashes).is_ok() {
             return v;
         }
         // SAFETY: `v` was allocated above by palloc and is not referenced anymore.
