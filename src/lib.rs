@@ -39,6 +39,38 @@ mod tests {
         .unwrap();
         assert_eq!(hits, Some(100000));
     }
+
+    #[pg_test]
+    fn cache_replaced_on_every_row_gives_right_answers() {
+        // Two filters just over 4 MB (cached in huge-page mappings) and a small one,
+        // probed alternately: the per-call-site cache swaps (and unmaps) on every
+        // call and must never answer from the wrong filter.
+        Spi::run(
+            "CREATE TABLE alt AS
+               SELECT 1 AS id, cf_agg(g) AS f FROM generate_series(1, 1000000) g
+               UNION ALL SELECT 2, cf_agg(g) FROM generate_series(2000001, 3000000) g
+               UNION ALL SELECT 3, cf_agg(g) FROM generate_series(1, 10) g",
+        )
+        .unwrap();
+        let big = Spi::get_one::<bool>("SELECT bool_and((cf_info(f) ->> 'bytes')::int > 4 << 20) FROM alt WHERE id < 3")
+            .unwrap();
+        assert_eq!(big, Some(true));
+        let per_filter = Spi::get_one::<String>(
+            "SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM (
+               SELECT id, count(*) FILTER (WHERE cf_contains(f, k)) AS n
+               FROM (SELECT k FROM generate_series(1, 300) k UNION ALL SELECT 2000000 + k FROM generate_series(1, 300) k) ks
+               CROSS JOIN LATERAL (SELECT * FROM alt WHERE ks.k > 0 ORDER BY id) a GROUP BY id) s",
+        )
+        .unwrap()
+        .unwrap();
+        // Of the 600 probes, filter 1 holds 300, filter 2 the other 300, filter 3
+        // ten. At a false-positive rate under 0.2%, more than 5 extra hits would
+        // mean answers from the wrong filter (a wrong filter gives 300 extra).
+        let counts: Vec<i64> = per_filter.split(',').map(|p| p.split(':').nth(1).unwrap().parse().unwrap()).collect();
+        assert!((300..305).contains(&counts[0]), "{per_filter}");
+        assert!((300..305).contains(&counts[1]), "{per_filter}");
+        assert!((10..15).contains(&counts[2]), "{per_filter}");
+    }
 }
 
 #[cfg(feature = "pg_test")]

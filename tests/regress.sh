@@ -11,9 +11,8 @@ chmod 777 "$out"
 trap 'tests/cluster.sh stop' EXIT
 tests/cluster.sh start
 
-tests=$(ls tests/pg_regress/sql/*.sql | xargs -n1 basename | sed 's/\.sql$//' | sort)
 if ! "$PG_REGRESS" --host="$CLUSTER_DIR" --port="$PGPORT" --user=postgres \
-     --inputdir=tests/pg_regress --outputdir="$out" --dbname=cuckoo_regress $tests; then
+     --inputdir=tests/pg_regress --outputdir="$out" --dbname=cuckoo_regress --schedule=tests/pg_regress/schedule; then
   cat "$out/regression.diffs" || true
   exit 1
 fi

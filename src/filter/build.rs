@@ -96,7 +96,8 @@ fn lsd_sort(items: &mut [u64], tmp: &mut [u64], bits: u32, key: impl Fn(u64) -> 
 
 /// Sorts in bucket order and removes repeated hashes (repeated keys); returns the
 /// number of distinct hashes, which now fill the front of the slice in bucket
-/// order. Equal hashes share a bucket, so each bucket's run is deduplicated alone.
+/// order and, within a bucket, ascending, whatever the input order was. Equal
+/// hashes share a bucket, so each bucket's run is deduplicated alone.
 pub fn dedup_in_bucket_order(hashes: &mut [u64], log2: u32) -> usize {
     sort_in_bucket_order(hashes, log2);
     let mask = (1u64 << log2) - 1;
@@ -107,17 +108,24 @@ pub fn dedup_in_bucket_order(hashes: &mut [u64], log2: u32) -> usize {
         while end < hashes.len() && hashes[end] & mask == bucket {
             end += 1;
         }
-        if end - start > 16 {
-            hashes[start..end].sort_unstable();
+        // Each run is sorted, so the result does not depend on the input order
+        // (a parallel plan builds the same bytes as a serial one). Runs are short
+        // (a few keys per bucket): insertion sort, unless a key repeats a lot.
+        let run = &mut hashes[start..end];
+        if run.len() > 16 {
+            run.sort_unstable();
+        } else {
+            for i in 1..run.len() {
+                let mut j = i;
+                while j > 0 && run[j - 1] > run[j] {
+                    run.swap(j - 1, j);
+                    j -= 1;
+                }
+            }
         }
-        // Runs are short (a few keys per bucket): compare each key with those kept
-        // from its run so far; long runs were sorted above, so this stays linear.
-        let kept = n;
         for i in start..end {
-            let h = hashes[i];
-            let dup = if end - start > 16 { n > kept && hashes[n - 1] == h } else { hashes[kept..n].contains(&h) };
-            if !dup {
-                hashes[n] = h;
+            if i == start || hashes[i] != hashes[i - 1] {
+                hashes[n] = hashes[i];
                 n += 1;
             }
         }
@@ -141,6 +149,10 @@ mod tests {
         assert_eq!(distinct, vec![1, 5, 6, 9, 1 << 40]);
         assert!(v[..n].windows(2).all(|w| (w[0] & 3) <= (w[1] & 3)));
         assert_eq!(dedup_in_bucket_order(&mut [], 3), 0);
+        // The result does not depend on the input order.
+        let mut w = vec![1 << 40, 6, 9, 5, 1, 5, 1];
+        let m = dedup_in_bucket_order(&mut w, 2);
+        assert_eq!(v[..n], w[..m]);
     }
 
     #[test]

@@ -139,15 +139,17 @@ fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
         }
         None => (&mut [], DEFAULT_FPP, 0),
     };
-    // Size for the raw count first: with no duplicates (the common case) the
-    // deduplicating sort is already in the final bucket order.
-    let size = |n: usize| {
-        size_for((n as u64).max(capacity).max(1), fpp, MAX_VALUE_BUCKET_LOG2).unwrap_or_else(|e| sizing_error(e))
-    };
-    let mut sorted_log2 = size(hashes.len()).bucket_count_log2 as u32;
+    let size = |n: usize| size_for((n as u64).max(capacity).max(1), fpp, MAX_VALUE_BUCKET_LOG2);
+    // Sort for the size the raw count needs: with no duplicates (the common case)
+    // the deduplicating sort is already in the final bucket order.
+    let mut sorted_log2 = size(hashes.len()).map_or(MAX_VALUE_BUCKET_LOG2, |p| p.bucket_count_log2) as u32;
     let distinct = dedup_in_bucket_order(hashes, sorted_log2);
     let hashes = &mut hashes[..distinct];
-    let mut params = size(distinct);
+    let mut params = match size(distinct) {
+        Ok(p) => p,
+        Err(SizingError::Capacity(why)) => full_error("too many distinct keys for one cuckoofilter value", why),
+        Err(e) => sizing_error(e),
+    };
     params.seed = DEFAULT_SEED;
     loop {
         let log2 = params.bucket_count_log2 as u32;

@@ -344,6 +344,11 @@ v1_functions! {
         let Some(body) = text.strip_prefix(TEXT_PREFIX) else {
             invalid_input(format!("input must start with \"{TEXT_PREFIX}\""));
         };
+        // Refuse what cannot be a value before decoding it.
+        let max_body = 4 * (HEADER_BYTES + (8usize << MAX_VALUE_BUCKET_LOG2)).div_ceil(3);
+        if body.len() > max_body {
+            invalid_input(format!("{} characters is longer than any cuckoofilter value", body.len()));
+        }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(body)
             .unwrap_or_else(|e| invalid_input(format!("bad base64: {e}")));

@@ -32,14 +32,13 @@ pub fn union_into(dst: FilterValue, src: FilterValue) -> FilterValue {
             why
         );
     }
+    let (dst_items, src_items) = (dst.table().item_count(), src.table().item_count());
     let (into, from) = if pd.bucket_count_log2 <= ps.bucket_count_log2 { (dst, src) } else { (src.copy(), dst) };
     if let Err(Full) = into.table().merge_from(&from.table()) {
         full_error(
             "cuckoo filter union does not fit",
             format!(
-                "{} + {} items do not fit the {} slots of the smaller filter; build it with cf_agg over the keys instead",
-                dst.table().item_count(),
-                src.table().item_count(),
+                "{dst_items} + {src_items} items do not fit the {} slots of the smaller filter; build both with the same capacity (cf_agg(key, fpp, capacity))",
                 into.header().params().slot_count()
             ),
         );

@@ -1,16 +1,5 @@
 -- cf_agg: sizing, duplicates, NULLs, fpp, and parallel plans.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS cuckoo;
-RESET client_min_messages;
 \set VERBOSITY terse
--- err(q): runs q and shows the SQLSTATE and message of its error, if any.
-CREATE OR REPLACE FUNCTION err(q text) RETURNS text LANGUAGE plpgsql AS $f$
-BEGIN
-  EXECUTE q;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $f$;
 CREATE TABLE keys AS SELECT g AS k FROM generate_series(1, 200000) g;
 INSERT INTO keys SELECT NULL FROM generate_series(1, 10);
 INSERT INTO keys SELECT k FROM keys WHERE k <= 1000;   -- duplicates

@@ -1,16 +1,5 @@
 -- Keys of any type with a default hash operator class.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS cuckoo;
-RESET client_min_messages;
 \set VERBOSITY terse
--- err(q): runs q and shows the SQLSTATE and message of its error, if any.
-CREATE OR REPLACE FUNCTION err(q text) RETURNS text LANGUAGE plpgsql AS $f$
-BEGIN
-  EXECUTE q;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $f$;
 CREATE TABLE ints AS SELECT cf_agg(g::int8) AS f8, cf_agg(g::int4) AS f4, cf_agg(g::int2) AS f2 FROM generate_series(1, 1000) g;
 -- Equal integers match across widths, as in PostgreSQL's integer hash family.
 SELECT cf_contains(f8, 42::int4), cf_contains(f8, 42::int2), cf_contains(f4, 42::int8), cf_contains(f2, 42::int8),

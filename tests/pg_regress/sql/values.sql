@@ -1,16 +1,5 @@
 -- The cuckoofilter value type: text I/O, sizing, count/info, NULLs, parameters.
-SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS cuckoo;
-RESET client_min_messages;
 \set VERBOSITY terse
--- err(q): runs q and shows the SQLSTATE and message of its error, if any.
-CREATE OR REPLACE FUNCTION err(q text) RETURNS text LANGUAGE plpgsql AS $f$
-BEGIN
-  EXECUTE q;
-  RETURN 'no error';
-EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
-END $f$;
 
 -- An empty filter: 10 items at 1% fits one... bucket count is a power of two.
 SELECT cf_empty(10, 0.01);
