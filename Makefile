@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core test-pg test-regress bench
+.PHONY: setup install demo test test-core loom test-pg test-regress bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -14,11 +14,17 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core test-pg test-regress
+test: setup test-core loom test-pg test-regress
 
-# The filter core alone, without pgrx: proves it does not depend on it.
+# The filter core alone, without pgrx: proves it does not depend on it. Includes
+# the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS).
 test-core:
 	cargo test --no-default-features --lib --release
+
+# Model checking of the lock-free table with loom (src/filter/loom_tests.rs).
+loom:
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+	  cargo test --no-default-features --lib --release loom -- --nocapture --test-threads 1
 
 # #[pg_test]s inside a temporary PostgreSQL run by pgrx as user postgres.
 test-pg: setup

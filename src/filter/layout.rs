@@ -25,7 +25,8 @@
 //! bucket, counter included, is read and compare-and-swapped with one instruction.
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+
+use super::sync::AtomicU64;
 
 pub const MAGIC: [u8; 4] = *b"CKOF";
 pub const FORMAT_VERSION: u8 = 1;
@@ -63,7 +64,9 @@ pub struct Header {
     pub item_count: AtomicU64,
 }
 
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::size_of::<Header>() == HEADER_BYTES);
+#[cfg(not(loom))]
 const _: () = assert!(std::mem::align_of::<Header>() == 8);
 
 /// The parameters that define a filter's shape and hashing; everything in the header

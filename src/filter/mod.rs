@@ -6,7 +6,13 @@ pub mod build;
 pub mod hash;
 pub mod layout;
 pub mod sizing;
+pub mod sync;
 pub mod table;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod stress_tests;
 
 pub use layout::{FormatError, Geometry, Header, Params};
 pub use table::{Full, OwnedFilter, Table};

@@ -1,20 +1,80 @@
-//! Operations on a filter's bucket words: lookup, insert, delete and merge. They run
-//! over a caller-provided header and slice of atomic words, with no pointers and no
-//! allocation inside the table, so the same code serves a `cuckoofilter` value and a
-//! filter in shared memory.
+//! The lock-free concurrent cuckoo filter: lookup, insert, delete, merge and bulk
+//! build over a caller-provided header and slice of atomic bucket words. There are
+//! no pointers and no allocation inside the table, so the same code serves a
+//! `cuckoofilter` value and a filter in shared memory mapped at any address.
 //!
-//! Lookup is the two-phase lookup of the lock-free concurrent filter; insert into a
-//! bucket with room and delete are single compare-and-swaps; when both candidate
-//! buckets are full, insert discovers a path read-only and breadth-first, packs it
-//! into one integer, and migrates fingerprints backwards along it.
+//! # The algorithm (source §3)
 //!
-//! Concurrency status: every word access is atomic and every update a
-//! compare-and-swap, but a fingerprint move is a copy into the target followed by a
-//! clear of the source. That is exact for a single writer (a value being built or
-//! changed by one backend, with any number of readers); making moves safe against
-//! concurrent deleters is the lock-free core's job.
+//! - A bucket is one 64-bit word: `b` fingerprints and a counter of `c ≥ 16` bits.
+//!   **Every** change to a bucket word (a fingerprint added, removed, or moved in or
+//!   out) is one compare-and-swap that also adds 1 to that bucket's counter.
+//! - Lookup is two-phase: read `i1` then `i2`; if neither holds `f`, read both again;
+//!   if still neither, retry only when both counters advanced by at least 2, else
+//!   answer "absent".
+//! - Insert into a bucket with room is one CAS. Otherwise a read-only breadth-first
+//!   search from both buckets finds a path to a free slot, packed into one integer
+//!   ([`Path`]); migration walks it backwards, one fingerprint move per step, and
+//!   restarts discovery when a step finds its target full.
+//! - Delete is the two-phase scan of lookup followed by one CAS.
+//!
+//! # Moving a fingerprint: copy, then clear
+//!
+//! A move of `f` from slot `s` of bucket `S` to bucket `T` (always `f`'s two
+//! candidate buckets) is two CASes: add `f` to a free slot of `T`, then clear slot
+//! `s` of `S` if it still holds `f`. If it no longer does — a deleter removed that
+//! copy, or another mover took it — the pair now holds one copy of `f` too many,
+//! and the mover removes one copy of `f` from the pair ("undo"). Copies of the
+//! same fingerprint in the same pair are indistinguishable to every operation, so
+//! the filter is a multiset of fingerprints per pair, and with `L` the number of
+//! copies inserted and not deleted (the logical count) and `P` the copies in the
+//! words: `P = L`, except `P = L + 1` while a move is between its two CASes. Hence:
+//! - no false negatives: `P ≥ L` at every instant, so a fingerprint that is
+//!   logically present is always physically in one of its two buckets;
+//! - a delete removes exactly one copy (one CAS clears one slot), and leaves
+//!   `P ≥ L` because `L` drops with it;
+//! - the item count (changed only by inserts and deletes) equals `L` exactly.
+//!
+//! A reader may see both copies during a move; that is harmless. A mover that dies
+//! between its two CASes (a backend killed mid-insert) leaves one extra copy: a
+//! possible false positive, never a false negative.
+//!
+//! # Why the two-phase rule is sound
+//!
+//! Suppose `f` is logically present throughout a lookup whose four reads (at times
+//! T1 < T2 < T3 < T4: `i1`, `i2`, `i1`, `i2`) all miss it. As `P ≥ 1`, at T1 `f` is
+//! in `i2`, at T2 in `i1`, at T3 in `i2`, at T4 in `i1`. So `i1` gained and then lost
+//! a copy between T1 and T3, and `i2` gained and lost one between T2 and T4: each
+//! counter advanced by at least 2 between the lookup's two reads of it, which is the
+//! retry condition. The source adds a third condition comparing the counters of the
+//! two buckets (`t2' ≥ t1 + 3`); it holds only if moves synchronise the counters
+//! like Lamport clocks, and such clocks can leap by half their range in one move,
+//! so after wrap-around the comparison could wrongly suppress a retry. This
+//! implementation drops it: the two same-bucket conditions are exactly what the
+//! argument needs. The `loom` models in `loom_tests` check it over every
+//! interleaving of a lookup with back-and-forth moves.
+//!
+//! Counters are `c = 64 − b·f ≥ 16` bits and compared modulo `2^c`. A reader is
+//! fooled only if one bucket is modified `2^16` times (or a multiple) between its
+//! two reads of it, i.e. 65,536 compare-and-swaps on one cache line during one
+//! lookup of four loads.
+//!
+//! # Lock-freedom
+//!
+//! Every loop retries only because another thread's CAS succeeded: a failed CAS
+//! means the word changed; a lookup or delete retries only after both of its
+//! buckets were changed at least twice; discovery restarts only after a move step
+//! found its source or target changed. So whenever some thread is retrying, others
+//! are completing steps, and the system as a whole makes progress. Inserts stop
+//! with [`Full`] when discovery finds no path, or after `MAX_DISCOVERY_ROUNDS`
+//! invalidated paths (under extreme contention an insert may thus report full
+//! while room exists; nothing is ever lost).
+//!
+//! Orderings: loads are `Acquire`, CASes `AcqRel`. A reader that sees a move's
+//! clear in `S` therefore also sees its earlier copy in `T`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crossbeam_utils::Backoff;
+
+use super::sync::{spin, AtomicU64, Ordering};
 
 use super::layout::{Geometry, Header, Params};
 
@@ -23,13 +83,26 @@ use super::layout::{Geometry, Header, Params};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
-/// Path discovery examines at most this many buckets.
+/// Path discovery examines at most this many buckets. (Loom runs threads on small
+/// stacks, and its model tables have a handful of buckets.)
+#[cfg(not(loom))]
 const MAX_BFS_NODES: usize = 2048;
+#[cfg(loom)]
+const MAX_BFS_NODES: usize = 64;
 /// Discovery restarts this often before an insert gives up as full. Restarts only
-/// happen when the table changed under the path, which a single writer never sees.
-const MAX_DISCOVERY_ROUNDS: usize = 16;
+/// happen when other threads changed the table under the path.
+const MAX_DISCOVERY_ROUNDS: usize = 64;
 
 /// A view of one filter: its header and its bucket words.
+/// Outcome of the two-phase scan.
+enum Scan {
+    /// Bucket and the word in which a copy was seen.
+    Found(u64, u64),
+    Absent,
+    /// Both buckets changed twice during the scan: the copy may have been missed.
+    Retry,
+}
+
 #[derive(Clone, Copy)]
 pub struct Table<'a> {
     header: &'a Header,
@@ -112,37 +185,47 @@ impl<'a> Table<'a> {
         self.contains_fingerprint(self.g.primary(hash), fp)
     }
 
-    /// Two-phase lookup. Phase 1 reads both candidate buckets; phase 2 reads them
-    /// again. A miss in both phases can only be a false negative if the fingerprint
-    /// moved back and forth between the buckets during the reads, which takes at
-    /// least three moves; each move raises both buckets' counters past their
-    /// maximum, so that leaves `t1' ≥ t1+2`, `t2' ≥ t2+2` and `t2' ≥ t1+3`. Only
-    /// then does the lookup retry. Counter distances are taken modulo the counter
-    /// width (≥ 16 bits); a reader is fooled only if one bucket's counter advances by
-    /// a full 2^16 while it reads four words.
+    /// Two-phase scan of `fp`'s buckets (see the module documentation): where a
+    /// copy was seen, or that there is none, or that it must be repeated.
+    #[inline(always)]
+    fn scan(&self, i1: u64, i2: u64, fp: u64) -> Scan {
+        let g = &self.g;
+        let w1 = self.load(i1);
+        let w2 = self.load(i2);
+        if g.find(w1, fp).is_some() {
+            return Scan::Found(i1, w1);
+        }
+        if g.find(w2, fp).is_some() {
+            return Scan::Found(i2, w2);
+        }
+        let w1b = self.load(i1);
+        let w2b = self.load(i2);
+        if g.find(w1b, fp).is_some() {
+            return Scan::Found(i1, w1b);
+        }
+        if g.find(w2b, fp).is_some() {
+            return Scan::Found(i2, w2b);
+        }
+        let moved = g.counter_distance(g.counter(w1), g.counter(w1b)) >= 2
+            && g.counter_distance(g.counter(w2), g.counter(w2b)) >= 2;
+        if moved {
+            Scan::Retry
+        } else {
+            Scan::Absent
+        }
+    }
+
+    /// Whether `fp`, with candidate buckets `i1` and its alternate, may be stored.
     #[inline]
     pub fn contains_fingerprint(&self, i1: u64, fp: u64) -> bool {
-        let g = &self.g;
-        let i2 = g.alternate(i1, fp);
+        let i2 = self.g.alternate(i1, fp);
+        let backoff = Backoff::new();
         loop {
-            let w1 = self.load(i1);
-            let w2 = self.load(i2);
-            if g.find(w1, fp).is_some() || g.find(w2, fp).is_some() {
-                return true;
+            match self.scan(i1, i2, fp) {
+                Scan::Found(..) => return true,
+                Scan::Absent => return false,
+                Scan::Retry => spin(&backoff),
             }
-            let w1b = self.load(i1);
-            let w2b = self.load(i2);
-            if g.find(w1b, fp).is_some() || g.find(w2b, fp).is_some() {
-                return true;
-            }
-            let (t1, t2, t1b, t2b) = (g.counter(w1), g.counter(w2), g.counter(w1b), g.counter(w2b));
-            let moved_back_and_forth = g.counter_distance(t1, t1b) >= 2
-                && g.counter_distance(t2, t2b) >= 2
-                && g.counter_distance(t1, t2b) >= 3;
-            if !moved_back_and_forth {
-                return false;
-            }
-            std::hint::spin_loop();
         }
     }
 
@@ -154,6 +237,7 @@ impl<'a> Table<'a> {
     /// Adds `fp` whose candidate buckets are `i1` and its alternate.
     pub fn insert_fingerprint(&self, i1: u64, fp: u64) -> Result<(), Full> {
         let i2 = self.g.alternate(i1, fp);
+        let backoff = Backoff::new();
         for _ in 0..MAX_DISCOVERY_ROUNDS {
             if self.try_add(i1, fp) || self.try_add(i2, fp) {
                 self.header.item_count.fetch_add(1, Ordering::Relaxed);
@@ -169,6 +253,7 @@ impl<'a> Table<'a> {
                 self.header.item_count.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
+            spin(&backoff);
         }
         Err(Full)
     }
@@ -217,12 +302,20 @@ impl<'a> Table<'a> {
         rest.iter().try_for_each(|&h| self.insert(h))
     }
 
+    /// `w` with slot `s` set to `fp` (0 clears it) and the counter advanced by one:
+    /// the only way bucket words change.
+    #[inline(always)]
+    fn changed(&self, w: u64, s: u32, fp: u64) -> u64 {
+        let g = &self.g;
+        g.with_counter(g.with_slot(w, s, fp), (g.counter(w) + 1) & g.counter_mask)
+    }
+
     /// Puts `fp` into a free slot of bucket `i` with one compare-and-swap.
     fn try_add(&self, i: u64, fp: u64) -> bool {
         let mut w = self.load(i);
         loop {
             let Some(s) = self.g.find(w, 0) else { return false };
-            match self.cas(i, w, self.g.with_slot(w, s, fp)) {
+            match self.cas(i, w, self.changed(w, s, fp)) {
                 Ok(_) => return true,
                 Err(now) => w = now,
             }
@@ -288,32 +381,32 @@ impl<'a> Table<'a> {
         true
     }
 
-    /// Moves `fp` from slot `s` of bucket `from` into a free slot of `to`, raising
-    /// both counters to `max(from, to) + 1` (modulo the counter width).
-    fn move_fingerprint(&self, from: u64, s: u32, fp: u64, to: u64) -> bool {
+    /// Moves `fp` from slot `s` of bucket `from` into a free slot of `to` (its
+    /// alternate): copy, then clear, then undo if the source copy vanished in
+    /// between (module documentation). False if the move did not happen, with every
+    /// logical copy still stored.
+    pub(crate) fn move_fingerprint(&self, from: u64, s: u32, fp: u64, to: u64) -> bool {
         let g = &self.g;
         loop {
             let wf = self.load(from);
-            let wt = self.load(to);
             if g.slot(wf, s) != fp {
                 return false;
             }
+            let wt = self.load(to);
             let Some(free) = g.find(wt, 0) else { return false };
-            let (cf, ct) = (g.counter(wf), g.counter(wt));
-            let next = if g.counter_distance(cf, ct) < (g.counter_mask >> 1) { ct } else { cf };
-            let next = (next + 1) & g.counter_mask;
-            if self.cas(to, wt, g.with_counter(g.with_slot(wt, free, fp), next)).is_err() {
+            if self.cas(to, wt, self.changed(wt, free, fp)).is_err() {
                 continue;
             }
             let mut wf = wf;
             loop {
                 if g.slot(wf, s) != fp {
-                    // The source copy vanished after we copied it; take our copy back
-                    // out so the fingerprint is not duplicated.
-                    self.remove_one(to, fp);
+                    // One copy too many in the pair now: take one out, from either
+                    // bucket (copies of `fp` in this pair are interchangeable).
+                    let undone = self.remove_one(to, fp) || self.remove_one(from, fp);
+                    debug_assert!(undone, "a move's extra copy must still be in the pair");
                     return false;
                 }
-                match self.cas(from, wf, g.with_counter(g.with_slot(wf, s, 0), next)) {
+                match self.cas(from, wf, self.changed(wf, s, 0)) {
                     Ok(_) => return true,
                     Err(now) => wf = now,
                 }
@@ -326,7 +419,7 @@ impl<'a> Table<'a> {
         let mut w = self.load(i);
         loop {
             let Some(s) = self.g.find(w, fp) else { return false };
-            match self.cas(i, w, self.g.with_slot(w, s, 0)) {
+            match self.cas(i, w, self.changed(w, s, 0)) {
                 Ok(_) => return true,
                 Err(now) => w = now,
             }
@@ -334,14 +427,29 @@ impl<'a> Table<'a> {
     }
 
     /// Removes one copy of a key's fingerprint. False if neither candidate bucket
-    /// holds it.
+    /// holds it (by the same two-phase scan as lookup, so a copy moving back and
+    /// forth is not missed).
     pub fn delete(&self, hash: u64) -> bool {
         let (i1, fp) = (self.g.primary(hash), self.g.fingerprint(hash));
-        let removed = self.remove_one(i1, fp) || self.remove_one(self.g.alternate(i1, fp), fp);
-        if removed {
-            self.header.item_count.fetch_sub(1, Ordering::Relaxed);
+        self.delete_fingerprint(i1, fp)
+    }
+
+    pub fn delete_fingerprint(&self, i1: u64, fp: u64) -> bool {
+        let i2 = self.g.alternate(i1, fp);
+        let backoff = Backoff::new();
+        loop {
+            match self.scan(i1, i2, fp) {
+                Scan::Found(i, w) => {
+                    let s = self.g.find(w, fp).expect("scan found it");
+                    if self.cas(i, w, self.changed(w, s, 0)).is_ok() {
+                        self.header.item_count.fetch_sub(1, Ordering::Relaxed);
+                        return true;
+                    }
+                }
+                Scan::Absent => return false,
+                Scan::Retry => spin(&backoff),
+            }
         }
-        removed
     }
 
     /// Moves every fingerprint of `other` into this table. `other` may have more

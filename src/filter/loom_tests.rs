@@ -1,0 +1,260 @@
+//! Model checking of the lock-free table with loom: every interleaving (up to the
+//! preemption bound) of the threads below, with loom's model of the C11 memory
+//! model for the `Acquire`/`AcqRel` accesses the table makes. Run with `make loom`
+//! (`RUSTFLAGS="--cfg loom" cargo test --no-default-features --lib --release loom`).
+//!
+//! Each model names its threads and operations. All use a preemption bound of 3
+//! (loom explores every schedule with at most 3 preemptions; most bugs need 1-2)
+//! and tables of 2 or 4 buckets with 4 slots of 12 bits.
+
+use loom::sync::Arc;
+use loom::thread;
+
+use super::hash::mix64;
+use super::layout::{Params, DEFAULT_SEED};
+use super::sync::Ordering;
+use super::table::{Full, OwnedFilter, Table};
+
+const PREEMPTION_BOUND: usize = 3;
+const BOUND_FOR_LOOKUP: usize = 4;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_with_bound(PREEMPTION_BOUND, f);
+}
+
+fn model_with_bound(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(bound);
+    RUNS.store(0, std::sync::atomic::Ordering::Relaxed);
+    b.check(move || { RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed); f() });
+    eprintln!("loom runs: {}", RUNS.load(std::sync::atomic::Ordering::Relaxed));
+}
+
+fn filter(log2: u8) -> Arc<OwnedFilter> {
+    Arc::new(OwnedFilter::new(Params {
+        fingerprint_bits: 12,
+        slots_per_bucket: 4,
+        bucket_count_log2: log2,
+        seed: DEFAULT_SEED,
+    }))
+}
+
+/// The `n`-th fingerprint whose alternate of bucket `from` is `to` (in a table with
+/// `mask + 1` buckets).
+fn fp_with_alternate(from: u64, to: u64, mask: u64, n: usize) -> u64 {
+    (1..4096u64).filter(|&fp| from ^ (mix64(fp) & mask) == to).nth(n).expect("such a fingerprint exists")
+}
+
+/// Runs `op` on the table in a new loom thread.
+fn spawn<R: Send + 'static>(f: &Arc<OwnedFilter>, op: impl FnOnce(Table<'_>) -> R + Send + 'static) -> thread::JoinHandle<R> {
+    let f = f.clone();
+    thread::spawn(move || op(f.table()))
+}
+
+/// Physical copies of `fp` in bucket `i`.
+fn copies(t: &Table<'_>, i: u64, fp: u64) -> usize {
+    let g = t.geometry();
+    let w = t.bucket_words()[i as usize].load(Ordering::Relaxed);
+    (0..g.slots).filter(|&s| g.slot(w, s) == fp).count()
+}
+
+fn move_between(t: &Table<'_>, from: u64, to: u64, fp: u64) -> bool {
+    let w = t.bucket_words()[from as usize].load(Ordering::Acquire);
+    match t.geometry().find(w, fp) {
+        Some(s) => t.move_fingerprint(from, s, fp, to),
+        None => false,
+    }
+}
+
+/// Thread A looks up `f` (buckets 0 and 1) once; thread B moves `f` 1→0→1→0, the
+/// three moves it takes to slip past all four reads of a lookup that starts while
+/// `f` is in bucket 1. The lookup must find it under every interleaving: this is
+/// the back-and-forth case the two-phase rule exists for. The miss needs about six
+/// context switches, so this model runs with a preemption bound of 7; without the
+/// retry rule it fails (checked by hand: `make loom` with the rule disabled).
+#[test]
+fn loom_lookup_races_back_and_forth_migration() {
+    model_with_bound(BOUND_FOR_LOOKUP, || {
+        let f = filter(1);
+        let fp = fp_with_alternate(0, 1, 1, 0);
+        f.table().insert_fingerprint(1, fp).unwrap();
+        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative during migration"));
+        let mover = spawn(&f, move |t| {
+            for (from, to) in [(1, 0), (0, 1), (1, 0)] {
+                assert!(move_between(&t, from, to, fp));
+            }
+        });
+        reader.join().unwrap();
+        mover.join().unwrap();
+        let t = f.table();
+        assert_eq!(copies(&t, 0, fp), 1);
+        assert_eq!(copies(&t, 1, fp), 0);
+    });
+}
+
+/// Thread A deletes `f` (buckets 0 and 1); thread B moves it 1→0→1→0. The delete
+/// must find it (it uses the lookup's two-phase scan) and leave no copy behind.
+#[test]
+fn loom_delete_races_back_and_forth_migration() {
+    model_with_bound(BOUND_FOR_LOOKUP, || {
+        let f = filter(1);
+        let fp = fp_with_alternate(0, 1, 1, 0);
+        f.table().insert_fingerprint(1, fp).unwrap();
+        let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a moving copy"));
+        let mover = spawn(&f, move |t| {
+            for (from, to) in [(1, 0), (0, 1), (1, 0)] {
+                move_between(&t, from, to, fp);
+            }
+        });
+        deleter.join().unwrap();
+        mover.join().unwrap();
+        let t = f.table();
+        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0);
+        assert_eq!(t.item_count(), 0);
+    });
+}
+
+/// A copy of `f` can also shift between its buckets without any move: insert a
+/// colliding copy into one bucket, delete a copy from the other. Thread B does that
+/// three times (1→0→1→0) while one copy stays logically present throughout;
+/// thread A's lookup must still find `f`. This is why inserts and deletes advance
+/// the bucket counters too.
+#[test]
+fn loom_lookup_races_colliding_insert_and_delete() {
+    model_with_bound(BOUND_FOR_LOOKUP, || {
+        let f = filter(1);
+        let fp = fp_with_alternate(0, 1, 1, 0);
+        f.table().insert_fingerprint(1, fp).unwrap();
+        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
+        let churn = spawn(&f, move |t| {
+            for (into, from) in [(0, 1), (1, 0), (0, 1)] {
+                t.insert_fingerprint(into, fp).unwrap();
+                assert!(t.delete_fingerprint(from, fp));
+            }
+        });
+        reader.join().unwrap();
+        churn.join().unwrap();
+        assert_eq!(f.table().item_count(), 1);
+    });
+}
+
+/// Thread A deletes the only copy of `f`; thread B moves it 0→1. Afterwards no copy
+/// is left, the delete reported success, and the count is 0.
+#[test]
+fn loom_delete_races_migration_single_copy() {
+    model(|| {
+        let f = filter(1);
+        let fp = fp_with_alternate(0, 1, 1, 0);
+        f.table().insert_fingerprint(0, fp).unwrap();
+        let mover = spawn(&f, move |t| {
+            move_between(&t, 0, 1, fp);
+        });
+        let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a copy being moved"));
+        mover.join().unwrap();
+        deleter.join().unwrap();
+        let t = f.table();
+        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0, "delete plus move left a copy");
+        assert_eq!(t.item_count(), 0);
+        assert!(!t.contains_fingerprint(0, fp));
+    });
+}
+
+/// Two logical copies of `f` in bucket 0. Thread A deletes one; thread B moves one
+/// 0→1; thread C looks `f` up. Exactly one copy remains, the lookup always finds
+/// one, and the count is 1.
+#[test]
+fn loom_delete_races_migration_two_copies() {
+    model(|| {
+        let f = filter(1);
+        let fp = fp_with_alternate(0, 1, 1, 0);
+        f.table().insert_fingerprint(0, fp).unwrap();
+        f.table().insert_fingerprint(0, fp).unwrap();
+        let mover = spawn(&f, move |t| {
+            move_between(&t, 0, 1, fp);
+        });
+        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
+        let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp)));
+        for h in [mover, reader, deleter] {
+            h.join().unwrap();
+        }
+        let t = f.table();
+        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1, "a delete must remove exactly one copy");
+        assert_eq!(t.item_count(), 1);
+    });
+}
+
+/// Two threads move the same copy of `f` 0→1 at once: one copy results.
+#[test]
+fn loom_two_movers_of_one_copy() {
+    model(|| {
+        let f = filter(1);
+        let fp = fp_with_alternate(0, 1, 1, 0);
+        f.table().insert_fingerprint(0, fp).unwrap();
+        let a = spawn(&f, move |t| {
+            move_between(&t, 0, 1, fp);
+        });
+        let b = spawn(&f, move |t| {
+            move_between(&t, 0, 1, fp);
+        });
+        a.join().unwrap();
+        b.join().unwrap();
+        let t = f.table();
+        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1);
+        assert!(t.contains_fingerprint(0, fp));
+    });
+}
+
+/// Seven of eight slots taken; threads A and B insert different fingerprints. One
+/// succeeds, the other reports Full, nothing is lost, and the count is 8.
+#[test]
+fn loom_two_inserters_compete_for_the_last_slot() {
+    model(|| {
+        let f = filter(1);
+        let fps: Vec<u64> = (0..9).map(|n| fp_with_alternate(0, 1, 1, n)).collect();
+        for &fp in &fps[..7] {
+            f.table().insert_fingerprint(0, fp).unwrap();
+        }
+        let (x, y) = (fps[7], fps[8]);
+        let a = spawn(&f, move |t| t.insert_fingerprint(0, x));
+        let b = spawn(&f, move |t| t.insert_fingerprint(0, y));
+        let (rx, ry) = (a.join().unwrap(), b.join().unwrap());
+        assert!(rx.is_ok() != ry.is_ok(), "exactly one insert wins: {rx:?} {ry:?}");
+        assert!(rx == Err(Full) || ry == Err(Full));
+        let t = f.table();
+        assert_eq!(t.item_count(), 8);
+        for &fp in &fps[..7] {
+            assert!(t.contains_fingerprint(0, fp), "an earlier item was lost");
+        }
+        let winner = if rx.is_ok() { x } else { y };
+        assert!(t.contains_fingerprint(0, winner));
+    });
+}
+
+/// Buckets 0 and 1 are full; the new fingerprint `x` (pair 0/1) needs `g` moved
+/// from bucket 0 to bucket 2 by path discovery and migration (thread A), while
+/// thread B looks `g` up. The insert succeeds and `g` is never missed.
+#[test]
+fn loom_insert_with_migration_races_lookup() {
+    model(|| {
+        let f = filter(2);
+        let g = fp_with_alternate(0, 2, 3, 0);
+        let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, 3, n)).collect();
+        let t = f.table();
+        t.insert_fingerprint(0, g).unwrap();
+        for &fp in &pair[..3] {
+            t.insert_fingerprint(0, fp).unwrap();
+        }
+        for &fp in &pair[3..7] {
+            t.insert_fingerprint(1, fp).unwrap();
+        }
+        let x = pair[7];
+        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, g), "missed g during its migration"));
+        let inserter = spawn(&f, move |t| t.insert_fingerprint(0, x).unwrap());
+        reader.join().unwrap();
+        inserter.join().unwrap();
+        assert_eq!(t.item_count(), 9);
+        assert!(t.contains_fingerprint(0, x) && t.contains_fingerprint(0, g));
+        assert_eq!(copies(&t, 2, g), 1);
+    });
+}
