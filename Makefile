@@ -34,5 +34,9 @@ test-pg: setup
 test-regress: install
 	bash tests/regress.sh
 
-bench: install
+bench: install bench-core
 	bash tests/bench/run.sh
+
+# Native benchmarks of the lock-free core (tests/bench/core.rs), no PostgreSQL.
+bench-core:
+	cargo bench --no-default-features --bench core

@@ -265,6 +265,9 @@ pub struct Geometry {
     pub counter_bits: u32,
     pub counter_mask: u64,
     pub bucket_mask: u64,
+    /// Bit 0 of every slot, and the top bit of every slot (for the SWAR test).
+    slot_lows: u64,
+    slot_highs: u64,
 }
 
 impl Geometry {
@@ -281,6 +284,8 @@ impl Geometry {
             counter_bits: 64 - counter_shift,
             counter_mask: u64::MAX >> counter_shift,
             bucket_mask: p.bucket_count() - 1,
+            slot_lows: (0..b).fold(0, |m, s| m | 1u64 << (s * f)),
+            slot_highs: (0..b).fold(0, |m, s| m | 1u64 << (s * f + f - 1)),
         }
     }
 
@@ -314,6 +319,16 @@ impl Geometry {
     #[inline(always)]
     pub fn occupied(&self, word: u64) -> u32 {
         (0..self.slots).filter(|&s| self.slot(word, s) != 0).count() as u32
+    }
+
+    /// Whether any slot of `word` holds `fp` (non-zero), testing all slots at once:
+    /// XOR makes matching slots zero, and `(x - lows) & !x & highs` is non-zero
+    /// exactly when some slot of `x` is zero (a borrow can only start at a zero
+    /// slot, so it never invents one).
+    #[inline(always)]
+    pub fn holds(&self, word: u64, fp: u64) -> bool {
+        let x = (word & self.slots_mask) ^ fp.wrapping_mul(self.slot_lows);
+        x.wrapping_sub(self.slot_lows) & !x & self.slot_highs != 0
     }
 
     /// Slot index holding `fp`, if any.
