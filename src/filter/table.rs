@@ -190,29 +190,36 @@ impl<'a> Table<'a> {
     #[inline(always)]
     fn scan(&self, i1: u64, i2: u64, fp: u64) -> Scan {
         let g = &self.g;
-        let w1 = self.load(i1);
-        let w2 = self.load(i2);
-        if g.holds(w1, fp) {
-            return Scan::Found(i1, w1);
+        let seen = |w1: u64, w2: u64| {
+            if g.holds(w1, fp) {
+                Some(Scan::Found(i1, w1))
+            } else if g.holds(w2, fp) {
+                Some(Scan::Found(i2, w2))
+            } else {
+                None
+            }
+        };
+        let (w1, w2) = (self.load(i1), self.load(i2));
+        if let Some(found) = seen(w1, w2) {
+            return found;
         }
-        if g.holds(w2, fp) {
-            return Scan::Found(i2, w2);
+        let (w1b, w2b) = (self.load(i1), self.load(i2));
+        if let Some(found) = seen(w1b, w2b) {
+            return found;
         }
-        let w1b = self.load(i1);
-        let w2b = self.load(i2);
-        if g.holds(w1b, fp) {
-            return Scan::Found(i1, w1b);
-        }
-        if g.holds(w2b, fp) {
-            return Scan::Found(i2, w2b);
-        }
-        let moved = g.counter_distance(g.counter(w1), g.counter(w1b)) >= 2
-            && g.counter_distance(g.counter(w2), g.counter(w2b)) >= 2;
-        if moved {
+        if self.changed_twice(w1, w2, w1b, w2b) {
             Scan::Retry
         } else {
             Scan::Absent
         }
+    }
+
+    /// The retry rule: both buckets' counters advanced by at least 2 between the
+    /// first reads (`w1`, `w2`) and the second (`w1b`, `w2b`).
+    #[inline(always)]
+    fn changed_twice(&self, w1: u64, w2: u64, w1b: u64, w2b: u64) -> bool {
+        let g = &self.g;
+        g.counter_distance(g.counter(w1), g.counter(w1b)) >= 2 && g.counter_distance(g.counter(w2), g.counter(w2b)) >= 2
     }
 
     /// Whether `fp`, with candidate buckets `i1` and its alternate, may be stored.
@@ -239,9 +246,7 @@ impl<'a> Table<'a> {
             if g.holds(w1b, fp) | g.holds(w2b, fp) {
                 return true;
             }
-            let moved = g.counter_distance(g.counter(w1), g.counter(w1b)) >= 2
-                && g.counter_distance(g.counter(w2), g.counter(w2b)) >= 2;
-            if !moved {
+            if !self.changed_twice(w1, w2, w1b, w2b) {
                 return false;
             }
             spin(&backoff);

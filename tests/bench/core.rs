@@ -230,12 +230,7 @@ fn main() {
                 })
             })
             .collect();
-        start.wait();
-        let t0 = Instant::now();
-        for h in hs {
-            h.join().unwrap();
-        }
-        t0.elapsed().as_secs_f64()
+        release_and_time(&start, hs)
     };
     let mut one = || threaded(1);
     let mut two = || threaded(2);
@@ -314,9 +309,14 @@ fn churn_run(guard: Guard, deletes: bool, log2: u8, ops: usize) -> f64 {
             })
         })
         .collect();
+    release_and_time(&start, hs)
+}
+
+/// Releases threads waiting on `start` and times them until all have finished.
+fn release_and_time<T>(start: &Barrier, handles: Vec<std::thread::JoinHandle<T>>) -> f64 {
     start.wait();
     let t0 = Instant::now();
-    for h in hs {
+    for h in handles {
         h.join().unwrap();
     }
     t0.elapsed().as_secs_f64()
