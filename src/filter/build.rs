@@ -54,43 +54,40 @@ pub fn sort_by_key_bits(items: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) 
     let low_mask = (1u64 << low_bits) - 1;
     for p in 0..(1usize << high_bits) {
         let (a, b) = (starts[p], starts[p + 1]);
-        items[a..b].copy_from_slice(&scratch[a..b]);
-        if b - a > 1 {
-            lsd_sort(&mut items[a..b], &mut scratch[a..b], low_bits, |h| key(h) & low_mask);
-        }
+        lsd_sort_into(&mut scratch[a..b], &mut items[a..b], low_bits, |h| key(h) & low_mask);
     }
 }
 
-/// LSD radix sort of `items` by the low `bits` bits of `key`, using `tmp` (same
-/// length) as the other buffer. Stable.
-fn lsd_sort(items: &mut [u64], tmp: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
+/// LSD radix sort of `src` by the low `bits` bits of `key`, ending in `dst` (same
+/// length; both buffers are overwritten). Stable.
+fn lsd_sort_into(src: &mut [u64], dst: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
     let passes = bits.div_ceil(MAX_DIGIT_BITS);
     let digit_bits = bits.div_ceil(passes);
     let radix = 1usize << digit_bits;
     let mut counts = vec![0usize; radix];
-    let (mut src, mut dst) = (items, tmp);
-    let mut swapped = false;
+    // An odd number of passes ends in `dst`; with an even number, start by moving
+    // the data there so that the last pass does.
+    let (mut from, mut to) = if passes % 2 == 1 { (src, dst) } else {
+        dst.copy_from_slice(src);
+        (dst, src)
+    };
     for p in 0..passes {
         let shift = p * digit_bits;
         let digit = |h: u64| (key(h) >> shift) as usize & (radix - 1);
         counts.fill(0);
-        for &h in src.iter() {
+        for &h in from.iter() {
             counts[digit(h)] += 1;
         }
         let mut sum = 0;
         for c in counts.iter_mut() {
             (*c, sum) = (sum, sum + *c);
         }
-        for &h in src.iter() {
+        for &h in from.iter() {
             let d = digit(h);
-            dst[counts[d]] = h;
+            to[counts[d]] = h;
             counts[d] += 1;
         }
-        std::mem::swap(&mut src, &mut dst);
-        swapped = !swapped;
-    }
-    if swapped {
-        dst.copy_from_slice(src);
+        std::mem::swap(&mut from, &mut to);
     }
 }
 
@@ -125,7 +122,9 @@ pub fn dedup_in_bucket_order(hashes: &mut [u64], log2: u32) -> usize {
         }
         for i in start..end {
             if i == start || hashes[i] != hashes[i - 1] {
-                hashes[n] = hashes[i];
+                if n != i {
+                    hashes[n] = hashes[i];
+                }
                 n += 1;
             }
         }
