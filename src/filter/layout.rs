@@ -40,6 +40,8 @@ pub const HEADER_BYTES: usize = 32;
 /// its two reads of a bucket; see the lookup in `table.rs`.
 pub const MIN_COUNTER_BITS: u32 = 16;
 pub const MIN_FINGERPRINT_BITS: u8 = 4;
+/// Fingerprints come from the high 32 bits of the key hash.
+pub const MAX_FINGERPRINT_BITS: u8 = 32;
 /// Path encoding spends 2 bits per slot index, so a bucket has at most 4 slots.
 pub const MAX_SLOTS_PER_BUCKET: u8 = 4;
 /// Bucket indices are taken from the low 32 bits of the key hash, the fingerprint
@@ -88,9 +90,9 @@ impl Params {
                 "slots per bucket must be between 1 and {MAX_SLOTS_PER_BUCKET}, got {b}"
             )));
         }
-        if f < MIN_FINGERPRINT_BITS || (f as u32) * (b as u32) + MIN_COUNTER_BITS > 64 {
+        if f < MIN_FINGERPRINT_BITS || f > MAX_FINGERPRINT_BITS || (f as u32) * (b as u32) + MIN_COUNTER_BITS > 64 {
             return Err(FormatError::BadParams(format!(
-                "{f} fingerprint bits do not fit {b} slots and a {MIN_COUNTER_BITS}-bit counter in a 64-bit bucket"
+                "{f} fingerprint bits: need {MIN_FINGERPRINT_BITS} to {MAX_FINGERPRINT_BITS}, fitting {b} slots and a {MIN_COUNTER_BITS}-bit counter in a 64-bit bucket"
             )));
         }
         if self.bucket_count_log2 > MAX_BUCKET_COUNT_LOG2 {
@@ -202,7 +204,7 @@ impl fmt::Display for FormatError {
 }
 
 /// Reads and validates a header from the first 32 serialized (little-endian) bytes
-/// and checks that `total_len` matches the described body exactly.
+/// and checks that the length of `bytes` matches the described body exactly.
 pub fn parse_header(bytes: &[u8]) -> Result<(Params, u64), FormatError> {
     if bytes.len() < HEADER_BYTES {
         return Err(FormatError::TooShort(bytes.len()));
@@ -349,4 +351,23 @@ pub fn check_buckets(params: &Params, item_count: u64, words: impl Iterator<Item
         return Err(FormatError::ItemCountMismatch { header: item_count, counted });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_outside_the_encoding_are_rejected() {
+        let p = |f: u8, b: u8, log2: u8| Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count_log2: log2, seed: 0 };
+        assert!(p(12, 4, 10).check().is_ok());
+        assert!(p(32, 1, 10).check().is_ok());
+        assert!(p(33, 1, 10).check().is_err(), "wider than the 32 hash bits fingerprints come from");
+        assert!(p(40, 1, 10).check().is_err());
+        assert!(p(13, 4, 10).check().is_err(), "counter narrower than 16 bits");
+        assert!(p(3, 4, 10).check().is_err());
+        assert!(p(12, 5, 10).check().is_err());
+        assert!(p(12, 0, 10).check().is_err());
+        assert!(p(12, 4, 33).check().is_err());
+    }
 }

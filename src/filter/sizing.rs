@@ -14,7 +14,7 @@ pub const DEFAULT_FPP: f64 = 0.002;
 
 /// (slots per bucket, fingerprint bits, maximum planned load). The loads are the
 /// fill levels the breadth-first insert reaches reliably (measured by
-/// `tests::load_before_first_failure`), with a margin.
+/// `table::tests::load_before_first_failure`), with a margin.
 pub const SHAPES: [(u8, u8, f64); 3] = [(4, 12, 0.95), (3, 16, 0.90), (2, 24, 0.80)];
 
 /// Upper bound on the false-positive rate of a filter at load `load`: a probe

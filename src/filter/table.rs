@@ -27,7 +27,8 @@
 //! same fingerprint in the same pair are indistinguishable to every operation, so
 //! the filter is a multiset of fingerprints per pair, and with `L` the number of
 //! copies inserted and not deleted (the logical count) and `P` the copies in the
-//! words: `P = L`, except `P = L + 1` while a move is between its two CASes. Hence:
+//! words: `P = L + k`, where `k` is the number of moves between their copy and
+//! their clear (or undo). Hence:
 //! - no false negatives: `P ≥ L` at every instant, so a fingerprint that is
 //!   logically present is always physically in one of its two buckets;
 //! - a delete removes exactly one copy (one CAS clears one slot), and leaves
@@ -93,7 +94,6 @@ const MAX_BFS_NODES: usize = 64;
 /// happen when other threads changed the table under the path.
 const MAX_DISCOVERY_ROUNDS: usize = 64;
 
-/// A view of one filter: its header and its bucket words.
 /// Outcome of the two-phase scan.
 enum Scan {
     /// Bucket and the word in which a copy was seen.
@@ -103,6 +103,7 @@ enum Scan {
     Retry,
 }
 
+/// A view of one filter: its header and its bucket words.
 #[derive(Clone, Copy)]
 pub struct Table<'a> {
     header: &'a Header,
@@ -456,8 +457,10 @@ impl<'a> Table<'a> {
             loop {
                 if g.slot(wf, s) != fp {
                     // One copy too many in the pair now: take one out, from either
-                    // bucket (copies of `fp` in this pair are interchangeable).
-                    let undone = self.remove_one(to, fp) || self.remove_one(from, fp);
+                    // bucket (copies of `fp` in this pair are interchangeable), with
+                    // the same two-phase scan as delete, since other copies may be
+                    // moving between the two buckets meanwhile.
+                    let undone = self.remove_copy(to, fp);
                     debug_assert!(undone, "a move's extra copy must still be in the pair");
                     return false;
                 }
@@ -465,18 +468,6 @@ impl<'a> Table<'a> {
                     Ok(_) => return true,
                     Err(now) => wf = now,
                 }
-            }
-        }
-    }
-
-    /// Clears one copy of `fp` from bucket `i`.
-    fn remove_one(&self, i: u64, fp: u64) -> bool {
-        let mut w = self.load(i);
-        loop {
-            let Some(s) = self.g.find(w, fp) else { return false };
-            match self.cas(i, w, self.changed(w, s, 0)) {
-                Ok(_) => return true,
-                Err(now) => w = now,
             }
         }
     }
@@ -490,6 +481,16 @@ impl<'a> Table<'a> {
     }
 
     pub fn delete_fingerprint(&self, i1: u64, fp: u64) -> bool {
+        let removed = self.remove_copy(i1, fp);
+        if removed {
+            self.header.item_count.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
+
+    /// Clears one copy of `fp` from its pair of buckets (`i1` and its alternate),
+    /// found by the two-phase scan; false if the pair holds none.
+    fn remove_copy(&self, i1: u64, fp: u64) -> bool {
         let i2 = self.g.alternate(i1, fp);
         let backoff = Backoff::new();
         loop {
@@ -497,7 +498,6 @@ impl<'a> Table<'a> {
                 Scan::Found(i, w) => {
                     let s = self.g.find(w, fp).expect("scan found it");
                     if self.cas(i, w, self.changed(w, s, 0)).is_ok() {
-                        self.header.item_count.fetch_sub(1, Ordering::Relaxed);
                         return true;
                     }
                 }

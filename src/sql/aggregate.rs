@@ -8,13 +8,15 @@
 //! answers exactly as the serial one. The `CREATE AGGREGATE` is written by hand in
 //! `sql/cuckoo.sql` (pgrx 0.18 emits a wrong deserial signature, pgrx issue 2351).
 //!
-//! `cf_union_agg` keeps a `cuckoofilter` as its state and merges each input into it
-//! in place.
+//! `cf_union_agg` keeps a `cuckoofilter` as its state and merges each input into it,
+//! in place once the state is the aggregate's own in-memory copy (a new value is
+//! made only when an input has fewer buckets, since a union folds into the smaller
+//! table).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{alloc_value, bytea_datum, call_cache, filter_arg, FilterValue, MAX_VALUE_BUCKET_LOG2};
+use super::datatype::{alloc_value, bytea_datum, call_cache, filter_arg_once, FilterValue, MAX_VALUE_BUCKET_LOG2};
 use super::value_fns::{full_error, sizing_error, union_into};
 use crate::filter::build::{dedup_in_bucket_order, sort_in_bucket_order};
 use crate::filter::layout::DEFAULT_SEED;
@@ -131,19 +133,25 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
 /// Builds the smallest filter that takes every hash, growing the table if the
 /// planned size turns out too tight.
 fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
-    let (hashes, fpp, capacity): (&mut [u64], f64, u64) = match state {
+    let (hashes, fpp, capacity, kept_len): (&mut [u64], f64, u64, Option<&mut usize>) = match state {
         Some(s) => {
             let fpp = if s.fpp == 0.0 { DEFAULT_FPP } else { s.fpp };
             let capacity = s.capacity;
-            (s.hashes(), fpp, capacity)
+            // SAFETY: the first `len` elements are initialised; `len` is only
+            // lowered (to the distinct count) through the returned reference.
+            let hashes = unsafe { std::slice::from_raw_parts_mut(s.data, s.len) };
+            (hashes, fpp, capacity, Some(&mut s.len))
         }
-        None => (&mut [], DEFAULT_FPP, 0),
+        None => (&mut [], DEFAULT_FPP, 0, None),
     };
     let size = |n: usize| size_for((n as u64).max(capacity).max(1), fpp, MAX_VALUE_BUCKET_LOG2);
     // Sort for the size the raw count needs: with no duplicates (the common case)
     // the deduplicating sort is already in the final bucket order.
     let mut sorted_log2 = size(hashes.len()).map_or(MAX_VALUE_BUCKET_LOG2, |p| p.bucket_count_log2) as u32;
     let distinct = dedup_in_bucket_order(hashes, sorted_log2);
+    if let Some(len) = kept_len {
+        *len = distinct; // the same set of keys, without repeats
+    }
     let hashes = &mut hashes[..distinct];
     let mut params = match size(distinct) {
         Ok(p) => p,
@@ -173,7 +181,7 @@ fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
 v1_functions! {
     /// `cf_agg_trans(internal, anyelement [, float8 [, bigint]]) -> internal`.
     fn cf_agg_trans(fcinfo) {
-        // SAFETY: declared (internal, anyelement[, float8]) and non-strict, so each
+        // SAFETY: declared (internal, anyelement[, float8[, bigint]]) and non-strict, so each
         // argument is checked for NULL before it is read.
         unsafe {
             // A non-null internal state can only come from the executor, so the
@@ -251,7 +259,11 @@ v1_functions! {
     fn cf_agg_deserial(fcinfo) {
         // SAFETY: strict; arg 0 is a bytea.
         unsafe {
-            let cx = agg_context(fcinfo, "cf_agg_deserial");
+            // Checked for misuse only; like PostgreSQL's own deserial functions this
+            // builds the state in the current (short-lived) context, and the combine
+            // function copies it into the aggregate context.
+            agg_context(fcinfo, "cf_agg_deserial");
+            let cx = pg_sys::CurrentMemoryContext;
             let raw = pg_sys::pg_detoast_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr());
             let bytes = std::slice::from_raw_parts(
                 pgrx::varlena::vardata_any(raw) as *const u8,
@@ -306,7 +318,7 @@ v1_functions! {
                 // call: work on a copy; the executor adopts the new pointer.
                 super::datatype::filter_arg_copy(fcinfo, 0)
             };
-            let input = filter_arg(fcinfo, 1, &mut call_cache(fcinfo).second);
+            let input = filter_arg_once(fcinfo, 1);
             union_into(state, input).as_datum()
         }
     }

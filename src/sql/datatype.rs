@@ -167,12 +167,14 @@ fn invalid_input(e: impl std::fmt::Display) -> ! {
 pub struct DetoastCache {
     key: [u8; 16],
     value: *mut pg_sys::varlena,
-    /// Set when `value` lives in its own huge-page mapping rather than in fn_mcxt.
+    /// This cache's mapping record (created on first use); when its `base` is set,
+    /// `value` lives in that huge-page mapping rather than in fn_mcxt.
     mapping: *mut Mapping,
 }
 
-/// An anonymous mapping holding one cached filter, unmapped when the cache replaces
-/// it or when `fn_mcxt` goes away (a memory-context callback), whichever is first.
+/// The anonymous mapping holding a cache's current large filter, unmapped when the
+/// cache replaces it or when `fn_mcxt` goes away (a memory-context callback
+/// registered once per cache), whichever is first.
 #[repr(C)]
 struct Mapping {
     base: *mut std::ffi::c_void,
@@ -201,16 +203,17 @@ unsafe extern "C-unwind" fn unmap_on_reset(arg: *mut std::ffi::c_void) {
 impl DetoastCache {
     /// Drops the cached value.
     unsafe fn release(&mut self) {
-        // SAFETY: `value`/`mapping` were set by `store` and are owned by the cache.
+        // SAFETY: `value` and `mapping` were set by `store` and belong to the cache;
+        // a value in the mapping is unmapped (once: `base` is cleared), any other
+        // was palloc'd in fn_mcxt.
         unsafe {
-            if !self.mapping.is_null() {
+            if !self.mapping.is_null() && !(*self.mapping).base.is_null() {
                 unmap_on_reset(self.mapping as *mut std::ffi::c_void);
             } else if !self.value.is_null() {
                 pg_sys::pfree(self.value as *mut std::ffi::c_void);
             }
         }
         self.value = std::ptr::null_mut();
-        self.mapping = std::ptr::null_mut();
     }
 
     /// Keeps `detoasted` (palloc'd in the current context) for the life of
@@ -218,13 +221,25 @@ impl DetoastCache {
     /// `cx`. Returns the cached copy.
     unsafe fn store(&mut self, key: [u8; 16], detoasted: *mut pg_sys::varlena, cx: pg_sys::MemoryContext) -> *mut pg_sys::varlena {
         // SAFETY: `detoasted` is a palloc'd 4-byte-header varlena of `len` bytes;
-        // the mapping is at least `len` bytes past its 2 MB-aligned start; the
-        // Mapping record lives in `cx`, as does the callback that frees it.
+        // the mapping is at least `len` bytes past its 2 MB-aligned start. The one
+        // Mapping record of this cache lives in `cx` with the callback that unmaps
+        // whatever it holds when `cx` goes away.
         unsafe {
             self.release();
             let len = pgrx::varlena::varsize_4b(detoasted);
             let mut copy = std::ptr::null_mut::<pg_sys::varlena>();
             if len >= HUGE_PAGE_MIN_BYTES {
+                if self.mapping.is_null() {
+                    // Allocated before anything is mapped, so an error here leaks nothing.
+                    let m = pg_sys::MemoryContextAlloc(cx, std::mem::size_of::<Mapping>()) as *mut Mapping;
+                    m.write(Mapping {
+                        base: std::ptr::null_mut(),
+                        len: 0,
+                        callback: pg_sys::MemoryContextCallback { func: Some(unmap_on_reset), arg: m as *mut _, next: std::ptr::null_mut() },
+                    });
+                    pg_sys::MemoryContextRegisterResetCallback(cx, &mut (*m).callback);
+                    self.mapping = m;
+                }
                 let map_len = len + 2 * HUGE_PAGE;
                 let base = libc::mmap(
                     std::ptr::null_mut(),
@@ -238,16 +253,10 @@ impl DetoastCache {
                     let start = (base as usize + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
                     // Advice before first touch, so faults allocate huge pages.
                     libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-                    let m = pg_sys::MemoryContextAlloc(cx, std::mem::size_of::<Mapping>()) as *mut Mapping;
-                    m.write(Mapping {
-                        base,
-                        len: map_len,
-                        callback: pg_sys::MemoryContextCallback { func: Some(unmap_on_reset), arg: m as *mut _, next: std::ptr::null_mut() },
-                    });
-                    pg_sys::MemoryContextRegisterResetCallback(cx, &mut (*m).callback);
                     std::ptr::copy_nonoverlapping(detoasted as *const u8, start as *mut u8, len);
+                    (*self.mapping).base = base;
+                    (*self.mapping).len = map_len;
                     copy = start as *mut pg_sys::varlena;
-                    self.mapping = m;
                 }
             }
             if copy.is_null() {
@@ -266,7 +275,6 @@ impl DetoastCache {
 #[repr(C)]
 pub struct CallCache {
     pub filter: DetoastCache,
-    pub second: DetoastCache,
     pub key: super::keys::KeyHasher,
 }
 
@@ -320,6 +328,24 @@ pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut
     }
 }
 
+/// Filter argument `n` for a one-shot read (output, count, info, a union input):
+/// in place when possible, otherwise detoasted into the current memory context,
+/// without touching the call site's cache.
+///
+/// # Safety
+/// As for [`filter_arg`].
+pub unsafe fn filter_arg_once(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> FilterValue {
+    // SAFETY: as for `filter_arg`; pg_detoast_datum returns the argument itself
+    // when it is a plain 4-byte-header value, or a new palloc'd copy otherwise.
+    unsafe {
+        let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
+        if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
+            return FilterValue::from_ptr(raw);
+        }
+        FilterValue::from_ptr(pg_sys::pg_detoast_datum_copy(raw))
+    }
+}
+
 /// Filter argument `n` as a fresh writable copy in the current memory context.
 ///
 /// # Safety
@@ -357,7 +383,7 @@ v1_functions! {
 
     fn cuckoofilter_out(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
-        let v = unsafe { filter_arg(fcinfo, 0, &mut call_cache(fcinfo).filter) };
+        let v = unsafe { filter_arg_once(fcinfo, 0) };
         let mut text = String::with_capacity(TEXT_PREFIX.len() + v.total_len() * 4 / 3 + 4);
         text.push_str(TEXT_PREFIX);
         base64::engine::general_purpose::STANDARD.encode_string(v.serialize(), &mut text);
@@ -383,7 +409,7 @@ v1_functions! {
 
     fn cuckoofilter_send(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
-        let v = unsafe { filter_arg(fcinfo, 0, &mut call_cache(fcinfo).filter) };
+        let v = unsafe { filter_arg_once(fcinfo, 0) };
         bytea_datum(&v.serialize())
     }
 }

@@ -3,12 +3,14 @@
 //! - `int2`, `int4`, `int8` (and domains over them): xxh3 of the value as 8
 //!   little-endian bytes of an `int8`, so equal values match across widths, as in
 //!   PostgreSQL's integer hash family.
-//! - `text` and `varchar` under a deterministic collation, and `bytea`: xxh3 of the
-//!   bytes. `uuid`: xxh3 of its 16 bytes.
-//! - Every other type with a default hash operator class (and text under a
-//!   nondeterministic collation): the type's own 64-bit extended hash function with
-//!   seed 0, whose result is then hashed like an `int8`. Equal values under the
-//!   type's equality therefore match, as in a hash join.
+//! - `text`, `varchar` and `bytea`: xxh3 of the bytes. `uuid`: xxh3 of its 16 bytes.
+//! - Every other type with a default hash operator class: the type's own 64-bit
+//!   extended hash function with seed 0, whose result is then hashed like an
+//!   `int8`. Equal values under the type's equality therefore match, as in a hash
+//!   join.
+//! - Keys under a nondeterministic collation are refused: their equality is not
+//!   byte equality, and a filter cannot record which collation built it, so a probe
+//!   under another collation could miss a key that is present.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -52,13 +54,22 @@ impl KeyHasher {
             }
             let base = pg_sys::getBaseType(typid);
             let mut collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-            let deterministic = collation == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(collation);
+            if collation != pg_sys::InvalidOid
+                && pg_sys::type_is_collatable(base)
+                && !pg_sys::get_collation_isdeterministic(collation)
+            {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    "cuckoo filter keys cannot use a nondeterministic collation",
+                    "Filters compare keys byte for byte; normalize both sides instead, for example with lower(), or use COLLATE \"C\"."
+                );
+            }
             let kind = match base {
                 pg_sys::INT2OID => INT2,
                 pg_sys::INT4OID => INT4,
                 pg_sys::INT8OID => INT8,
-                pg_sys::TEXTOID | pg_sys::VARCHAROID if deterministic => BYTES,
-                pg_sys::BYTEAOID => BYTES,
+                pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => BYTES,
                 pg_sys::UUIDOID => UUID,
                 _ => EXTENDED,
             };

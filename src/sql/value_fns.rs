@@ -5,7 +5,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{alloc_value, call_cache, filter_arg, filter_arg_copy, FilterValue, MAX_VALUE_BUCKET_LOG2};
+use super::datatype::{alloc_value, call_cache, filter_arg, filter_arg_copy, filter_arg_once, FilterValue, MAX_VALUE_BUCKET_LOG2};
 use crate::filter::sizing::{self, planned_capacity, size_for, SizingError};
 use crate::filter::Full;
 
@@ -93,7 +93,7 @@ v1_functions! {
         // SAFETY: strict; both arguments are cuckoofilters.
         unsafe {
             let a = filter_arg_copy(fcinfo, 0);
-            let b = filter_arg(fcinfo, 1, &mut call_cache(fcinfo).second);
+            let b = filter_arg_once(fcinfo, 1);
             union_into(a, b).as_datum()
         }
     }
@@ -117,14 +117,14 @@ v1_functions! {
     /// `cf_count(cuckoofilter) -> bigint`: occupied slots.
     fn cf_count(fcinfo) {
         // SAFETY: strict; arg 0 is a cuckoofilter.
-        let v = unsafe { filter_arg(fcinfo, 0, &mut call_cache(fcinfo).filter) };
+        let v = unsafe { filter_arg_once(fcinfo, 0) };
         pg_sys::Datum::from(v.table().item_count() as i64)
     }
 
     /// `cf_info(cuckoofilter) -> jsonb`.
     fn cf_info(fcinfo) {
         // SAFETY: strict; arg 0 is a cuckoofilter.
-        let v = unsafe { filter_arg(fcinfo, 0, &mut call_cache(fcinfo).filter) };
+        let v = unsafe { filter_arg_once(fcinfo, 0) };
         let p = v.header().params();
         let items = v.table().item_count();
         let capacity = planned_capacity(&p);
