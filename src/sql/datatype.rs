@@ -304,9 +304,6 @@ pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut
     // i.e. a pointer to a varlena in one of its storage forms.
     unsafe {
         let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
-        if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
-            return FilterValue::from_ptr(raw);
-        }
         if pgrx::varlena::varatt_is_1b_e(raw)
             && pgrx::varlena::vartag_external(raw) == pg_sys::vartag_external::VARTAG_ONDISK as u8
         {
@@ -323,20 +320,22 @@ pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut
             let cached = cache.store(key, detoasted, (*(*fcinfo).flinfo).fn_mcxt);
             return FilterValue { ptr: cached };
         }
-        // Short, compressed or in-memory-external forms: small or rare; copy.
-        FilterValue::from_ptr(pg_sys::pg_detoast_datum_copy(raw))
+        // In memory already, or short, compressed, in-memory-external: no cache.
+        filter_arg_once(fcinfo, n)
     }
 }
 
-/// Filter argument `n` for a one-shot read (output, count, info, a union input):
-/// in place when possible, otherwise detoasted into the current memory context,
-/// without touching the call site's cache.
+/// Filter argument `n` for a one-shot read (output, count, info, a union input),
+/// and `filter_arg`'s path for values not stored out of line: in place when
+/// possible, otherwise detoasted into the current memory context, without
+/// touching the call site's cache.
 ///
 /// # Safety
 /// As for [`filter_arg`].
 pub unsafe fn filter_arg_once(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> FilterValue {
-    // SAFETY: as for `filter_arg`; pg_detoast_datum returns the argument itself
-    // when it is a plain 4-byte-header value, or a new palloc'd copy otherwise.
+    // SAFETY: as for `filter_arg`; a plain, aligned 4-byte-header value is read in
+    // place, any other form is detoasted into a new palloc'd copy (short, compressed
+    // and external forms are small, rare, or read once here).
     unsafe {
         let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
         if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
