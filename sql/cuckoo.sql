@@ -108,3 +108,44 @@ CREATE AGGREGATE cf_union_agg(cuckoofilter) (
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters with the same parameters';
+
+-- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
+-- They are not transactional: a change is visible to every session at once and
+-- is not undone by ROLLBACK. Functions that read or change a filter are volatile
+-- (other sessions change it during a statement); lookups, inserts and deletes are
+-- parallel safe (lock-free, from any process); create, drop, publish and grants
+-- take the registry lock and run in the leader only.
+CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_create' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_create(text, bigint, float8) IS 'creates an empty named filter in shared memory for capacity keys at false-positive rate fpp';
+CREATE FUNCTION cf_drop(name text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_drop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not exist';
+CREATE FUNCTION cf_insert(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_insert(text, anyelement) IS 'adds a key to a named filter; false (and nothing lost) when it is full';
+CREATE FUNCTION cf_contains(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_contains(text, anyelement) IS 'false: the key is definitely not in the named filter; true: it may be';
+CREATE FUNCTION cf_delete(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_delete(text, anyelement) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';
+CREATE FUNCTION cf_publish(name text, f cuckoofilter) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_publish' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_publish(text, cuckoofilter) IS 'creates a named filter as a copy of a value, or replaces its contents atomically';
+CREATE FUNCTION cf_snapshot(name text) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_snapshot' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_snapshot(text) IS 'a cuckoofilter value holding every key the named filter held throughout the call';
+CREATE FUNCTION cf_grant_lookup(name text, role text) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_grant_lookup' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_grant_lookup(text, text) IS 'lets a role (and its members), or public, look up and snapshot a named filter; replaces the previous grant';
+CREATE FUNCTION cf_revoke_lookup(name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_revoke_lookup' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_revoke_lookup(text) IS 'withdraws the lookup grant of a named filter';
+
+-- The current database's named filters that the current role may look up.
+CREATE VIEW cuckoo_filters AS
+    SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
+           failed_inserts, lookup_retries, kicks, owner, lookup_grantee
+    FROM cuckoo_filters_rows();
+COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';

@@ -5,12 +5,20 @@
 //! alone, which also proves it does not depend on pgrx.
 
 pub mod filter;
+pub mod region;
 
 #[cfg(feature = "pgrx")]
 mod sql;
 
 #[cfg(feature = "pgrx")]
 pgrx::pg_module_magic!();
+
+/// Registers `cuckoo.shared_memory` and, when preloaded, the shared-memory hooks.
+#[cfg(feature = "pgrx")]
+#[pgrx::pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    sql::shared_fns::init();
+}
 
 #[cfg(feature = "pgrx")]
 pgrx::extension_sql_file!("../sql/cuckoo.sql", name = "cuckoo_schema", finalize);

@@ -15,4 +15,4 @@ mod loom_tests;
 mod stress_tests;
 
 pub use layout::{FormatError, Geometry, Header, Params};
-pub use table::{Full, OwnedFilter, Table};
+pub use table::{Full, MoveGate, OpStats, OwnedFilter, SnapshotBusy, Table};

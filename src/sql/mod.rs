@@ -34,3 +34,4 @@ pub mod datatype;
 pub mod keys;
 pub mod value_fns;
 pub mod aggregate;
+pub mod shared_fns;

@@ -1,0 +1,1108 @@
+//! The shared region: its layout (header, name registry, per-backend epoch slots,
+//! list of retired allocations, the block allocator's tree, the filter blocks), the
+//! registry of named filters keyed by (database, name), and safe reclamation of
+//! dropped or replaced filters. Offsets only, never pointers: each process attaches
+//! at its own address. No pgrx here; the glue supplies the lock and the identities.
+//!
+//! # Who may do what
+//!
+//! Lookups, inserts and deletes never lock: they find an entry by a consistent
+//! (seqlock) read, pin their epoch slot, check that the entry has not changed since
+//! (its sequence number), and work on the filter's bucket words lock-free. Create,
+//! drop, publish and grant change the registry while holding one lock that the
+//! caller provides ([`Locked`]); they copy or zero only the new filter's memory,
+//! which nobody else can see yet, so the lock is held for a copy at most, and it
+//! never delays an operation on a filter.
+//!
+//! # When space is reused: epochs
+//!
+//! A backend that resolved a filter may still be reading its words after another
+//! backend dropped or replaced it, so the old blocks (and a dropped entry) cannot be
+//! reused at once. The region keeps a global epoch. An operation pins: it stores
+//! the current epoch in its own slot, then (after a full fence) re-reads the entry's
+//! sequence number and proceeds only if unchanged; it clears the slot when done.
+//! A drop or replace first unlinks (bumps the entry's sequence number), then
+//! advances the epoch to `r` and records the old blocks as retired at `r`. The
+//! blocks are freed once every slot is empty or holds an epoch `>= r`:
+//! - a slot holding `e >= r` was pinned after the epoch reached `r`, hence after the
+//!   unlink, so its sequence check fails and it never touches the old blocks;
+//! - a slot that is empty when scanned belongs to an operation that either ended,
+//!   or has not yet pinned: pin writes its slot and then reads the entry, the
+//!   reclaimer wrote the entry and then reads the slot, both with `SeqCst` fences
+//!   in between, so if the reclaimer saw no pin the operation sees the unlink.
+//!
+//! Pins are held only across the pure computation of one SQL call (no PostgreSQL
+//! call, nothing that can raise an error or be cancelled), so a reclaimer waits
+//! microseconds at most. A backend that is killed while pinned takes the server
+//! through crash recovery, which rebuilds the region.
+//!
+//! # Fail-safety of the allocator
+//!
+//! Before claiming blocks, the lock holder records the allocation's tag in the
+//! header (`pending_tag`), and clears it once the entry that records the tag is
+//! linked. If it stopped in between (an error unwound it), the next lock holder
+//! finds the tag pending and runs the allocator's recovery: every allocated run
+//! whose tag no entry or retired record holds is freed.
+
+use std::ptr::NonNull;
+
+use crossbeam_utils::CachePadded;
+
+use super::allocator::BlockAllocator;
+use crate::filter::layout::{Header, HEADER_BYTES};
+use crate::filter::sizing;
+use crate::filter::sync::{fence, spin, AtomicU64, Ordering};
+use crate::filter::{MoveGate, OpStats, Params, Table};
+
+/// The unit of allocation inside the region.
+pub const BLOCK_BYTES: u64 = 4096;
+/// Longest name in bytes (PostgreSQL's identifier limit).
+pub const MAX_NAME_BYTES: usize = 63;
+const NAME_WORDS: usize = 8;
+/// Statistics are striped over this many cache lines per filter, chosen by
+/// backend, so that backends counting lookups on one filter do not share a line.
+pub const STAT_STRIPES: usize = 8;
+const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
+const REGION_VERSION: u64 = 1;
+/// Smallest region the layout accepts.
+pub const MIN_REGION_BYTES: u64 = 1 << 20;
+
+const STATE_FREE: u64 = 0;
+const STATE_LIVE: u64 = 1;
+/// Dropped: invisible to lookups, reused once its blocks are reclaimed.
+const STATE_RETIRED: u64 = 2;
+
+/// Reader grant of an entry: nobody besides the owner, everyone, or a role.
+pub const READERS_NONE: u64 = 0;
+pub const READERS_PUBLIC: u64 = u64::MAX;
+
+#[repr(C)]
+struct RegionHeader {
+    magic: AtomicU64,
+    version: AtomicU64,
+    size: AtomicU64,
+    slots: AtomicU64,
+    next_tag: AtomicU64,
+    pending_tag: AtomicU64,
+    retired_count: AtomicU64,
+    epoch: CachePadded<AtomicU64>,
+}
+
+/// Per-filter counters of one stripe.
+#[repr(C)]
+#[derive(Default)]
+pub struct Stats {
+    pub inserts: AtomicU64,
+    pub lookups: AtomicU64,
+    pub deletes: AtomicU64,
+    pub failed_inserts: AtomicU64,
+    pub lookup_retries: AtomicU64,
+    pub kicks: AtomicU64,
+}
+
+/// One registry entry. Fields other than the statistics, the gate and `seq` are
+/// written only by the lock holder, between the two increments of `seq`.
+#[repr(C)]
+struct Entry {
+    /// Seqlock: odd while the lock holder rewrites the entry; every rewrite
+    /// (create, publish, grant, drop, reuse) advances it, so a cached value that
+    /// still matches means nothing changed.
+    seq: AtomicU64,
+    state: AtomicU64,
+    db: AtomicU64,
+    owner: AtomicU64,
+    readers: AtomicU64,
+    name: [AtomicU64; NAME_WORDS],
+    start_block: AtomicU64,
+    blocks: AtomicU64,
+    tag: AtomicU64,
+    capacity: AtomicU64,
+    fpp_bits: AtomicU64,
+    gate: MoveGate,
+    stats: [CachePadded<Stats>; STAT_STRIPES],
+}
+
+#[repr(C)]
+struct EpochSlot {
+    pinned: CachePadded<AtomicU64>,
+}
+
+/// A dropped or replaced allocation waiting for readers to move on.
+#[repr(C)]
+struct Retired {
+    start_block: AtomicU64,
+    blocks: AtomicU64,
+    tag: AtomicU64,
+    epoch: AtomicU64,
+    /// 1 + the entry to free with the blocks (a drop), or 0 (a replace).
+    entry: AtomicU64,
+}
+
+/// Byte offsets of the region's parts, computed from its size and slot count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub size: u64,
+    pub entries: u64,
+    pub slots: u64,
+    pub blocks: u64,
+    entries_at: u64,
+    slots_at: u64,
+    retired_at: u64,
+    tree_at: u64,
+    data_at: u64,
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+impl Layout {
+    /// The layout of a region of `size` bytes serving `slots` backends (one epoch
+    /// slot per process that may run SQL functions). Registry entries scale with
+    /// the size: one per 64 kB, between 16 and 8192.
+    pub fn new(size: u64, slots: u64) -> Result<Layout, String> {
+        if size < MIN_REGION_BYTES {
+            return Err(format!("region of {size} bytes is below the minimum of {MIN_REGION_BYTES}"));
+        }
+        let entries = (size >> 16).clamp(16, 8192);
+        let entries_at = align_up(std::mem::size_of::<RegionHeader>() as u64, 128);
+        let slots_at = align_up(entries_at + entries * std::mem::size_of::<Entry>() as u64, 128);
+        let retired_at = align_up(slots_at + slots * std::mem::size_of::<EpochSlot>() as u64, 128);
+        let tree_at = align_up(retired_at + entries * std::mem::size_of::<Retired>() as u64, 128);
+        // Each block costs its bytes plus at most 16 bytes of tree (two words per
+        // leaf, rounded up to a power of two).
+        let room = size.checked_sub(tree_at + BLOCK_BYTES).ok_or("region too small for its metadata")?;
+        let mut blocks = (room / (BLOCK_BYTES + 8)).min(super::allocator::MAX_BLOCKS);
+        loop {
+            let data_at = align_up(tree_at + 8 * BlockAllocator::words_needed(blocks) as u64, BLOCK_BYTES);
+            if data_at + blocks * BLOCK_BYTES <= size {
+                if blocks == 0 {
+                    return Err("region too small for any filter".into());
+                }
+                return Ok(Layout { size, entries, slots, blocks, entries_at, slots_at, retired_at, tree_at, data_at });
+            }
+            blocks -= 1;
+        }
+    }
+
+    /// Bytes the region offers to filters.
+    pub fn data_bytes(&self) -> u64 {
+        self.blocks * BLOCK_BYTES
+    }
+}
+
+/// Why a registry change was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RegionError {
+    NotFound,
+    Exists,
+    NoSpace { requested: u64, free: u64, largest: u64 },
+    NoEntries { max: u64 },
+    BadName(String),
+    /// Readers kept old copies pinned for longer than a change may wait.
+    Busy,
+}
+
+impl std::fmt::Display for RegionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegionError::NotFound => write!(f, "no such filter"),
+            RegionError::Exists => write!(f, "filter already exists"),
+            RegionError::NoSpace { requested, free, largest } => write!(
+                f,
+                "requested {requested} bytes, {free} bytes free (largest contiguous run {largest} bytes)"
+            ),
+            RegionError::NoEntries { max } => write!(f, "all {max} filter entries are in use"),
+            RegionError::BadName(why) => write!(f, "{why}"),
+            RegionError::Busy => write!(f, "old copies of filters are still being read; try again"),
+        }
+    }
+}
+
+/// Proof that the caller holds the registry lock (an exclusive lock shared by all
+/// processes attached to the region).
+pub struct Locked(());
+
+impl Locked {
+    /// # Safety
+    /// The caller holds the region's registry lock until the value is dropped.
+    pub unsafe fn assume() -> Locked {
+        Locked(())
+    }
+}
+
+/// A consistent copy of one entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryInfo {
+    pub index: usize,
+    pub seq: u64,
+    pub db: u32,
+    pub owner: u32,
+    pub readers: u64,
+    pub name: String,
+    pub start_block: u64,
+    pub blocks: u64,
+    pub tag: u64,
+    pub capacity: u64,
+    pub fpp: f64,
+}
+
+/// Totals of a filter's counters over all stripes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatTotals {
+    pub inserts: u64,
+    pub lookups: u64,
+    pub deletes: u64,
+    pub failed_inserts: u64,
+    pub lookup_retries: u64,
+    pub kicks: u64,
+}
+
+/// What a new filter is.
+pub struct NewFilter<'n> {
+    pub db: u32,
+    pub owner: u32,
+    pub name: &'n str,
+    pub capacity: u64,
+    pub fpp: f64,
+}
+
+/// A process's attachment to the region.
+#[derive(Clone, Copy)]
+pub struct Region {
+    base: NonNull<u8>,
+    lay: Layout,
+}
+
+// SAFETY: everything other processes or threads may change concurrently is read
+// and written through atomics; the rest is written only before publication (under
+// the registry lock, ordered by the entry's seqlock).
+unsafe impl Send for Region {}
+// SAFETY: as for Send.
+unsafe impl Sync for Region {}
+
+/// Clears the epoch slot when the operation ends, however it ends.
+pub struct Pin<'r> {
+    slot: &'r AtomicU64,
+}
+
+impl Drop for Pin<'_> {
+    fn drop(&mut self) {
+        self.slot.store(0, Ordering::Release);
+    }
+}
+
+fn encode_name(name: &str) -> Result<[u64; NAME_WORDS], RegionError> {
+    let b = name.as_bytes();
+    if b.is_empty() {
+        return Err(RegionError::BadName("filter name must not be empty".into()));
+    }
+    if b.len() > MAX_NAME_BYTES {
+        return Err(RegionError::BadName(format!(
+            "filter name is {} bytes long, the limit is {MAX_NAME_BYTES}",
+            b.len()
+        )));
+    }
+    if b.contains(&0) {
+        return Err(RegionError::BadName("filter name must not contain NUL bytes".into()));
+    }
+    let mut padded = [0u8; NAME_WORDS * 8];
+    padded[..b.len()].copy_from_slice(b);
+    let mut words = [0u64; NAME_WORDS];
+    for (w, chunk) in words.iter_mut().zip(padded.chunks_exact(8)) {
+        *w = u64::from_le_bytes(chunk.try_into().unwrap());
+    }
+    Ok(words)
+}
+
+fn decode_name(words: &[u64; NAME_WORDS]) -> String {
+    let mut bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    while bytes.last() == Some(&0) {
+        bytes.pop();
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+impl Region {
+    /// Lays out and initialises a region in `size` bytes at `base`.
+    ///
+    /// # Safety
+    /// `base` points to `size` writable bytes, aligned to 8, that nobody else uses
+    /// until this returns, and that stay mapped for as long as any `Region` for them
+    /// is used.
+    pub unsafe fn init(base: *mut u8, size: u64, slots: u64) -> Result<Region, String> {
+        let lay = Layout::new(size, slots)?;
+        // SAFETY: the caller guarantees exclusive access to `size` bytes; only the
+        // metadata (below `data_at`) is zeroed, filter blocks are initialised when
+        // allocated.
+        unsafe { std::ptr::write_bytes(base, 0, lay.tree_at as usize) };
+        let r = Region { base: NonNull::new(base).ok_or("null region")?, lay };
+        BlockAllocator::init(r.tree_words(), lay.blocks);
+        let h = r.header();
+        h.version.store(REGION_VERSION, Ordering::Relaxed);
+        h.size.store(size, Ordering::Relaxed);
+        h.slots.store(slots, Ordering::Relaxed);
+        h.next_tag.store(1, Ordering::Relaxed);
+        h.epoch.store(1, Ordering::Relaxed);
+        h.magic.store(REGION_MAGIC, Ordering::Release);
+        Ok(r)
+    }
+
+    /// Attaches to a region that [`Region::init`] laid out.
+    ///
+    /// # Safety
+    /// As for `init`, except that the region is already initialised and shared.
+    pub unsafe fn attach(base: *mut u8, size: u64, slots: u64) -> Result<Region, String> {
+        let lay = Layout::new(size, slots)?;
+        let r = Region { base: NonNull::new(base).ok_or("null region")?, lay };
+        let h = r.header();
+        if h.magic.load(Ordering::Acquire) != REGION_MAGIC
+            || h.version.load(Ordering::Relaxed) != REGION_VERSION
+            || h.size.load(Ordering::Relaxed) != size
+            || h.slots.load(Ordering::Relaxed) != slots
+        {
+            return Err("shared region has another layout".into());
+        }
+        Ok(r)
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.lay
+    }
+
+    /// # Safety (internal)
+    /// `at + size_of::<T>() * count` lies within the region and `at` is aligned for
+    /// `T`; `T` is made of atomics only (or written before publication).
+    fn at<T>(&self, at: u64, count: u64) -> &[T] {
+        debug_assert!(at + std::mem::size_of::<T>() as u64 * count <= self.lay.size);
+        debug_assert_eq!((self.base.as_ptr() as u64 + at) % std::mem::align_of::<T>() as u64, 0);
+        // SAFETY: the layout places each part inside the region, aligned; all
+        // shared mutation goes through atomics.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(at as usize) as *const T, count as usize) }
+    }
+
+    fn header(&self) -> &RegionHeader {
+        &self.at::<RegionHeader>(0, 1)[0]
+    }
+
+    fn entries(&self) -> &[Entry] {
+        self.at(self.lay.entries_at, self.lay.entries)
+    }
+
+    fn retired(&self) -> &[Retired] {
+        self.at(self.lay.retired_at, self.lay.entries)
+    }
+
+    fn tree_words(&self) -> &[AtomicU64] {
+        self.at(self.lay.tree_at, BlockAllocator::words_needed(self.lay.blocks) as u64)
+    }
+
+    fn allocator(&self) -> BlockAllocator<'_> {
+        BlockAllocator::attach(self.tree_words(), self.lay.blocks)
+    }
+
+    /// Free bytes in the block area (exact when nothing is being allocated).
+    pub fn free_bytes(&self) -> u64 {
+        self.allocator().free_blocks() * BLOCK_BYTES
+    }
+
+    /// Marks the calling process (epoch slot `slot`) as operating on filters until
+    /// the returned guard is dropped. `None` if `slot` is out of range.
+    pub fn pin(&self, slot: usize) -> Option<Pin<'_>> {
+        let slots: &[EpochSlot] = self.at(self.lay.slots_at, self.lay.slots);
+        let s = &*slots.get(slot)?.pinned;
+        s.store(self.header().epoch.load(Ordering::SeqCst), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        Some(Pin { slot: s })
+    }
+
+    /// Whether entry `index` is still at sequence number `seq` (call while pinned:
+    /// then a match means the filter it described cannot be reclaimed before the
+    /// pin ends).
+    #[inline]
+    pub fn still_current(&self, index: usize, seq: u64) -> bool {
+        self.entries()[index].seq.load(Ordering::Acquire) == seq
+    }
+
+    /// A consistent copy of entry `index` if it is live.
+    pub fn entry_info(&self, index: usize) -> Option<EntryInfo> {
+        let e = self.entries().get(index)?;
+        let backoff = crossbeam_utils::Backoff::new();
+        loop {
+            let seq = e.seq.load(Ordering::Acquire);
+            if seq & 1 == 1 {
+                spin(&backoff);
+                continue;
+            }
+            let state = e.state.load(Ordering::Relaxed);
+            let mut name = [0u64; NAME_WORDS];
+            for (n, w) in name.iter_mut().zip(&e.name) {
+                *n = w.load(Ordering::Relaxed);
+            }
+            let info = EntryInfo {
+                index,
+                seq,
+                db: e.db.load(Ordering::Relaxed) as u32,
+                owner: e.owner.load(Ordering::Relaxed) as u32,
+                readers: e.readers.load(Ordering::Relaxed),
+                name: String::new(),
+                start_block: e.start_block.load(Ordering::Relaxed),
+                blocks: e.blocks.load(Ordering::Relaxed),
+                tag: e.tag.load(Ordering::Relaxed),
+                capacity: e.capacity.load(Ordering::Relaxed),
+                fpp: f64::from_bits(e.fpp_bits.load(Ordering::Relaxed)),
+            };
+            fence(Ordering::Acquire);
+            if e.seq.load(Ordering::Relaxed) != seq {
+                spin(&backoff);
+                continue;
+            }
+            if state != STATE_LIVE {
+                return None;
+            }
+            return Some(EntryInfo { name: decode_name(&name), ..info });
+        }
+    }
+
+    /// The live filter called `name` in database `db`.
+    pub fn find(&self, db: u32, name: &str) -> Option<EntryInfo> {
+        let key = encode_name(name).ok()?;
+        (0..self.entries().len()).find_map(|i| {
+            let e = &self.entries()[i];
+            // Cheap unsynchronised prefilter; the seqlock read decides.
+            if e.state.load(Ordering::Relaxed) != STATE_LIVE || e.name[0].load(Ordering::Relaxed) != key[0] {
+                return None;
+            }
+            self.entry_info(i).filter(|info| info.db == db && encode_name(&info.name).ok() == Some(key))
+        })
+    }
+
+    /// Every live filter of database `db`.
+    pub fn list(&self, db: u32) -> Vec<EntryInfo> {
+        (0..self.entries().len()).filter_map(|i| self.entry_info(i)).filter(|info| info.db == db).collect()
+    }
+
+    /// The filter an entry describes. Call while pinned, after `still_current`
+    /// confirmed `info.seq`; the table must not be used after the pin ends without
+    /// another such check.
+    pub fn table(&self, info: &EntryInfo) -> Table<'_> {
+        let at = self.lay.data_at + info.start_block * BLOCK_BYTES;
+        let header = &self.at::<Header>(at, 1)[0];
+        let buckets = self.at::<AtomicU64>(at + HEADER_BYTES as u64, header.params().bucket_count());
+        Table::new(header, buckets).with_gate(&self.entries()[info.index].gate)
+    }
+
+    /// Adds one operation's counts to entry `index`'s stripe for `slot`.
+    #[inline]
+    pub fn count(&self, index: usize, slot: usize, f: impl FnOnce(&Stats)) {
+        f(&self.entries()[index].stats[slot % STAT_STRIPES]);
+    }
+
+    /// Adds a lookup (with its retries) to the statistics.
+    #[inline]
+    pub fn count_lookup(&self, index: usize, slot: usize, op: &OpStats) {
+        self.count(index, slot, |s| {
+            s.lookups.fetch_add(1, Ordering::Relaxed);
+            if op.retries != 0 {
+                s.lookup_retries.fetch_add(op.retries, Ordering::Relaxed);
+            }
+        });
+    }
+
+    pub fn stat_totals(&self, index: usize) -> StatTotals {
+        let mut t = StatTotals::default();
+        for s in &self.entries()[index].stats {
+            t.inserts += s.inserts.load(Ordering::Relaxed);
+            t.lookups += s.lookups.load(Ordering::Relaxed);
+            t.deletes += s.deletes.load(Ordering::Relaxed);
+            t.failed_inserts += s.failed_inserts.load(Ordering::Relaxed);
+            t.lookup_retries += s.lookup_retries.load(Ordering::Relaxed);
+            t.kicks += s.kicks.load(Ordering::Relaxed);
+        }
+        t
+    }
+
+    /// Bytes a filter with these parameters takes in the region.
+    pub fn bytes_for(params: &Params) -> u64 {
+        Self::blocks_for(params) * BLOCK_BYTES
+    }
+
+    fn blocks_for(params: &Params) -> u64 {
+        (HEADER_BYTES as u64 + 8 * params.bucket_count()).div_ceil(BLOCK_BYTES)
+    }
+
+    // ----- changes: the caller holds the registry lock -----
+
+    /// Rewrites entry `e` between the seqlock's two increments.
+    fn rewrite(&self, _lk: &Locked, e: &Entry, f: impl FnOnce(&Entry)) {
+        let seq = e.seq.load(Ordering::Relaxed);
+        debug_assert_eq!(seq & 1, 0);
+        e.seq.store(seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        f(e);
+        e.seq.store(seq + 2, Ordering::Release);
+    }
+
+    /// Frees allocations left behind by a lock holder that stopped between
+    /// claiming blocks and linking them (see the module documentation).
+    fn recover_pending(&self, lk: &Locked) {
+        let h = self.header();
+        if h.pending_tag.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        self.recover(lk);
+        h.pending_tag.store(0, Ordering::Relaxed);
+    }
+
+    /// Frees every allocated run whose tag no entry or retired record holds.
+    /// Returns the blocks freed.
+    pub fn recover(&self, _lk: &Locked) -> u64 {
+        let mut in_use: Vec<u64> = self
+            .entries()
+            .iter()
+            .filter(|e| e.state.load(Ordering::Relaxed) != STATE_FREE)
+            .map(|e| e.tag.load(Ordering::Relaxed))
+            .collect();
+        let retired = self.header().retired_count.load(Ordering::Relaxed) as usize;
+        in_use.extend(self.retired()[..retired].iter().map(|r| r.tag.load(Ordering::Relaxed)));
+        in_use.sort_unstable();
+        self.allocator().recover(|tag| in_use.binary_search(&tag).is_ok())
+    }
+
+    /// Claims blocks for `bytes`, reclaiming retired space (and waiting a little
+    /// for readers of it) when short. The tag stays pending until [`Self::linked`].
+    fn claim(&self, lk: &Locked, bytes: u64) -> Result<(u64, u64, u64), RegionError> {
+        self.recover_pending(lk);
+        let n = bytes.div_ceil(BLOCK_BYTES);
+        let h = self.header();
+        let tag = h.next_tag.fetch_add(1, Ordering::Relaxed);
+        h.pending_tag.store(tag, Ordering::Relaxed);
+        // Readers pin for one call's computation; 200 waits of 1 ms are ample.
+        for attempt in 0..200 {
+            if let Some(start) = self.allocator().alloc(n, tag) {
+                return Ok((start, n, tag));
+            }
+            if self.header().retired_count.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+            if self.reclaim(lk) == 0 && attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        h.pending_tag.store(0, Ordering::Relaxed);
+        let a = self.allocator();
+        Err(RegionError::NoSpace {
+            requested: n * BLOCK_BYTES,
+            free: a.free_blocks() * BLOCK_BYTES,
+            largest: a.largest_free_run() * BLOCK_BYTES,
+        })
+    }
+
+    fn linked(&self, _lk: &Locked) {
+        self.header().pending_tag.store(0, Ordering::Relaxed);
+    }
+
+    /// Bytes at the start of an allocation, for the lock holder to fill before the
+    /// allocation is linked.
+    #[allow(clippy::mut_from_ref)]
+    fn block_bytes(&self, _lk: &Locked, start: u64, len: u64) -> &mut [u8] {
+        let at = self.lay.data_at + start * BLOCK_BYTES;
+        assert!(at + len <= self.lay.size);
+        // SAFETY: the caller just claimed these blocks and has not linked them, so
+        // no other process can reach them; the range lies inside the region.
+        unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(at as usize), len as usize) }
+    }
+
+    fn free_entry(&self, lk: &Locked) -> Result<usize, RegionError> {
+        let find = || self.entries().iter().position(|e| e.state.load(Ordering::Relaxed) == STATE_FREE);
+        if let Some(i) = find() {
+            return Ok(i);
+        }
+        self.reclaim(lk);
+        find().ok_or(RegionError::NoEntries { max: self.lay.entries })
+    }
+
+    /// Creates filter `spec` with parameters `params` and nothing in it, or, with
+    /// `contents` (a header and bucket words in the value layout, already
+    /// validated), a copy of those. Returns the entry.
+    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, contents: Option<&[u8]>) -> Result<EntryInfo, RegionError> {
+        let name = encode_name(spec.name)?;
+        if self.find(spec.db, spec.name).is_some() {
+            return Err(RegionError::Exists);
+        }
+        let index = self.free_entry(lk)?;
+        let (start, blocks, tag) = self.fill(lk, params, contents)?;
+        let e = &self.entries()[index];
+        self.rewrite(lk, e, |e| {
+            e.db.store(spec.db as u64, Ordering::Relaxed);
+            e.owner.store(spec.owner as u64, Ordering::Relaxed);
+            e.readers.store(READERS_NONE, Ordering::Relaxed);
+            for (w, n) in e.name.iter().zip(name) {
+                w.store(n, Ordering::Relaxed);
+            }
+            e.start_block.store(start, Ordering::Relaxed);
+            e.blocks.store(blocks, Ordering::Relaxed);
+            e.tag.store(tag, Ordering::Relaxed);
+            e.capacity.store(spec.capacity, Ordering::Relaxed);
+            e.fpp_bits.store(spec.fpp.to_bits(), Ordering::Relaxed);
+            for s in &e.stats {
+                for c in [&s.inserts, &s.lookups, &s.deletes, &s.failed_inserts, &s.lookup_retries, &s.kicks] {
+                    c.store(0, Ordering::Relaxed);
+                }
+            }
+            e.state.store(STATE_LIVE, Ordering::Relaxed);
+        });
+        self.linked(lk);
+        Ok(self.entry_info(index).expect("just linked"))
+    }
+
+    /// Claims and fills the blocks of a new filter.
+    fn fill(&self, lk: &Locked, params: &Params, contents: Option<&[u8]>) -> Result<(u64, u64, u64), RegionError> {
+        let len = HEADER_BYTES as u64 + 8 * params.bucket_count();
+        let (start, blocks, tag) = self.claim(lk, len)?;
+        let bytes = self.block_bytes(lk, start, len);
+        match contents {
+            Some(c) => {
+                debug_assert_eq!(c.len() as u64, len);
+                bytes.copy_from_slice(c);
+            }
+            None => {
+                bytes.fill(0);
+                crate::filter::layout::write_header(params, 0, &mut bytes[..HEADER_BYTES]);
+            }
+        }
+        Ok((start, blocks, tag))
+    }
+
+    /// Replaces live filter `info`'s contents with a copy of `contents` (header and
+    /// bucket words, validated): readers see the old filter or the new one.
+    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: &[u8], capacity: u64, fpp: f64) -> Result<EntryInfo, RegionError> {
+        let e = &self.entries()[info.index];
+        if e.seq.load(Ordering::Relaxed) != info.seq {
+            return Err(RegionError::NotFound);
+        }
+        self.retired_room(lk)?;
+        let (start, blocks, tag) = self.fill(lk, params, Some(contents))?;
+        self.rewrite(lk, e, |e| {
+            e.start_block.store(start, Ordering::Relaxed);
+            e.blocks.store(blocks, Ordering::Relaxed);
+            e.tag.store(tag, Ordering::Relaxed);
+            e.capacity.store(capacity, Ordering::Relaxed);
+            e.fpp_bits.store(fpp.to_bits(), Ordering::Relaxed);
+        });
+        // The old blocks stay recorded (as retired) before the new tag stops being
+        // pending, so recovery can never free either.
+        self.retire(lk, info.start_block, info.blocks, info.tag, None);
+        self.linked(lk);
+        Ok(self.entry_info(info.index).expect("still linked"))
+    }
+
+    /// Drops live filter `info`.
+    pub fn drop_filter(&self, lk: &Locked, info: &EntryInfo) -> Result<(), RegionError> {
+        let e = &self.entries()[info.index];
+        if e.seq.load(Ordering::Relaxed) != info.seq {
+            return Err(RegionError::NotFound);
+        }
+        self.retired_room(lk)?;
+        self.rewrite(lk, e, |e| e.state.store(STATE_RETIRED, Ordering::Relaxed));
+        self.retire(lk, info.start_block, info.blocks, info.tag, Some(info.index));
+        Ok(())
+    }
+
+    /// Sets who besides the owner may look up filter `info`.
+    pub fn set_readers(&self, lk: &Locked, info: &EntryInfo, readers: u64) -> Result<(), RegionError> {
+        let e = &self.entries()[info.index];
+        if e.seq.load(Ordering::Relaxed) != info.seq {
+            return Err(RegionError::NotFound);
+        }
+        self.rewrite(lk, e, |e| e.readers.store(readers, Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// Makes sure a retired record is free, reclaiming and, while readers still
+    /// hold every old copy, waiting for them (they pin for one call at a time).
+    fn retired_room(&self, lk: &Locked) -> Result<(), RegionError> {
+        for _ in 0..10_000 {
+            if (self.header().retired_count.load(Ordering::Relaxed) as u64) < self.lay.entries || self.reclaim(lk) > 0 {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Err(RegionError::Busy)
+    }
+
+    fn retire(&self, lk: &Locked, start: u64, blocks: u64, tag: u64, entry: Option<usize>) {
+        // The unlink (a seqlock write) precedes the epoch advance, and a pin's
+        // slot write precedes its sequence check; the fences make sure at least one
+        // side sees the other.
+        fence(Ordering::SeqCst);
+        let epoch = self.header().epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let h = self.header();
+        let n = h.retired_count.load(Ordering::Relaxed) as usize;
+        // `retired_room` made room before the change began.
+        let r = &self.retired()[n];
+        r.start_block.store(start, Ordering::Relaxed);
+        r.blocks.store(blocks, Ordering::Relaxed);
+        r.tag.store(tag, Ordering::Relaxed);
+        r.epoch.store(epoch, Ordering::Relaxed);
+        r.entry.store(entry.map_or(0, |i| i as u64 + 1), Ordering::Relaxed);
+        h.retired_count.store(n as u64 + 1, Ordering::Relaxed);
+        self.reclaim(lk);
+    }
+
+    /// Frees retired allocations no process can still be reading. Returns how
+    /// many were freed.
+    pub fn reclaim(&self, lk: &Locked) -> usize {
+        let h = self.header();
+        let n = h.retired_count.load(Ordering::Relaxed) as usize;
+        if n == 0 {
+            return 0;
+        }
+        fence(Ordering::SeqCst);
+        let slots: &[EpochSlot] = self.at(self.lay.slots_at, self.lay.slots);
+        let oldest_pin = slots
+            .iter()
+            .map(|s| s.pinned.load(Ordering::SeqCst))
+            .filter(|&e| e != 0)
+            .min()
+            .unwrap_or(u64::MAX);
+        let recs = self.retired();
+        let (mut kept, mut freed) = (0usize, 0usize);
+        for i in 0..n {
+            let r = &recs[i];
+            let fields = [&r.start_block, &r.blocks, &r.tag, &r.epoch, &r.entry].map(|f| f.load(Ordering::Relaxed));
+            let [start, blocks, tag, epoch, entry] = fields;
+            if oldest_pin >= epoch {
+                self.allocator().free(start, blocks, tag);
+                if entry != 0 {
+                    let e = &self.entries()[entry as usize - 1];
+                    self.rewrite(lk, e, |e| {
+                        e.tag.store(0, Ordering::Relaxed);
+                        e.state.store(STATE_FREE, Ordering::Relaxed);
+                    });
+                }
+                freed += 1;
+            } else {
+                let k = &recs[kept];
+                for (dst, v) in [&k.start_block, &k.blocks, &k.tag, &k.epoch, &k.entry].into_iter().zip(fields) {
+                    dst.store(v, Ordering::Relaxed);
+                }
+                kept += 1;
+            }
+        }
+        h.retired_count.store(kept as u64, Ordering::Relaxed);
+        freed
+    }
+
+    /// Quiescent self-check for tests: the allocator's counts, and that the
+    /// allocations are exactly those of the entries and retired records.
+    pub fn check(&self) -> Result<(), String> {
+        self.allocator().check()?;
+        let mut owned: Vec<(u64, u64, u64)> = Vec::new();
+        for e in self.entries() {
+            if e.state.load(Ordering::Relaxed) != STATE_FREE && e.tag.load(Ordering::Relaxed) != 0 {
+                let st = e.state.load(Ordering::Relaxed);
+                if st == STATE_LIVE {
+                    owned.push((e.start_block.load(Ordering::Relaxed), e.blocks.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed)));
+                }
+            }
+        }
+        let n = self.header().retired_count.load(Ordering::Relaxed) as usize;
+        for r in &self.retired()[..n] {
+            owned.push((r.start_block.load(Ordering::Relaxed), r.blocks.load(Ordering::Relaxed), r.tag.load(Ordering::Relaxed)));
+        }
+        owned.sort_unstable();
+        let mut allocs = self.allocator().allocations();
+        allocs.sort_unstable();
+        if owned != allocs {
+            return Err(format!("allocations {allocs:?} differ from the registry's {owned:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// The capacity and design false-positive rate recorded for a published value.
+pub fn published_shape(params: &Params) -> (u64, f64) {
+    let capacity = sizing::planned_capacity(params);
+    (capacity, sizing::expected_fpp(params, capacity))
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::filter::hash::hash_i64;
+    use crate::filter::layout::DEFAULT_SEED;
+    use crate::filter::sizing::{size_for, DEFAULT_FPP};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, Mutex};
+
+    /// A region in private memory, aligned like the one the glue maps.
+    struct Mem {
+        ptr: *mut u8,
+        layout: std::alloc::Layout,
+    }
+    // SAFETY: the memory is only reached through `Region`, which uses atomics.
+    unsafe impl Send for Mem {}
+    // SAFETY: as for Send.
+    unsafe impl Sync for Mem {}
+    impl Drop for Mem {
+        fn drop(&mut self) {
+            // SAFETY: allocated in `region` with this layout.
+            unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+        }
+    }
+
+    fn region(size: u64) -> (Arc<Mem>, Region) {
+        let layout = std::alloc::Layout::from_size_align(size as usize, 4096).unwrap();
+        // SAFETY: non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        assert!(!ptr.is_null());
+        // Garbage in the block area must not matter: fill it.
+        // SAFETY: freshly allocated, `size` bytes.
+        unsafe { std::ptr::write_bytes(ptr, 0xA5, size as usize) };
+        // SAFETY: exclusive, aligned, outlives the Region via the Arc.
+        let r = unsafe { Region::init(ptr, size, 8) }.unwrap();
+        (Arc::new(Mem { ptr, layout }), r)
+    }
+
+    fn spec(db: u32, name: &str) -> NewFilter<'_> {
+        NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP }
+    }
+
+    fn params(capacity: u64) -> Params {
+        size_for(capacity, DEFAULT_FPP, 30).unwrap()
+    }
+
+    fn lock() -> Locked {
+        // SAFETY: each test is single-threaded in its changes, or serialises them
+        // with a Mutex.
+        unsafe { Locked::assume() }
+    }
+
+    #[test]
+    fn create_find_drop_and_names_per_database() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        let a = r.create(&lk, &spec(1, "a"), &params(1000), None).unwrap();
+        assert_eq!(r.create(&lk, &spec(1, "a"), &params(1000), None), Err(RegionError::Exists));
+        // Same name in another database: a different filter.
+        let b = r.create(&lk, &spec(2, "a"), &params(1000), None).unwrap();
+        assert_ne!(a.index, b.index);
+        assert_eq!(r.find(1, "a").unwrap().index, a.index);
+        assert_eq!(r.find(2, "a").unwrap().index, b.index);
+        assert!(r.find(3, "a").is_none());
+        assert_eq!(r.list(1).len(), 1);
+        let t = r.table(&a);
+        t.insert(hash_i64(DEFAULT_SEED, 7)).unwrap();
+        assert!(r.table(&r.find(1, "a").unwrap()).contains(hash_i64(DEFAULT_SEED, 7)));
+        assert!(!r.table(&b).contains(hash_i64(DEFAULT_SEED, 7)));
+        r.drop_filter(&lk, &a).unwrap();
+        assert!(r.find(1, "a").is_none());
+        assert!(!r.still_current(a.index, a.seq));
+        r.check().unwrap();
+        // Bad names are refused before anything happens.
+        assert!(matches!(r.create(&lk, &spec(1, ""), &params(10), None), Err(RegionError::BadName(_))));
+        let long = "x".repeat(64);
+        assert!(matches!(r.create(&lk, &spec(1, &long), &params(10), None), Err(RegionError::BadName(_))));
+        let max = "y".repeat(63);
+        r.create(&lk, &spec(1, &max), &params(10), None).unwrap();
+        assert_eq!(r.find(1, &max).unwrap().name, max);
+        r.check().unwrap();
+    }
+
+    #[test]
+    fn exhaustion_is_clean_and_drops_make_room() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        let p = params(200_000); // 1 MiB of buckets
+        let mut made = Vec::new();
+        for i in 0.. {
+            match r.create(&lk, &spec(1, &format!("f{i}")), &p, None) {
+                Ok(info) => made.push(info),
+                Err(RegionError::NoSpace { requested, free, .. }) => {
+                    assert_eq!(requested, Region::bytes_for(&p));
+                    assert!(free < requested);
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(made.len() >= 2);
+        r.check().unwrap();
+        // The filters that exist are untouched by the failed create.
+        for info in &made {
+            assert!(r.still_current(info.index, info.seq));
+        }
+        r.drop_filter(&lk, &made[0]).unwrap();
+        r.create(&lk, &spec(1, "again"), &p, None).unwrap();
+        r.check().unwrap();
+    }
+
+    #[test]
+    fn pinned_reader_delays_reuse() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        let a = r.create(&lk, &spec(1, "a"), &params(1000), None).unwrap();
+        let pin = r.pin(3).unwrap();
+        assert!(r.still_current(a.index, a.seq));
+        r.drop_filter(&lk, &a).unwrap();
+        // The reader pinned before the drop: blocks and entry stay reserved.
+        assert_eq!(r.reclaim(&lk), 0);
+        r.check().unwrap();
+        let held = r.allocator().allocations();
+        assert_eq!(held.len(), 1);
+        drop(pin);
+        assert_eq!(r.reclaim(&lk), 1);
+        assert!(r.allocator().allocations().is_empty());
+        // A pin taken after a drop does not hold that drop's space back.
+        let b = r.create(&lk, &spec(1, "b"), &params(1000), None).unwrap();
+        let early = r.pin(2).unwrap();
+        r.drop_filter(&lk, &b).unwrap();
+        let _late = r.pin(4).unwrap();
+        assert_eq!(r.reclaim(&lk), 0);
+        drop(early);
+        assert_eq!(r.reclaim(&lk), 1);
+        assert!(r.allocator().allocations().is_empty());
+        r.check().unwrap();
+    }
+
+    #[test]
+    fn replace_keeps_the_name_and_retires_the_old_copy() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        let p = params(1000);
+        let a = r.create(&lk, &spec(1, "a"), &p, None).unwrap();
+        let src = crate::filter::OwnedFilter::new(p);
+        src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
+        let mut bytes = vec![0u8; HEADER_BYTES + 8 * p.bucket_count() as usize];
+        crate::filter::layout::write_header(&p, 1, &mut bytes[..HEADER_BYTES]);
+        for (i, w) in src.table().bucket_words().iter().enumerate() {
+            let at = HEADER_BYTES + 8 * i;
+            bytes[at..at + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        let pin = r.pin(0).unwrap();
+        let b = r.replace(&lk, &a, &p, &bytes, 1000, 0.001).unwrap();
+        assert_eq!(a.index, b.index);
+        assert!(!r.still_current(a.index, a.seq));
+        assert!(r.table(&b).contains(hash_i64(DEFAULT_SEED, 42)));
+        assert_eq!(r.table(&b).item_count(), 1);
+        // The old copy is still readable by the pinned reader.
+        assert!(!r.table(&a).contains(hash_i64(DEFAULT_SEED, 42)));
+        assert_eq!(r.allocator().allocations().len(), 2);
+        drop(pin);
+        r.reclaim(&lk);
+        assert_eq!(r.allocator().allocations().len(), 1);
+        r.check().unwrap();
+    }
+
+    #[test]
+    fn interrupted_claim_is_recovered_by_the_next_lock_holder() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        r.create(&lk, &spec(1, "keep"), &params(1000), None).unwrap();
+        // A lock holder claims blocks and stops before linking them.
+        let (start, n, _tag) = r.claim(&lk, 100_000).unwrap();
+        assert!(n > 0 && start < r.lay.blocks);
+        assert!(r.check().is_err(), "phantom allocation is visible to the check");
+        // The next change recovers it first.
+        r.create(&lk, &spec(1, "next"), &params(1000), None).unwrap();
+        r.check().unwrap();
+        assert_eq!(r.allocator().allocations().len(), 2);
+    }
+
+    #[test]
+    fn entries_run_out_cleanly() {
+        let (_m, r) = region(1 << 20);
+        let lk = lock();
+        let max = r.lay.entries;
+        let mut last = None;
+        for i in 0..max {
+            last = Some(r.create(&lk, &spec(1, &format!("e{i}")), &params(10), None).unwrap());
+        }
+        assert_eq!(r.create(&lk, &spec(1, "one more"), &params(10), None), Err(RegionError::NoEntries { max }));
+        r.drop_filter(&lk, &last.unwrap()).unwrap();
+        r.create(&lk, &spec(1, "one more"), &params(10), None).unwrap();
+        r.check().unwrap();
+    }
+
+    /// Readers resolve a name, pin, validate and probe, while a writer keeps
+    /// replacing and dropping/recreating that name with filters that all hold the
+    /// same keys, and creating other filters that take the freed space. A reader
+    /// that read blocks after they were reused would see another filter's words
+    /// (or zeros) and miss a key.
+    #[test]
+    fn reclamation_waits_for_readers_under_churn() {
+        let (m, r) = region(8 << 20);
+        let p = params(5000);
+        let keys: Vec<u64> = (0..2000).map(|k| hash_i64(DEFAULT_SEED, k)).collect();
+        let contents = {
+            let f = crate::filter::OwnedFilter::new(p);
+            for &h in &keys {
+                f.table().insert(h).unwrap();
+            }
+            let mut bytes = vec![0u8; HEADER_BYTES + 8 * p.bucket_count() as usize];
+            crate::filter::layout::write_header(&p, keys.len() as u64, &mut bytes[..HEADER_BYTES]);
+            for (i, w) in f.table().bucket_words().iter().enumerate() {
+                let at = HEADER_BYTES + 8 * i;
+                bytes[at..at + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+            }
+            bytes
+        };
+        let lock_mutex = Arc::new(Mutex::new(()));
+        {
+            let _g = lock_mutex.lock().unwrap();
+            r.create(&lock(), &spec(1, "hot"), &p, Some(&contents)).unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let total = Arc::new(AtomicU64::new(0));
+        let mut readers = Vec::new();
+        for slot in 0..3usize {
+            let (stop, keys, _m, total) = (stop.clone(), keys.clone(), m.clone(), total.clone());
+            readers.push(std::thread::spawn(move || {
+                let mut probes = 0u64;
+                let mut i = slot;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let Some(info) = r.find(1, "hot") else { continue };
+                    let pin = r.pin(slot).unwrap();
+                    if !r.still_current(info.index, info.seq) {
+                        continue;
+                    }
+                    let t = r.table(&info);
+                    for _ in 0..200 {
+                        i = (i + 7) % keys.len();
+                        assert!(t.contains(keys[i]), "false negative: blocks reused under a pinned reader");
+                        probes += 1;
+                    }
+                    drop(pin);
+                    total.fetch_add(200, Ordering::Relaxed);
+                }
+                probes
+            }));
+        }
+        // At least 300 changes, and on until the readers made 200,000 probes.
+        let mut round = 0;
+        while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
+            round += 1;
+            let _g = lock_mutex.lock().unwrap();
+            let lk = lock();
+            let info = r.find(1, "hot").unwrap();
+            if round % 2 == 0 {
+                r.replace(&lk, &info, &p, &contents, 5000, DEFAULT_FPP).unwrap();
+            } else {
+                r.drop_filter(&lk, &info).unwrap();
+                // Reuse freed space for something else with different words.
+                let other = r.create(&lk, &spec(1, "other"), &p, None).unwrap();
+                r.table(&other).insert(12345).unwrap();
+                r.create(&lk, &spec(1, "hot"), &p, Some(&contents)).unwrap();
+                r.drop_filter(&lk, &other).unwrap();
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let probes: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(probes >= 1_000_000, "{probes} probes in {round} rounds");
+        let lk = lock();
+        r.reclaim(&lk);
+        r.check().unwrap();
+        assert_eq!(r.allocator().allocations().len(), 1);
+    }
+}

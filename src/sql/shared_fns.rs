@@ -1,0 +1,610 @@
+//! Named filters in shared memory: the `cuckoo.shared_memory` setting, the
+//! shared-memory hooks, the registry lock, and the SQL functions over filter names
+//! (`cf_create`, `cf_drop`, `cf_insert`/`cf_contains`/`cf_delete` by name,
+//! `cf_publish`, `cf_snapshot`, the lookup grant) and the rows of the
+//! `cuckoo_filters` view. The region itself is `crate::region` (no pgrx).
+
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::datatype::{alloc_value, filter_arg_once, VALUE_PREFIX};
+use super::keys::KeyHasher;
+use super::value_fns::sizing_error;
+use crate::filter::layout::HEADER_BYTES;
+use crate::filter::sizing::{size_for, SizingError};
+use crate::filter::{OpStats, Table};
+use crate::region::registry::{published_shape, READERS_NONE, READERS_PUBLIC};
+use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
+
+/// `cuckoo.shared_memory`, in megabytes.
+static SHARED_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
+
+static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
+/// Set by the startup hook in the postmaster (inherited by every backend it forks)
+/// or in a backend of a server without fork.
+static mut REGION: Option<Region> = None;
+static mut REGISTRY_LOCK: *mut pg_sys::LWLock = std::ptr::null_mut();
+const TRANCHE: &CStr = c"cuckoo";
+const SHMEM_NAME: &CStr = c"cuckoo filters";
+
+/// Raises an ERROR with a SQLSTATE, a message and an optional hint.
+fn fail(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
+    let mut report = pgrx::pg_sys::panic::ErrorReport::new(code, message, "cuckoo");
+    if let Some(h) = hint {
+        report = report.set_hint(h);
+    }
+    report.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// Registers the setting and, when loaded at server start, the hooks.
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"cuckoo.shared_memory",
+        c"Size of the shared memory region that holds named cuckoo filters.",
+        c"Reserved at server start when cuckoo is in shared_preload_libraries; named filters, their registry and bookkeeping live in it.",
+        &SHARED_MEMORY_MB,
+        1,
+        1 << 20,
+        GucContext::Postmaster,
+        GucFlags::UNIT_MB,
+    );
+    // SAFETY: called from _PG_init in a single-threaded process; the hooks are
+    // chained as PostgreSQL documents.
+    unsafe {
+        pg_sys::MarkGUCPrefixReserved(c"cuckoo".as_ptr());
+        if !pg_sys::process_shared_preload_libraries_in_progress {
+            return;
+        }
+        PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(shmem_request);
+        PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(shmem_startup);
+    }
+}
+
+fn region_bytes() -> u64 {
+    SHARED_MEMORY_MB.get() as u64 * (1 << 20)
+}
+
+/// One epoch slot per process that can run SQL: regular backends and background
+/// workers (including parallel workers) have `pgprocno < MaxBackends`; auxiliary
+/// processes follow.
+fn slot_count() -> u64 {
+    // SAFETY: MaxBackends is set before shared memory is sized.
+    unsafe { pg_sys::MaxBackends as u64 + pg_sys::NUM_AUXILIARY_PROCS as u64 }
+}
+
+/// ShmemInitStruct's memory is cache-line aligned; blocks want page alignment.
+const ALIGN_SLACK: u64 = 4096;
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_request() {
+    // SAFETY: called by the postmaster while it sizes shared memory.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST {
+            prev();
+        }
+        pg_sys::RequestAddinShmemSpace((region_bytes() + ALIGN_SLACK) as usize);
+        pg_sys::RequestNamedLWLockTranche(TRANCHE.as_ptr(), 1);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_startup() {
+    // SAFETY: called at shared memory creation (postmaster, or each backend under
+    // EXEC_BACKEND) with AddinShmemInitLock taken as PostgreSQL's own modules do.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP {
+            prev();
+        }
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let raw = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), (region_bytes() + ALIGN_SLACK) as usize, &mut found) as *mut u8;
+        let base = raw.add(raw.align_offset(ALIGN_SLACK as usize));
+        let region = if found {
+            Region::attach(base, region_bytes(), slot_count())
+        } else {
+            Region::init(base, region_bytes(), slot_count())
+        };
+        REGISTRY_LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
+        pg_sys::LWLockRelease(init_lock);
+        match region {
+            Ok(r) => REGION = Some(r),
+            Err(why) => fail(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("cannot set up the cuckoo shared region: {why}"),
+                Some("Raise cuckoo.shared_memory."),
+            ),
+        }
+    }
+}
+
+/// The region, or the error that explains how to get one.
+fn region() -> &'static Region {
+    // SAFETY: REGION is written once, before any backend runs SQL.
+    match unsafe { (*(&raw const REGION)).as_ref() } {
+        Some(r) => r,
+        None => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "cuckoo must be loaded via shared_preload_libraries to use named filters".into(),
+            Some("Add cuckoo to shared_preload_libraries in postgresql.conf and restart the server."),
+        ),
+    }
+}
+
+/// This process's epoch slot and statistics stripe.
+fn my_slot() -> usize {
+    // SAFETY: MyProc is set for every process that runs SQL functions.
+    unsafe {
+        if pg_sys::MyProc.is_null() {
+            error!("cuckoo: no PGPROC for this process");
+        }
+        (*pg_sys::MyProc).pgprocno as usize
+    }
+}
+
+/// Runs `f` holding the registry lock. An error inside releases the lock through
+/// PostgreSQL's error cleanup (which releases every LWLock).
+fn with_registry_lock<T>(f: impl FnOnce(&Region, &Locked) -> T) -> T {
+    let r = region();
+    // SAFETY: the lock was set up with the region; LWLockAcquire holds interrupts
+    // until the release, so no cancel lands in between.
+    unsafe {
+        pg_sys::LWLockAcquire(REGISTRY_LOCK, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let lk = Locked::assume();
+        let out = f(r, &lk);
+        drop(lk);
+        pg_sys::LWLockRelease(REGISTRY_LOCK);
+        out
+    }
+}
+
+fn db() -> u32 {
+    // SAFETY: plain read of a backend global.
+    unsafe { pg_sys::MyDatabaseId.to_u32() }
+}
+
+fn user() -> pg_sys::Oid {
+    // SAFETY: no preconditions.
+    unsafe { pg_sys::GetUserId() }
+}
+
+fn not_found(name: &str) -> ! {
+    fail(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("cuckoo filter \"{name}\" does not exist"), None)
+}
+
+fn region_error(name: &str, e: RegionError) -> ! {
+    match e {
+        RegionError::NotFound => not_found(name),
+        RegionError::Exists => {
+            fail(PgSqlErrorCode::ERRCODE_DUPLICATE_OBJECT, format!("cuckoo filter \"{name}\" already exists"), None)
+        }
+        RegionError::NoSpace { .. } => fail(
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            format!("not enough cuckoo shared memory for filter \"{name}\": {e}"),
+            Some("Drop unused filters, create a smaller one, or raise cuckoo.shared_memory (takes effect at restart)."),
+        ),
+        RegionError::NoEntries { .. } => fail(
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            format!("no room for cuckoo filter \"{name}\": {e}"),
+            Some("Drop unused filters or raise cuckoo.shared_memory (one entry per 64 kB)."),
+        ),
+        RegionError::BadName(why) => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, why, None),
+        RegionError::Busy => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+            format!("cuckoo filter \"{name}\" cannot be changed now: {e}"),
+            None,
+        ),
+    }
+}
+
+/// Text argument `n` as a string (names are short; detoasted if need be).
+///
+/// # Safety
+/// Argument `n` of `fcinfo` is a non-null text datum.
+unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> &'a str {
+    // SAFETY: as documented; a packed or plain varlena is read in place, any other
+    // form detoasted into the current context.
+    unsafe {
+        let mut raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
+        if pgrx::varlena::varatt_is_1b_e(raw) || pgrx::varlena::varatt_is_4b_c(raw) {
+            raw = pg_sys::pg_detoast_datum_packed(raw);
+        }
+        let bytes = pgrx::varlena::varlena_to_byte_slice(raw);
+        match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(_) => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cuckoo filter names must be valid UTF-8".into(), None),
+        }
+    }
+}
+
+/// Who may do what with a filter: its owner's members (and superusers, who have
+/// every role's privileges) may do anything; lookups are also open to the role
+/// the owner granted them to (or everyone, for `public`).
+fn may_access(info: &EntryInfo, write: bool, who: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups on valid role ids; may raise an ERROR (no lock or pin
+    // is held here that the error cleanup would not release).
+    unsafe {
+        if pg_sys::has_privs_of_role(who, pg_sys::Oid::from(info.owner)) {
+            return true;
+        }
+        !write
+            && match info.readers {
+                READERS_NONE => false,
+                READERS_PUBLIC => true,
+                role => pg_sys::has_privs_of_role(who, pg_sys::Oid::from(role as u32)),
+            }
+    }
+}
+
+fn require_access(info: &EntryInfo, write: bool) {
+    if !may_access(info, write, user()) {
+        fail(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied for cuckoo filter \"{}\"", info.name),
+            Some(if write {
+                "Only members of the filter's owning role may change or drop it."
+            } else {
+                "Only members of the filter's owning role, or of the role it granted lookups to with cf_grant_lookup, may read it."
+            }),
+        );
+    }
+}
+
+/// Per-call-site state of the by-name functions, in `fn_extra`; all-zero is the
+/// valid unresolved state.
+#[repr(C)]
+struct NamedCall {
+    key: KeyHasher,
+    resolved: bool,
+    write: bool,
+    name_len: usize,
+    name: [u8; 64],
+    user: pg_sys::Oid,
+    index: usize,
+    seq: u64,
+    seed: u64,
+    /// Valid when `resolved`; used only while pinned and after `still_current`.
+    table: MaybeUninit<Table<'static>>,
+}
+
+/// # Safety
+/// `fcinfo` is a valid frame whose `fn_extra` only this function uses.
+unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: bool) -> &'a mut NamedCall {
+    // SAFETY: fn_extra is null or the NamedCall allocated here in fn_mcxt.
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if (*flinfo).fn_extra.is_null() {
+            (*flinfo).fn_extra = pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<NamedCall>());
+            (*((*flinfo).fn_extra as *mut NamedCall)).write = write;
+        }
+        &mut *((*flinfo).fn_extra as *mut NamedCall)
+    }
+}
+
+impl NamedCall {
+    /// Looks the name up, checks the caller's right, and caches the filter.
+    fn resolve(&mut self, r: &'static Region, name: &str, who: pg_sys::Oid) {
+        loop {
+            let Some(info) = r.find(db(), name) else { not_found(name) };
+            require_access(&info, self.write);
+            let Some(pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+            if !r.still_current(info.index, info.seq) {
+                continue;
+            }
+            let table = r.table(&info);
+            self.seed = table.params().seed;
+            self.table = MaybeUninit::new(table);
+            drop(pin);
+            self.index = info.index;
+            self.seq = info.seq;
+            self.user = who;
+            self.name[..name.len()].copy_from_slice(name.as_bytes());
+            self.name_len = name.len();
+            self.resolved = true;
+            return;
+        }
+    }
+
+    /// Runs `op` on the named filter (argument 0) for the key (argument 1): hashes
+    /// first (hashing may raise errors), then pins, checks the cached entry is
+    /// still the same filter, and runs `op` without anything that can fail.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with non-null text and key arguments.
+    unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'static>, u64, &Region, usize, usize) -> T) -> T {
+        let r = region();
+        // SAFETY: as documented.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let who = user();
+        if !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes() {
+            self.resolve(r, name, who);
+        }
+        let slot = my_slot();
+        loop {
+            // SAFETY: as documented; the hasher was resolved for this call site.
+            let h = unsafe { self.key.hash_arg(fcinfo, 1, self.seed) };
+            let Some(pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
+            if r.still_current(self.index, self.seq) {
+                // SAFETY: `resolved` implies `table` was written; the entry is
+                // unchanged and we are pinned, so its memory cannot be reused.
+                let out = op(unsafe { self.table.assume_init_ref() }, h, r, self.index, slot);
+                drop(pin);
+                return out;
+            }
+            drop(pin);
+            self.resolve(r, name, who);
+        }
+    }
+}
+
+v1_functions! {
+    /// `cf_contains(name text, key anyelement) -> boolean`.
+    fn cf_contains_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 anyelement.
+        unsafe {
+            let found = named_call(fcinfo, false).run(fcinfo, |t, h, r, index, slot| {
+                let mut st = OpStats::default();
+                let found = t.contains_counted(h, &mut st);
+                r.count_lookup(index, slot, &st);
+                found
+            });
+            pg_sys::Datum::from(found)
+        }
+    }
+
+    /// `cf_insert(name text, key anyelement) -> boolean`: false when full.
+    fn cf_insert_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 anyelement.
+        unsafe {
+            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot| {
+                let mut st = OpStats::default();
+                let ok = t.insert_counted(h, &mut st).is_ok();
+                r.count(index, slot, |s| {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    if ok { s.inserts.fetch_add(1, Relaxed) } else { s.failed_inserts.fetch_add(1, Relaxed) };
+                    if st.kicks != 0 {
+                        s.kicks.fetch_add(st.kicks, Relaxed);
+                    }
+                });
+                ok
+            });
+            pg_sys::Datum::from(ok)
+        }
+    }
+
+    /// `cf_delete(name text, key anyelement) -> boolean`: false when no copy of
+    /// the key's fingerprint is stored.
+    fn cf_delete_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 anyelement.
+        unsafe {
+            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot| {
+                let ok = t.delete(h);
+                if ok {
+                    r.count(index, slot, |s| {
+                        s.deletes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+                ok
+            });
+            pg_sys::Datum::from(ok)
+        }
+    }
+
+    /// `cf_create(name text, capacity bigint, fpp float8) -> void`.
+    fn cf_create(fcinfo) {
+        // SAFETY: strict; text, int8, float8.
+        let (name, capacity, fpp) = unsafe {
+            (
+                text_arg(fcinfo, 0),
+                pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64,
+                f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64),
+            )
+        };
+        if capacity < 1 {
+            sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
+        }
+        let params = size_for(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT_LOG2).unwrap_or_else(|e| sizing_error(e));
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: capacity as u64, fpp };
+        if let Err(e) = with_registry_lock(|r, lk| r.create(lk, &spec, &params, None)) {
+            region_error(name, e);
+        }
+        pg_sys::Datum::from(0)
+    }
+
+    /// `cf_drop(name text) -> boolean`: false if there is no such filter.
+    fn cf_drop(fcinfo) {
+        // SAFETY: strict; text.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let dropped = with_registry_lock(|r, lk| {
+            let Some(info) = r.find(db(), name) else { return false };
+            require_access(&info, true);
+            r.drop_filter(lk, &info).unwrap_or_else(|e| region_error(name, e));
+            true
+        });
+        pg_sys::Datum::from(dropped)
+    }
+
+    /// `cf_publish(name text, f cuckoofilter) -> void`: creates the filter as a
+    /// copy of `f`, or replaces its contents in one step.
+    fn cf_publish(fcinfo) {
+        // SAFETY: strict; text, cuckoofilter (validated when read).
+        let (name, v) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1)) };
+        let params = v.header().params();
+        let len = HEADER_BYTES + 8 * params.bucket_count() as usize;
+        // SAFETY: a validated value holds the header and bucket words right after
+        // its prefix, `len` bytes in all.
+        let contents = unsafe { std::slice::from_raw_parts((v.as_datum().cast_mut_ptr::<u8>()).add(VALUE_PREFIX), len) };
+        let (capacity, fpp) = published_shape(&params);
+        let who = user();
+        let result = with_registry_lock(|r, lk| match r.find(db(), name) {
+            Some(info) => {
+                require_access(&info, true);
+                r.replace(lk, &info, &params, contents, capacity, fpp)
+            }
+            None => {
+                let spec = NewFilter { db: db(), owner: who.to_u32(), name, capacity, fpp };
+                r.create(lk, &spec, &params, Some(contents))
+            }
+        });
+        if let Err(e) = result {
+            region_error(name, e);
+        }
+        pg_sys::Datum::from(0)
+    }
+
+    /// `cf_snapshot(name text) -> cuckoofilter`: a copy that holds every key
+    /// stored throughout the call.
+    fn cf_snapshot(fcinfo) {
+        // SAFETY: strict; text.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let r = region();
+        loop {
+            let Some(info) = r.find(db(), name) else { not_found(name) };
+            require_access(&info, false);
+            let params = {
+                let Some(_pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+                if !r.still_current(info.index, info.seq) {
+                    continue;
+                }
+                r.table(&info).params()
+            };
+            let v = alloc_value(&params);
+            // SAFETY: the fresh value's bucket words are ours alone.
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(v.buckets().as_ptr() as *mut u64, v.buckets().len())
+            };
+            let copied = {
+                let Some(_pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+                if !r.still_current(info.index, info.seq) {
+                    continue;
+                }
+                // Patience: a mover in flight takes microseconds; this allows seconds.
+                r.table(&info).snapshot(out, 1 << 24)
+            };
+            match copied {
+                Ok(items) => {
+                    v.header().item_count.store(items, std::sync::atomic::Ordering::Relaxed);
+                    return v.as_datum();
+                }
+                Err(_) => fail(
+                    PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                    format!("could not snapshot cuckoo filter \"{name}\": moves in progress did not finish"),
+                    None,
+                ),
+            }
+        }
+    }
+
+    /// `cf_grant_lookup(name text, role text) -> void`: lets `role` (and its
+    /// members), or everyone for `public`, look the filter up and snapshot it.
+    fn cf_grant_lookup(fcinfo) {
+        // SAFETY: strict; text, text.
+        let (name, role) = unsafe { (text_arg(fcinfo, 0), text_arg(fcinfo, 1)) };
+        let readers = if role.eq_ignore_ascii_case("public") {
+            READERS_PUBLIC
+        } else {
+            let c = std::ffi::CString::new(role).unwrap_or_else(|_| error!("role name contains a NUL byte"));
+            // SAFETY: valid C string; raises 42704 for an unknown role.
+            unsafe { pg_sys::get_role_oid(c.as_ptr(), false).to_u32() as u64 }
+        };
+        set_readers(name, readers);
+        pg_sys::Datum::from(0)
+    }
+
+    /// `cf_revoke_lookup(name text) -> void`: back to owner members only.
+    fn cf_revoke_lookup(fcinfo) {
+        // SAFETY: strict; text.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        set_readers(name, READERS_NONE);
+        pg_sys::Datum::from(0)
+    }
+}
+
+fn set_readers(name: &str, readers: u64) {
+    with_registry_lock(|r, lk| {
+        let Some(info) = r.find(db(), name) else { not_found(name) };
+        require_access(&info, true);
+        r.set_readers(lk, &info, readers).unwrap_or_else(|e| region_error(name, e));
+    });
+}
+
+fn role_name(oid: u64) -> Option<String> {
+    // SAFETY: noerr lookup; returns null for a dropped role.
+    unsafe {
+        let p = pg_sys::GetUserNameFromId(pg_sys::Oid::from(oid as u32), true);
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+/// Rows of the `cuckoo_filters` view: the current database's filters that the
+/// caller may look up.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn cuckoo_filters_rows() -> TableIterator<
+    'static,
+    (
+        name!(name, String),
+        name!(capacity, i64),
+        name!(items, i64),
+        name!(load_factor, f64),
+        name!(bytes, i64),
+        name!(fpp, f64),
+        name!(inserts, i64),
+        name!(lookups, i64),
+        name!(deletes, i64),
+        name!(failed_inserts, i64),
+        name!(lookup_retries, i64),
+        name!(kicks, i64),
+        name!(owner, Option<String>),
+        name!(lookup_grantee, Option<String>),
+    ),
+> {
+    let r = region();
+    let who = user();
+    let mut rows = Vec::new();
+    for info in r.list(db()) {
+        if !may_access(&info, false, who) {
+            continue;
+        }
+        let (items, slots) = {
+            let Some(_pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+            if !r.still_current(info.index, info.seq) {
+                continue;
+            }
+            let t = r.table(&info);
+            (t.item_count(), t.params().slot_count())
+        };
+        let s = r.stat_totals(info.index);
+        let grantee = match info.readers {
+            READERS_NONE => None,
+            READERS_PUBLIC => Some("public".to_string()),
+            role => role_name(role),
+        };
+        rows.push((
+            info.name.clone(),
+            info.capacity as i64,
+            items as i64,
+            items as f64 / slots as f64,
+            (info.blocks * crate::region::registry::BLOCK_BYTES) as i64,
+            info.fpp,
+            s.inserts as i64,
+            s.lookups as i64,
+            s.deletes as i64,
+            s.failed_inserts as i64,
+            s.lookup_retries as i64,
+            s.kicks as i64,
+            role_name(info.owner as u64),
+            grantee,
+        ));
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    TableIterator::new(rows)
+}
