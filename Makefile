@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-regress bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-regress test-shared bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -14,7 +14,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-pg test-regress
+test: setup test-core loom test-pg test-regress test-shared
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS).
@@ -33,6 +33,10 @@ test-pg: setup
 # SQL behaviour against an installed extension in a throwaway cluster.
 test-regress: install
 	bash tests/regress.sh
+
+# Named filters: many-backend stress, cancellation, region exhaustion, no preload.
+test-shared: install
+	bash tests/concurrency/run.sh
 
 bench: install bench-core
 	bash tests/bench/run.sh

@@ -148,4 +148,5 @@ CREATE VIEW cuckoo_filters AS
     SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
            failed_inserts, lookup_retries, kicks, owner, lookup_grantee
     FROM cuckoo_filters_rows();
+GRANT SELECT ON cuckoo_filters TO PUBLIC;
 COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';

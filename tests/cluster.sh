@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 cluster, run as user postgres, with cuckoo preloaded.
 #   tests/cluster.sh start|stop|psql [args]
-# CLUSTER_DIR (default /tmp/cuckoo-cluster) and PGPORT (default 5497) choose where.
+# CLUSTER_DIR (default /tmp/cuckoo-cluster) and PGPORT (default 5497) choose where;
+# CLUSTER_CONF adds postgresql.conf lines (e.g. "cuckoo.shared_memory = 16MB").
 set -euo pipefail
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 DIR=${CLUSTER_DIR:-/tmp/cuckoo-cluster}
@@ -26,6 +27,7 @@ max_parallel_workers_per_gather = 2
 shared_buffers = 512MB
 jit = off
 fsync = off
+${CLUSTER_CONF:-}
 CONF
     as_pg "$PGBIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
     ;;

@@ -124,7 +124,7 @@ impl<'a> BlockAllocator<'a> {
                     // (a claim not yet counted), the next search will not pick it
                     // again, so retries cannot loop on the same stale hint.
                     self.release(start, claimed, tag);
-                    self.propagate(start, claimed);
+                    self.propagate(start, claimed + 1);
                     spin(&backoff);
                 }
             }
@@ -290,7 +290,7 @@ impl<'a> BlockAllocator<'a> {
             return 0;
         }
         let freed = self.release(start, n, tag);
-        self.propagate(start, n);
+        if freed > 0 { self.propagate(start, n); }
         freed
     }
 

@@ -44,6 +44,12 @@ fn fail(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
 
 /// Registers the setting and, when loaded at server start, the hooks.
 pub fn init() {
+    // SAFETY: called from _PG_init in a single-threaded process.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        // Loaded on first use instead: values work, named filters explain what is
+        // missing. (A server-start setting cannot be defined after start-up.)
+        return;
+    }
     GucRegistry::define_int_guc(
         c"cuckoo.shared_memory",
         c"Size of the shared memory region that holds named cuckoo filters.",
@@ -54,13 +60,9 @@ pub fn init() {
         GucContext::Postmaster,
         GucFlags::UNIT_MB,
     );
-    // SAFETY: called from _PG_init in a single-threaded process; the hooks are
-    // chained as PostgreSQL documents.
+    // SAFETY: as above; the hooks are chained as PostgreSQL documents.
     unsafe {
         pg_sys::MarkGUCPrefixReserved(c"cuckoo".as_ptr());
-        if !pg_sys::process_shared_preload_libraries_in_progress {
-            return;
-        }
         PREV_SHMEM_REQUEST = pg_sys::shmem_request_hook;
         pg_sys::shmem_request_hook = Some(shmem_request);
         PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;

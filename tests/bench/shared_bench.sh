@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Named (shared-memory) cuckoo filters under concurrent pgbench load, each against
+# a reference measured in the same run, interleaved, median of several rounds:
+#
+#   filter     SELECT cf_contains('f', :k)                   1M keys in a 2M filter
+#   btree      SELECT EXISTS (SELECT 1 FROM t WHERE k = :k)  1M-row bigint primary key
+#   mix        50% cf_insert('g', <fresh key>), 50% cf_contains('g', :k)
+#   lookup_g   cf_contains('g', :k) only, on the same 20M filter as mix
+#
+# :k is random over 1..2M, so half the probes hit and half miss. The mix is two
+# single-statement pgbench scripts weighted @1/@1 (pgbench picks one per
+# transaction), so a mix transaction is one statement, like a lookup_g one, and
+# the two TPS figures compare directly. Goals: filter/btree >= 1.0,
+# mix/lookup_g >= 0.9. Absolute TPS on a shared machine is noise; read ratios.
+#
+# pgbench -M prepared sends $1 untyped, and cf_contains(text, anyelement) cannot
+# resolve an unknown-typed parameter; the script tries prepared mode and falls
+# back to simple protocol (for every contender) when it fails, and says so.
+# SHARED_BENCH_KEY_TYPE=bigint writes :k::bigint in every script instead, which
+# keeps prepared mode (the btree probe gets the same cast).
+#
+# Env: SHARED_BENCH_SECONDS (20) per run, SHARED_BENCH_ROUNDS (3),
+#      SHARED_BENCH_WARMUP (3) seconds per contender before round 1 (0: none),
+#      SHARED_BENCH_KEY_TYPE (unset), SHARED_BENCH_DIR (/tmp/cuckoo-shared-bench),
+#      SHARED_BENCH_PORT (5493). CLUSTER_DIR/PGPORT are deliberately not
+#      inherited, so a caller's own cluster (run.sh: 5494) is left alone.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+SECONDS_PER_RUN=${SHARED_BENCH_SECONDS:-20}
+ROUNDS=${SHARED_BENCH_ROUNDS:-3}
+WARMUP=${SHARED_BENCH_WARMUP:-3}
+KEY_TYPE=${SHARED_BENCH_KEY_TYPE:-}
+export CLUSTER_DIR=${SHARED_BENCH_DIR:-/tmp/cuckoo-shared-bench}
+export PGPORT=${SHARED_BENCH_PORT:-5493}
+PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+DB=bench
+KEYS=1000000            # rows in t and keys pre-filled into f and g
+F_CAPACITY=2000000
+G_CAPACITY=20000000     # ~64MB of shared memory: more than the 64MB default region
+SHMEM=256MB
+CONTENDERS=(filter btree mix lookup_g)
+
+started=$(date +%s)
+work=$(mktemp -d /tmp/cuckoo-shared-bench-scripts.XXXXXX)
+cleanup() { tests/cluster.sh stop || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+sql() { tests/cluster.sh psql -d "$DB" -qAt "$@"; }
+
+# --- cluster ----------------------------------------------------------------
+# CLUSTER_CONF is honoured by cluster.sh versions that support it, on a fresh
+# cluster only; otherwise ALTER SYSTEM and a restart do the same.
+export CLUSTER_CONF="cuckoo.shared_memory = $SHMEM"
+tests/cluster.sh start
+if [ "$(tests/cluster.sh psql -d postgres -qAt -c 'SHOW cuckoo.shared_memory')" != "$SHMEM" ]; then
+  tests/cluster.sh psql -d postgres -q -c "ALTER SYSTEM SET cuckoo.shared_memory = '$SHMEM'"
+  tests/cluster.sh start   # a running cluster is restarted
+fi
+tests/cluster.sh psql -d postgres -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+
+echo "setup: t(k bigint primary key) with $KEYS keys, filters f ($F_CAPACITY) and g ($G_CAPACITY)"
+sql -c "CREATE EXTENSION cuckoo" \
+    -c "CREATE TABLE t (k bigint PRIMARY KEY)" \
+    -c "INSERT INTO t SELECT g FROM generate_series(1, $KEYS) g" \
+    -c "VACUUM ANALYZE t" \
+    -c "SELECT cf_create('f', $F_CAPACITY)" \
+    -c "SELECT cf_create('g', $G_CAPACITY)" >/dev/null
+for name in f g; do
+  n=$(sql -c "SELECT count(*) FILTER (WHERE cf_insert('$name', k)) FROM t")
+  if [ "$n" != "$KEYS" ]; then
+    echo "filling $name inserted $n of $KEYS keys" >&2
+    exit 1
+  fi
+done
+sql -c "SELECT count(*) FROM t WHERE k > 0" >/dev/null   # pull t's heap into shared_buffers
+
+# --- pgbench scripts ---------------------------------------------------------
+key=":k${KEY_TYPE:+::$KEY_TYPE}"
+key2=":k2${KEY_TYPE:+::$KEY_TYPE}"
+set_k='\set k random(1, 2000000)'
+printf '%s\nSELECT cf_contains('"'f'"', %s);\n' "$set_k" "$key" > "$work/filter.sql"
+printf '%s\nSELECT EXISTS (SELECT 1 FROM t WHERE k = %s);\n' "$set_k" "$key" > "$work/btree.sql"
+printf '%s\nSELECT cf_contains('"'g'"', %s);\n' "$set_k" "$key" > "$work/lookup_g.sql"
+printf '%s\nSELECT cf_insert('"'g'"', %s);\n' '\set k2 random(3000000, 1000000000)' "$key2" > "$work/insert_g.sql"
+
+script_args() {
+  case $1 in
+    filter)   echo "-f $work/filter.sql" ;;
+    btree)    echo "-f $work/btree.sql" ;;
+    mix)      echo "-f $work/insert_g.sql@1 -f $work/lookup_g.sql@1" ;;
+    lookup_g) echo "-f $work/lookup_g.sql" ;;
+  esac
+}
+
+# --- query mode ----------------------------------------------------------------
+log_lines() { wc -l < "$CLUSTER_DIR/server.log"; }
+MODE=prepared
+probe_log_start=$(log_lines)
+if ! probe=$("$PGBENCH" -n -c 1 -j 1 -t 1 -M prepared -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres \
+             -f "$work/filter.sql" "$DB" 2>&1); then
+  MODE=simple
+  echo "NOTE: -M prepared failed for $(tail -n 1 "$work/filter.sql")"
+  grep -m 1 'ERROR' <<<"$probe" | sed 's/^/      /' || true
+  echo "      falling back to -M simple (literal keys) for every contender"
+fi
+bench_log_start=$(log_lines)
+
+# --- runs ----------------------------------------------------------------------
+declare -A TPS TXNS
+# Runs one contender for $2 seconds; sets RUN_TPS and adds transactions per script to TXNS.
+run() {
+  local name=$1 secs=$2 out
+  # shellcheck disable=SC2046  # script_args is a word list of paths without spaces
+  if ! out=$("$PGBENCH" -n -c 8 -j 2 -T "$secs" -M "$MODE" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres \
+             $(script_args "$name") "$DB" 2>&1); then
+    echo "pgbench $name failed:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  RUN_TPS=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
+  if [ -z "$RUN_TPS" ] || ! grep -q '^number of failed transactions: 0 ' <<<"$out"; then
+    echo "pgbench $name: no tps line or failed transactions:" >&2
+    echo "$out" >&2
+    exit 1
+  fi
+  # Per-script counts: "SQL script N: <path>" followed by " - T transactions (...)".
+  while read -r path n; do
+    TXNS[$(basename "$path" .sql)]=$(( ${TXNS[$(basename "$path" .sql)]:-0} + n ))
+  done < <(awk '/^SQL script [0-9]+: /{p=$4} /^ - [0-9]+ transactions/{if (p) print p, $2; p=""}' <<<"$out")
+  if [ "$name" != mix ]; then   # single-script runs print no per-script section
+    TXNS[$name]=$(( ${TXNS[$name]:-0} + $(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out") ))
+  fi
+}
+
+echo "pgbench -n -c 8 -j 2 -T $SECONDS_PER_RUN -M $MODE, $ROUNDS rounds, order rotated each round"
+if [ "$WARMUP" -gt 0 ]; then
+  for name in "${CONTENDERS[@]}"; do run "$name" "$WARMUP"; done
+fi
+printf '%-6s %-9s %12s\n' round contender tps
+for ((r = 0; r < ROUNDS; r++)); do
+  for ((i = 0; i < ${#CONTENDERS[@]}; i++)); do
+    name=${CONTENDERS[$(( (i + r) % ${#CONTENDERS[@]} ))]}
+    run "$name" "$SECONDS_PER_RUN"
+    TPS[$name]="${TPS[$name]:-} $RUN_TPS"
+    printf '%-6s %-9s %12.0f\n' $((r + 1)) "$name" "$RUN_TPS"
+  done
+done
+
+# --- summary -------------------------------------------------------------------
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+declare -A MED
+echo
+echo "median TPS over $ROUNDS rounds of ${SECONDS_PER_RUN}s (-M $MODE, 8 clients):"
+printf '  %-9s %12s   %s\n' contender median "all rounds"
+for name in "${CONTENDERS[@]}"; do
+  MED[$name]=$(median <<<"${TPS[$name]}")
+  printf '  %-9s %12.0f   %s\n' "$name" "${MED[$name]}" "$(printf '%.0f ' ${TPS[$name]})"
+done
+ratio() {  # name, numerator, denominator, goal
+  awk -v n="$2" -v d="$3" -v g="$4" -v l="$1" \
+    'BEGIN {r = n / d; printf "  %-18s %6.3f   goal >= %.1f  %s\n", l, r, g, (r >= g) ? "ok" : "BELOW GOAL"}'
+}
+echo "ratios of medians:"
+ratio "filter/btree" "${MED[filter]}" "${MED[btree]}" 1.0
+ratio "mix/lookup_g" "${MED[mix]}" "${MED[lookup_g]}" 0.9
+
+echo
+echo "named filters after the runs:"
+tests/cluster.sh psql -d "$DB" -q -P footer=off -c "
+  SELECT name, capacity, items, round(load_factor::numeric, 4) AS load_factor, inserts, lookups,
+         failed_inserts, lookup_retries, kicks
+  FROM cuckoo_filters WHERE name IN ('f', 'g') ORDER BY name"
+echo "pgbench transactions (incl. warm-up): filter ${TXNS[filter]:-0}, lookup_g script ${TXNS[lookup_g]:-0}, insert_g script ${TXNS[insert_g]:-0}"
+echo "  expected: f.lookups ~ ${TXNS[filter]:-0}, g.lookups ~ ${TXNS[lookup_g]:-0}, g.inserts = $KEYS + ${TXNS[insert_g]:-0}"
+
+new_errors=$(tail -n +"$((bench_log_start + 1))" "$CLUSTER_DIR/server.log" | grep -E 'ERROR|FATAL|PANIC|WARNING|terminated by signal' || true)
+if [ -n "$new_errors" ]; then
+  echo "server log: problems during the runs ($CLUSTER_DIR/server.log):"
+  head -n 20 <<<"$new_errors" | sed 's/^/  /'
+else
+  echo "server log: no ERROR/WARNING/FATAL/PANIC during the runs" \
+       "($((bench_log_start - probe_log_start)) lines from the query-mode probe before them)"
+fi
+echo "total runtime: $(( $(date +%s) - started ))s"
