@@ -37,3 +37,19 @@ FROM views v, filters;
 
 \echo '== The filter survives text/binary I/O, so pg_dump and COPY carry it.'
 SELECT left(f::text, 60) || '...' AS text_form, length(f::text) AS text_bytes FROM filters;
+
+\echo '== Named filters live in shared memory: every session inserts, probes and deletes at once, without locks.'
+SELECT cf_create('flagged', 100000);                          -- capacity, fpp defaults to 0.002
+SELECT count(*) FILTER (WHERE cf_insert('flagged', account)) AS inserted FROM flagged;
+SELECT cf_insert('flagged', 4242) AS newly_flagged, cf_contains('flagged', 4242) AS maybe_present,
+       cf_delete('flagged', 4242) AS unflagged, cf_contains('flagged', 4242) AS after_delete;
+\echo '== The same pre-screened EXISTS, against the named filter (no value to fetch, nothing to detoast):'
+\timing on
+SELECT count(*) AS flagged_views_prescreened FROM views v
+WHERE cf_contains('flagged', v.account)
+  AND EXISTS (SELECT 1 FROM flagged WHERE account = v.account);
+\timing off
+SELECT cf_contains(cf_snapshot('flagged'), 100) AS snapshot_agrees;   -- a copy as a cuckoofilter value
+SELECT name, capacity, items, round(load_factor::numeric, 3) AS load, bytes, inserts, lookups, deletes, failed_inserts, kicks
+FROM cuckoo_filters;
+SELECT cf_drop('flagged');

@@ -17,11 +17,14 @@
 //! | two movers of one copy | move; move | 3 | 316 |
 //! | two inserters, last free slot | insert; insert (7 of 8 slots full) | 3 | 62 |
 //! | insert with migration vs lookup | insert needing a BFS path and a move; lookup of the moved fingerprint | 3 | 126 |
+//! | snapshot vs migration (gate) | snapshot copy; 2 gated moves 1→0→1; optimistic, then pause only | 3 | 2,398 + 567 |
 //!
 //! The models were checked against deliberately broken variants of the table;
 //! each of these makes at least one model fail: no retry rule; deletes that scan
 //! once; moves without the undo step; inserts that do not advance the counter;
-//! `Relaxed` instead of `Acquire` loads.
+//! `Relaxed` instead of `Acquire` loads. The snapshot model fails when the copy
+//! ignores the gate, and failed (before the fix) without `SeqCst` fences between
+//! each side's write and its read of the other side's counter.
 
 use loom::sync::Arc;
 use loom::thread;

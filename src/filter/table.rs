@@ -68,7 +68,10 @@
 //! are completing steps, and the system as a whole makes progress. Inserts stop
 //! with [`Full`] when discovery finds no path, or after `MAX_DISCOVERY_ROUNDS`
 //! invalidated paths (under extreme contention an insert may thus report full
-//! while room exists; nothing is ever lost).
+//! while room exists; nothing is ever lost). One deliberate exception: on a table
+//! with a [`MoveGate`], an insert that must move fingerprints waits while a
+//! snapshot that could not copy optimistically holds moves paused, for the time
+//! of one copy of the table; lookups, deletes and plain inserts never wait.
 //!
 //! Orderings: loads are `Acquire`, CASes `AcqRel`. A reader that sees a move's
 //! clear in `S` therefore also sees its earlier copy in `T`.

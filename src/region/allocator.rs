@@ -1,7 +1,6 @@
-//! Lock-free allocation of runs of contiguous blocks of a shared region: the tree
-//! of counts of source-algorithms.md §4, generalised from single ids to runs. The
-//! caller owns the words (in shared memory) and what a block number means in bytes;
-//! this module owns only the meaning of the words.
+//! Lock-free, crash-safe allocation of runs of contiguous blocks of the shared
+//! region (source-algorithms.md §4, generalised from single ids to runs). It owns
+//! the meaning of the tree's words; the caller owns the memory and the block bytes.
 //!
 //! Layout: an implicit heap of `2 * leaves` words (`leaves` = the next power of two
 //! at or above `blocks`; word 0 unused, word 1 the root, children of `i` at `2i` and
@@ -21,7 +20,8 @@
 //! leaf CAS or a count CAS). The thread that made it goes on to update P, and each
 //! update of P loads P, *then* reads both children, then CASes P with a new version.
 //! Of those final updates, consider the one whose CAS comes last in P's modification
-//! order. Its CAS succeeded, and versions make every value of P distinct, so the
+//! order. Its CAS succeeded, and versions make every value of P distinct (up to a
+//! wrap, 2^32 updates of one node between a load and its CAS), so the
 //! value it loaded is the one written immediately before its CAS, i.e. the other
 //! thread's CAS or something after it in the chain of read-modify-writes that
 //! continues that release sequence. Its acquire load therefore synchronises with
@@ -31,9 +31,12 @@
 //! Without the version (ABA), a CAS could succeed against an equal value written
 //! after the children were read (for instance a concurrent update that rewrote the
 //! same count), and a stale sum would win. Reading the children before loading P
-//! breaks the argument the same way. Skipping the CAS when the sum already matches
-//! would publish nothing, so a later updater could miss this thread's child change;
-//! every update therefore CASes.
+//! breaks the argument the same way. Every update CASes, even when the sum it read
+//! equals P's count: returning early there is wrong even under sequential
+//! consistency. Example: A=0, B=1, P=1; thread X claims A, loads P=1, reads A=1,
+//! B=1 and is about to write 2; thread Y frees B, loads P=1, reads A=1, B=0, sees
+//! 1 = 1 and returns; X's CAS succeeds and P says 2 over one taken leaf. Y's CAS
+//! (which bumps the version) is what makes X's fail and re-read.
 
 use crossbeam_utils::Backoff;
 
@@ -290,7 +293,7 @@ impl<'a> BlockAllocator<'a> {
             return 0;
         }
         let freed = self.release(start, n, tag);
-        if freed > 0 { self.propagate(start, n); }
+        self.propagate(start, n);
         freed
     }
 
@@ -712,15 +715,32 @@ mod tests {
         assert_eq!(a.free_blocks(), BLOCKS);
         assert_eq!(a.largest_free_run(), BLOCKS);
         assert!(total.0 > 0 && total.1 > 0, "allocs {total:?}: both outcomes should occur");
-        eprintln!("allocs ok {}, none {}, phantoms {}", total.0, total.1, phantoms.load(std::sync::atomic::Ordering::Relaxed));
+        let phantoms = phantoms.load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!("allocs ok {}, none {}, phantoms {phantoms}", total.0, total.1);
     }
 }
 
 #[cfg(all(test, loom))]
 mod loom_tests {
-    //! Every interleaving (preemption bound 3) of allocs and frees on trees of 4
-    //! blocks; racing threads are all spawned, the main thread prepares, joins and
-    //! checks.
+    //! Every interleaving, up to a preemption bound, of allocs and frees on a tree
+    //! of 4 blocks; racing threads are all spawned, the main thread prepares, joins
+    //! and checks (check() and the exact allocations).
+    //!
+    //! | model | threads | bound | executions |
+    //! |---|---|---|---|
+    //! | two allocs compete for one run | alloc 2; alloc 2 | 3 | 2,158 |
+    //! | alloc races free of a sibling | free block 0; alloc 1 | 3 | 1,439 |
+    //! | retried free spares a new owner | free 0..2; alloc 2; free 0..2 again | 2 | 34,840 |
+    //! | interrupted free, retry and alloc | free 0..2 (retry); alloc 2 | 3 | 90 |
+    //! | interrupted alloc, free and alloc | free phantom 0..2; alloc 2 | 3 | 3,106 |
+    //! | interrupted alloc, two allocs | alloc 1; alloc 2 (phantom at 0) | 3 | 9,657 |
+    //!
+    //! Each of these broken variants makes at least one model fail (and most also
+    //! fail the threaded std test): no version bump (ABA); children read before the
+    //! parent; returning without a CAS when the count already matches; `Relaxed`
+    //! instead of acquire/release; no recount over the taken leaf after a failed
+    //! claim (loom reports a livelock); no release of a failed claim; a free that
+    //! skips the recount when its leaves were already free.
     use super::*;
     use loom::sync::Arc;
     use loom::thread;
@@ -773,6 +793,9 @@ mod loom_tests {
             let (x, y) = (x.join().unwrap(), y.join().unwrap());
             let a = BlockAllocator::attach(&w, BLOCKS);
             a.check().unwrap_or_else(|e| panic!("{e}"));
+            let mut want: Vec<_> = [(x, 1), (y, 2)].into_iter().filter_map(|(s, t)| Some((s?, 2, t))).collect();
+            want.sort();
+            assert_eq!(a.allocations(), want, "a failed attempt left blocks claimed");
             match (x, y) {
                 (Some(x), Some(y)) => {
                     assert!(x + 2 <= y || y + 2 <= x, "overlap {x} {y}");
@@ -893,6 +916,8 @@ mod loom_tests {
             assert_eq!(a.leaf(0), 9);
             let (x, y) = (x.expect("3 free blocks, 1 wanted"), y);
             assert!(x >= 1 && holds(&a, x, 1, 1));
+            let held = a.allocations().iter().map(|&(_, l, _)| l).sum::<u64>();
+            assert_eq!(held, 2 + y.map_or(0, |_| 2), "a failed attempt left blocks claimed");
             if let Some(y) = y {
                 assert!(y >= 1 && holds(&a, y, 2, 2));
             } else {

@@ -27,9 +27,10 @@
 //! - a slot holding `e >= r` was pinned after the epoch reached `r`, hence after the
 //!   unlink, so its sequence check fails and it never touches the old blocks;
 //! - a slot that is empty when scanned belongs to an operation that either ended,
-//!   or has not yet pinned: pin writes its slot and then reads the entry, the
-//!   reclaimer wrote the entry and then reads the slot, both with `SeqCst` fences
-//!   in between, so if the reclaimer saw no pin the operation sees the unlink.
+//!   or has not yet pinned: pin writes its slot and then reads the entry (a
+//!   `SeqCst` swap, then a `SeqCst` load), the reclaimer wrote the entry and then
+//!   reads the slot (with a `SeqCst` fence in between), so if the reclaimer saw no
+//!   pin the operation sees the unlink.
 //!
 //! Pins are held only across the pure computation of one SQL call (no PostgreSQL
 //! call, nothing that can raise an error or be cancelled), so a reclaimer waits
@@ -411,8 +412,10 @@ impl Region {
     pub fn pin(&self, slot: usize) -> Option<Pin<'_>> {
         let slots: &[EpochSlot] = self.at(self.lay.slots_at, self.lay.slots);
         let s = &*slots.get(slot)?.pinned;
-        s.store(self.header().epoch.load(Ordering::SeqCst), Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        // A SeqCst read-modify-write, and the SeqCst load in `still_current` after
+        // it: against the reclaimer's fence between its unlink and its scan of the
+        // slots, one of the two sides sees the other's write.
+        s.swap(self.header().epoch.load(Ordering::SeqCst), Ordering::SeqCst);
         Some(Pin { slot: s })
     }
 
@@ -421,7 +424,7 @@ impl Region {
     /// pin ends).
     #[inline]
     pub fn still_current(&self, index: usize, seq: u64) -> bool {
-        self.entries()[index].seq.load(Ordering::Acquire) == seq
+        self.entries()[index].seq.load(Ordering::SeqCst) == seq
     }
 
     /// A consistent copy of entry `index` if it is live.

@@ -6,4 +6,10 @@ cd "$(dirname "$0")/../.."
 export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-bench} PGPORT=${PGPORT:-5494}
 tests/cluster.sh start
 trap 'tests/cluster.sh stop' EXIT
-python3 tests/bench/sql_bench.py "$@"
+# Parts: probe, build, space (sql_bench.py) and shared (shared_bench.sh, its own
+# cluster); all by default.
+parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space shared)
+sql_parts=()
+for p in "${parts[@]}"; do [ "$p" = shared ] || sql_parts+=("$p"); done
+[ ${#sql_parts[@]} -eq 0 ] || python3 tests/bench/sql_bench.py "${sql_parts[@]}"
+if [[ " ${parts[*]} " == *" shared "* ]]; then bash tests/bench/shared_bench.sh; fi
