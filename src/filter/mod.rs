@@ -10,9 +10,9 @@ pub mod sync;
 pub mod table;
 
 #[cfg(all(test, loom))]
-mod loom_tests;
+pub(crate) mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod stress_tests;
 
 pub use layout::{FormatError, Geometry, Header, Params};
-pub use table::{Full, MoveGate, OpStats, OwnedFilter, SnapshotBusy, Table};
+pub use table::{Full, OpStats, OwnedFilter, Table};

@@ -68,17 +68,14 @@
 //! are completing steps, and the system as a whole makes progress. Inserts stop
 //! with [`Full`] when discovery finds no path, or after `MAX_DISCOVERY_ROUNDS`
 //! invalidated paths (under extreme contention an insert may thus report full
-//! while room exists; nothing is ever lost). One deliberate exception: on a table
-//! with a [`MoveGate`], an insert that must move fingerprints waits while a
-//! snapshot that could not copy optimistically holds moves paused, for the time
-//! of one copy of the table; lookups, deletes and plain inserts never wait.
+//! while room exists; nothing is ever lost).
 //!
 //! Orderings: loads are `Acquire`, CASes `AcqRel`. A reader that sees a move's
 //! clear in `S` therefore also sees its earlier copy in `T`.
 
 use crossbeam_utils::Backoff;
 
-use super::sync::{fence, spin, AtomicU64, Ordering};
+use super::sync::{spin, AtomicU64, Ordering};
 
 use super::layout::{Geometry, Header, Params};
 
@@ -106,86 +103,12 @@ enum Scan {
     Retry,
 }
 
-/// A view of one filter: its header and its bucket words, and for a filter in
-/// shared memory the gate its movers pass (see [`MoveGate`]).
+/// A view of one filter: its header and its bucket words.
 #[derive(Clone, Copy)]
 pub struct Table<'a> {
     header: &'a Header,
     buckets: &'a [AtomicU64],
     g: Geometry,
-    gate: Option<&'a MoveGate>,
-}
-
-/// Lets a snapshot copy a filter that others are changing without missing a
-/// fingerprint. Inserts and deletes change one word at a time, so a fingerprint
-/// that stays stored is in the same word from before a copy starts until after it
-/// ends, and a word-by-word copy sees it; only a *move* can carry a fingerprint from
-/// a word the copy has not read yet into one it has already read. So movers
-/// announce themselves here, and a snapshot copies while no move is under way:
-/// first optimistically (no mover active before the copy, none started by its end),
-/// and after a few failed attempts by pausing new moves until the copy is done.
-///
-/// Counting protocol (`SeqCst`, with `SeqCst` fences between each side's write and
-/// its read of the other side's word): a mover adds 1 to `started`, then reads
-/// `pauses`; if a pause is on it adds 1 to `finished` (backing out) and waits. A
-/// snapshot adds 1 to `pauses`, then reads `finished` and then `started`. A mover
-/// whose start the snapshot did not see must see the pause (each side writes, then
-/// reads the other's word: at least one sees the other), so it backs out without
-/// moving; a mover whose finish the snapshot saw had its start seen too (read
-/// first, so it happened before the read of `started`). So equal counts mean no
-/// move is under way, and none starts until the pause is lifted. Only inserts that must move fingerprints can wait, and only for one
-/// copy of the table; lookups, deletes and plain inserts never do.
-#[derive(Default)]
-#[repr(C)]
-pub struct MoveGate {
-    started: AtomicU64,
-    finished: AtomicU64,
-    pauses: AtomicU64,
-}
-
-/// A snapshot gave up waiting for moves in flight (a mover stopped mid-move).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SnapshotBusy;
-
-impl MoveGate {
-    pub fn new() -> MoveGate {
-        MoveGate::default()
-    }
-
-    pub(crate) fn enter(&self) {
-        let backoff = Backoff::new();
-        loop {
-            self.started.fetch_add(1, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if self.pauses.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            self.finished.fetch_add(1, Ordering::SeqCst);
-            while self.pauses.load(Ordering::SeqCst) != 0 {
-                spin(&backoff);
-            }
-        }
-    }
-
-    pub(crate) fn exit(&self) {
-        self.finished.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// No mover between `enter` and `exit` right now; the value of `started` seen.
-    fn idle(&self) -> Option<u64> {
-        fence(Ordering::SeqCst);
-        let finished = self.finished.load(Ordering::SeqCst);
-        let started = self.started.load(Ordering::SeqCst);
-        (started == finished).then_some(started)
-    }
-}
-
-/// Leaves the pause on its way out, also if a copy unwinds.
-struct Pause<'a>(&'a MoveGate);
-impl Drop for Pause<'_> {
-    fn drop(&mut self) {
-        self.0.pauses.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// What one lookup or insert did, for a shared filter's statistics.
@@ -223,14 +146,7 @@ impl<'a> Table<'a> {
     pub fn new(header: &'a Header, buckets: &'a [AtomicU64]) -> Table<'a> {
         let params = header.params();
         debug_assert_eq!(buckets.len() as u64, params.bucket_count(), "bucket slice does not match header");
-        Table { header, buckets, g: Geometry::new(&params), gate: None }
-    }
-
-    /// The same table, with moves announced to `gate` so that [`Table::snapshot`]
-    /// can copy it while others change it. Every user of one table must pass the
-    /// same gate.
-    pub fn with_gate(self, gate: &'a MoveGate) -> Table<'a> {
-        Table { gate: Some(gate), ..self }
+        Table { header, buckets, g: Geometry::new(&params) }
     }
 
     /// Deepest path whose breadth-first tree (two roots, `b` children per node)
@@ -528,17 +444,6 @@ impl<'a> Table<'a> {
     /// moving one fingerprint per step. Returns false (with every fingerprint still
     /// stored) if the table changed so that the path no longer leads to room.
     fn migrate_path(&self, start: u64, path: Path, stats: &mut OpStats) -> bool {
-        if let Some(gate) = self.gate {
-            gate.enter();
-            let moved = self.migrate_path_inner(start, path, stats);
-            gate.exit();
-            moved
-        } else {
-            self.migrate_path_inner(start, path, stats)
-        }
-    }
-
-    fn migrate_path_inner(&self, start: u64, path: Path, stats: &mut OpStats) -> bool {
         let mut buckets = [0u64; 17];
         let mut fps = [0u64; 16];
         buckets[0] = start;
@@ -563,51 +468,25 @@ impl<'a> Table<'a> {
         true
     }
 
-    /// Copies the bucket words into `out` (as many as the table has) such that
-    /// every fingerprint stored throughout the call is in the copy, and returns the
-    /// item count read after the copy. Needs the table's gate (see [`MoveGate`]);
-    /// without one the caller must have exclusive access. `SnapshotBusy` if moves
-    /// in flight did not finish within `patience` waits (a mover that stopped
-    /// midway); nothing is left paused then.
-    pub fn snapshot(&self, out: &mut [u64], patience: u64) -> Result<u64, SnapshotBusy> {
-        self.snapshot_tries(out, patience, 3)
+    /// Copies the bucket words into `out` (one per bucket), one load each.
+    pub fn copy_words(&self, out: &mut [u64]) {
+        for (o, w) in out.iter_mut().zip(self.buckets) {
+            *o = w.load(Ordering::Acquire);
+        }
     }
 
-    /// [`Table::snapshot`] with `optimistic` unpaused attempts before the pause.
-    pub(crate) fn snapshot_tries(&self, out: &mut [u64], patience: u64, optimistic: usize) -> Result<u64, SnapshotBusy> {
-        let copy = |out: &mut [u64]| {
-            for (o, w) in out.iter_mut().zip(self.buckets) {
-                *o = w.load(Ordering::Acquire);
-            }
-        };
-        let Some(gate) = self.gate else {
-            copy(out);
-            return Ok(self.item_count());
-        };
-        for _ in 0..optimistic {
-            if let Some(started) = gate.idle() {
-                copy(out);
-                // A move whose CAS the copy saw had counted itself in `started`
-                // before (the copy's Acquire load synchronises with that CAS).
-                fence(Ordering::SeqCst);
-                if gate.started.load(Ordering::SeqCst) == started {
-                    return Ok(self.item_count());
-                }
-            }
-        }
-        gate.pauses.fetch_add(1, Ordering::SeqCst);
-        let _pause = Pause(gate);
-        let backoff = Backoff::new();
-        let mut waits = 0u64;
-        while gate.idle().is_none() {
-            if waits == patience {
-                return Err(SnapshotBusy);
-            }
-            waits += 1;
-            spin(&backoff);
-        }
-        copy(out);
-        Ok(self.item_count())
+    /// Whether every bucket word still equals `copy`. After [`Table::copy_words`],
+    /// true means each word held its copied value from its copy until its check,
+    /// an interval that contains the moment between the two passes: the copy is
+    /// then the whole table at that moment (every change advances a word's
+    /// counter, so an unchanged word was not changed, short of 2^16 changes).
+    pub fn words_equal(&self, copy: &[u64]) -> bool {
+        copy.iter().zip(self.buckets).all(|(c, w)| *c == w.load(Ordering::Acquire))
+    }
+
+    /// Occupied slots in a copy of the words (the item count that matches them).
+    pub fn occupied_in(&self, words: &[u64]) -> u64 {
+        words.iter().map(|&w| self.g.occupied(w) as u64).sum()
     }
 
     /// Moves `fp` from slot `s` of bucket `from` into a free slot of `to` (its

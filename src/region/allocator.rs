@@ -742,6 +742,7 @@ mod loom_tests {
     //! claim (loom reports a livelock); no release of a failed claim; a free that
     //! skips the recount when its leaves were already free.
     use super::*;
+    use crate::filter::loom_tests::model_with_bound;
     use loom::sync::Arc;
     use loom::thread;
 
@@ -749,18 +750,6 @@ mod loom_tests {
 
     fn model(f: impl Fn() + Sync + Send + 'static) {
         model_with_bound(PREEMPTION_BOUND, f);
-    }
-
-    fn model_with_bound(bound: usize, f: impl Fn() + Sync + Send + 'static) {
-        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(bound);
-        RUNS.store(0, std::sync::atomic::Ordering::Relaxed);
-        b.check(move || {
-            RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            f()
-        });
-        eprintln!("loom runs: {}", RUNS.load(std::sync::atomic::Ordering::Relaxed));
     }
 
     const BLOCKS: u64 = 4;

@@ -3,6 +3,7 @@
 //! by (database, name) with epoch-based reclamation. Nothing here depends on pgrx.
 
 pub mod allocator;
+pub mod epoch;
 pub mod registry;
 
-pub use registry::{EntryInfo, Layout, Locked, NewFilter, Region, RegionError, StatTotals};
+pub use registry::{EntryInfo, Layout, Locked, NewFilter, Region, RegionError, SnapshotBusy, StatTotals};

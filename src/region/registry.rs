@@ -52,8 +52,9 @@ use crossbeam_utils::CachePadded;
 use super::allocator::BlockAllocator;
 use crate::filter::layout::{Header, HEADER_BYTES};
 use crate::filter::sizing;
+use super::epoch;
 use crate::filter::sync::{fence, spin, AtomicU64, Ordering};
-use crate::filter::{MoveGate, OpStats, Params, Table};
+use crate::filter::{OpStats, Params, Table};
 
 /// The unit of allocation inside the region.
 pub const BLOCK_BYTES: u64 = 4096;
@@ -119,7 +120,8 @@ struct Entry {
     tag: AtomicU64,
     capacity: AtomicU64,
     fpp_bits: AtomicU64,
-    gate: MoveGate,
+    /// Snapshots in progress that wait for (and hold off) this filter's writers.
+    writers_paused: AtomicU64,
     stats: [CachePadded<Stats>; STAT_STRIPES],
 }
 
@@ -197,7 +199,9 @@ impl Layout {
 pub enum RegionError {
     NotFound,
     Exists,
-    NoSpace { requested: u64, free: u64, largest: u64 },
+    /// `pending`: bytes of dropped or replaced filters that running statements
+    /// may still be reading; they become free once those finish.
+    NoSpace { requested: u64, free: u64, largest: u64, pending: u64 },
     NoEntries { max: u64 },
     BadName(String),
     /// Readers kept old copies pinned for longer than a change may wait.
@@ -209,10 +213,13 @@ impl std::fmt::Display for RegionError {
         match self {
             RegionError::NotFound => write!(f, "no such filter"),
             RegionError::Exists => write!(f, "filter already exists"),
-            RegionError::NoSpace { requested, free, largest } => write!(
-                f,
-                "requested {requested} bytes, {free} bytes free (largest contiguous run {largest} bytes)"
-            ),
+            RegionError::NoSpace { requested, free, largest, pending } => {
+                write!(f, "requested {requested} bytes, {free} bytes free (largest contiguous run {largest} bytes)")?;
+                if *pending > 0 {
+                    write!(f, ", {pending} bytes still being released")?;
+                }
+                Ok(())
+            }
             RegionError::NoEntries { max } => write!(f, "all {max} filter entries are in use"),
             RegionError::BadName(why) => write!(f, "{why}"),
             RegionError::Busy => write!(f, "old copies of filters are still being read; try again"),
@@ -289,9 +296,13 @@ pub struct Pin<'r> {
 
 impl Drop for Pin<'_> {
     fn drop(&mut self) {
-        self.slot.store(0, Ordering::Release);
+        epoch::unpin(self.slot);
     }
 }
+
+/// A snapshot could not wait out the filter's writers (see [`Region::snapshot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotBusy;
 
 fn encode_name(name: &str) -> Result<[u64; NAME_WORDS], RegionError> {
     let b = name.as_bytes();
@@ -410,13 +421,75 @@ impl Region {
     /// Marks the calling process (epoch slot `slot`) as operating on filters until
     /// the returned guard is dropped. `None` if `slot` is out of range.
     pub fn pin(&self, slot: usize) -> Option<Pin<'_>> {
-        let slots: &[EpochSlot] = self.at(self.lay.slots_at, self.lay.slots);
-        let s = &*slots.get(slot)?.pinned;
-        // A SeqCst read-modify-write, and the SeqCst load in `still_current` after
-        // it: against the reclaimer's fence between its unlink and its scan of the
-        // slots, one of the two sides sees the other's write.
-        s.swap(self.header().epoch.load(Ordering::SeqCst), Ordering::SeqCst);
+        let s = &*self.slots().get(slot)?.pinned;
+        epoch::pin(&self.header().epoch, s);
         Some(Pin { slot: s })
+    }
+
+    fn slots(&self) -> &[EpochSlot] {
+        self.at(self.lay.slots_at, self.lay.slots)
+    }
+
+    fn slot_words(&self) -> impl Iterator<Item = &AtomicU64> {
+        self.slots().iter().map(|s| &*s.pinned)
+    }
+
+    /// Whether a snapshot holds entry `index`'s writers off. A writer checks this
+    /// while pinned, after `still_current`; if true it must unpin and wait until
+    /// it turns false.
+    #[inline]
+    pub fn writers_paused(&self, index: usize) -> bool {
+        self.entries()[index].writers_paused.load(Ordering::SeqCst) != 0
+    }
+
+    /// Copies filter `info`'s bucket words into `out` so that the copy is the whole
+    /// filter at one moment, and returns its item count (the occupied slots of the
+    /// copy). Call pinned (slot `slot`) after `still_current`.
+    ///
+    /// Inserts and deletes change one word at a time, but together they can shift
+    /// a fingerprint from a word not yet copied to one already copied (an insert of
+    /// a second copy before a delete of the first; a move). So a copy counts only
+    /// if a second pass finds every word unchanged; after a few failed attempts,
+    /// the snapshot pauses the filter's writers: it raises the pause, waits until
+    /// every process that might not have seen it has unpinned (the epoch protocol),
+    /// copies, and lifts the pause. Writers that see the pause wait unpinned, so
+    /// lookups, other filters and other snapshots are never held up, and writers of
+    /// this filter only for one copy. `SnapshotBusy` if processes stayed pinned
+    /// for `patience` waits.
+    pub fn snapshot(&self, info: &EntryInfo, slot: usize, out: &mut [u64], patience: u64) -> Result<u64, SnapshotBusy> {
+        let t = self.table(info);
+        for _ in 0..3 {
+            t.copy_words(out);
+            if t.words_equal(out) {
+                return Ok(t.occupied_in(out));
+            }
+        }
+        let e = &self.entries()[info.index];
+        let me = &*self.slots()[slot].pinned;
+        struct Paused<'p>(&'p AtomicU64, &'p AtomicU64);
+        impl Drop for Paused<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+                self.1.fetch_and(!epoch::SNAPSHOTTING, Ordering::SeqCst);
+            }
+        }
+        #[cfg(all(test, not(loom)))]
+        tests::PAUSED_SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        me.fetch_or(epoch::SNAPSHOTTING, Ordering::SeqCst);
+        e.writers_paused.fetch_add(1, Ordering::SeqCst);
+        let _paused = Paused(&e.writers_paused, me);
+        let target = epoch::advance(&self.header().epoch);
+        let backoff = crossbeam_utils::Backoff::new();
+        let mut waits = 0;
+        while !epoch::drained(self.slot_words(), target) {
+            if waits == patience {
+                return Err(SnapshotBusy);
+            }
+            waits += 1;
+            spin(&backoff);
+        }
+        t.copy_words(out);
+        Ok(t.occupied_in(out))
     }
 
     /// Whether entry `index` is still at sequence number `seq` (call while pinned:
@@ -480,6 +553,11 @@ impl Region {
         })
     }
 
+    /// Every live filter, of every database.
+    pub fn list_all(&self) -> Vec<EntryInfo> {
+        (0..self.entries().len()).filter_map(|i| self.entry_info(i)).collect()
+    }
+
     /// Every live filter of database `db`.
     pub fn list(&self, db: u32) -> Vec<EntryInfo> {
         (0..self.entries().len()).filter_map(|i| self.entry_info(i)).filter(|info| info.db == db).collect()
@@ -492,7 +570,7 @@ impl Region {
         let at = self.lay.data_at + info.start_block * BLOCK_BYTES;
         let header = &self.at::<Header>(at, 1)[0];
         let buckets = self.at::<AtomicU64>(at + HEADER_BYTES as u64, header.params().bucket_count());
-        Table::new(header, buckets).with_gate(&self.entries()[info.index].gate)
+        Table::new(header, buckets)
     }
 
     /// Adds one operation's counts to entry `index`'s stripe for `slot`.
@@ -572,32 +650,33 @@ impl Region {
         self.allocator().recover(|tag| in_use.binary_search(&tag).is_ok())
     }
 
-    /// Claims blocks for `bytes`, reclaiming retired space (and waiting a little
-    /// for readers of it) when short. The tag stays pending until [`Self::linked`].
+    /// Claims blocks for `bytes`, reclaiming retired space first if short. The tag
+    /// stays pending until [`Self::linked`]. Never waits: if the space is held by
+    /// copies still being read, the error says how much (the caller may retry
+    /// after releasing the lock).
     fn claim(&self, lk: &Locked, bytes: u64) -> Result<(u64, u64, u64), RegionError> {
         self.recover_pending(lk);
         let n = bytes.div_ceil(BLOCK_BYTES);
         let h = self.header();
         let tag = h.next_tag.fetch_add(1, Ordering::Relaxed);
         h.pending_tag.store(tag, Ordering::Relaxed);
-        // Readers pin for one call's computation; 200 waits of 1 ms are ample.
-        for attempt in 0..200 {
+        loop {
             if let Some(start) = self.allocator().alloc(n, tag) {
                 return Ok((start, n, tag));
             }
-            if self.header().retired_count.load(Ordering::Relaxed) == 0 {
+            if self.reclaim(lk) == 0 {
                 break;
-            }
-            if self.reclaim(lk) == 0 && attempt > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
         h.pending_tag.store(0, Ordering::Relaxed);
         let a = self.allocator();
+        let count = h.retired_count.load(Ordering::Relaxed) as usize;
+        let pending = self.retired()[..count].iter().map(|r| r.blocks.load(Ordering::Relaxed)).sum::<u64>();
         Err(RegionError::NoSpace {
             requested: n * BLOCK_BYTES,
             free: a.free_blocks() * BLOCK_BYTES,
             largest: a.largest_free_run() * BLOCK_BYTES,
+            pending: pending * BLOCK_BYTES,
         })
     }
 
@@ -722,24 +801,20 @@ impl Region {
         Ok(())
     }
 
-    /// Makes sure a retired record is free, reclaiming and, while readers still
-    /// hold every old copy, waiting for them (they pin for one call at a time).
+    /// Makes sure a retired record is free, reclaiming if need be; `Busy` while
+    /// running statements still pin every retired copy (the caller may retry after
+    /// releasing the lock).
     fn retired_room(&self, lk: &Locked) -> Result<(), RegionError> {
-        for _ in 0..10_000 {
-            if (self.header().retired_count.load(Ordering::Relaxed) as u64) < self.lay.entries || self.reclaim(lk) > 0 {
-                return Ok(());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+        if (self.header().retired_count.load(Ordering::Relaxed) as u64) < self.lay.entries || self.reclaim(lk) > 0 {
+            Ok(())
+        } else {
+            Err(RegionError::Busy)
         }
-        Err(RegionError::Busy)
     }
 
     fn retire(&self, lk: &Locked, start: u64, blocks: u64, tag: u64, entry: Option<usize>) {
-        // The unlink (a seqlock write) precedes the epoch advance, and a pin's
-        // slot write precedes its sequence check; the fences make sure at least one
-        // side sees the other.
-        fence(Ordering::SeqCst);
-        let epoch = self.header().epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        // The unlink (a seqlock write) came first; see the `epoch` module.
+        let epoch = epoch::advance(&self.header().epoch);
         let h = self.header();
         let n = h.retired_count.load(Ordering::Relaxed) as usize;
         // `retired_room` made room before the change began.
@@ -761,14 +836,7 @@ impl Region {
         if n == 0 {
             return 0;
         }
-        fence(Ordering::SeqCst);
-        let slots: &[EpochSlot] = self.at(self.lay.slots_at, self.lay.slots);
-        let oldest_pin = slots
-            .iter()
-            .map(|s| s.pinned.load(Ordering::SeqCst))
-            .filter(|&e| e != 0)
-            .min()
-            .unwrap_or(u64::MAX);
+        let oldest_pin = epoch::oldest_pin(self.slot_words());
         let recs = self.retired();
         let (mut kept, mut freed) = (0usize, 0usize);
         for i in 0..n {
@@ -838,6 +906,9 @@ mod tests {
     use crate::filter::sizing::{size_for, DEFAULT_FPP};
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Mutex};
+
+    /// Snapshots that had to pause writers (to show the test takes that path).
+    pub(super) static PAUSED_SNAPSHOTS: AtomicU64 = AtomicU64::new(0);
 
     /// A region in private memory, aligned like the one the glue maps.
     struct Mem {
@@ -1062,6 +1133,7 @@ mod tests {
         for slot in 0..3usize {
             let (stop, keys, _m, total) = (stop.clone(), keys.clone(), m.clone(), total.clone());
             readers.push(std::thread::spawn(move || {
+                let _region_memory = &_m;
                 let mut probes = 0u64;
                 let mut i = slot;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -1082,22 +1154,35 @@ mod tests {
                 probes
             }));
         }
-        // At least 300 changes, and on until the readers made 200,000 probes.
+        // One change under the lock; retried, with the lock released in between
+        // (as the glue does), while the space it needs is still being read.
+        let change = |f: &dyn Fn(&Locked) -> Result<EntryInfo, RegionError>| loop {
+            let guard = lock_mutex.lock().unwrap();
+            match f(&lock()) {
+                Ok(info) => return info,
+                Err(RegionError::Busy) | Err(RegionError::NoSpace { pending: 1.., .. }) => {
+                    drop(guard);
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        // At least 300 changes, and on until the readers made 1,000,000 probes.
         let mut round = 0;
         while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
             round += 1;
-            let _g = lock_mutex.lock().unwrap();
-            let lk = lock();
-            let info = r.find(1, "hot").unwrap();
             if round % 2 == 0 {
-                r.replace(&lk, &info, &p, &contents, 5000, DEFAULT_FPP).unwrap();
+                change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &p, &contents, 5000, DEFAULT_FPP));
             } else {
-                r.drop_filter(&lk, &info).unwrap();
+                change(&|lk| {
+                    let hot = r.find(1, "hot").unwrap();
+                    r.drop_filter(lk, &hot).map(|()| hot)
+                });
                 // Reuse freed space for something else with different words.
-                let other = r.create(&lk, &spec(1, "other"), &p, None).unwrap();
+                let other = change(&|lk| r.create(lk, &spec(1, "other"), &p, None));
                 r.table(&other).insert(12345).unwrap();
-                r.create(&lk, &spec(1, "hot"), &p, Some(&contents)).unwrap();
-                r.drop_filter(&lk, &other).unwrap();
+                change(&|lk| r.create(lk, &spec(1, "hot"), &p, Some(&contents)));
+                change(&|lk| r.drop_filter(lk, &other).map(|()| other.clone()));
             }
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1107,5 +1192,88 @@ mod tests {
         r.reclaim(&lk);
         r.check().unwrap();
         assert_eq!(r.allocator().allocations().len(), 1);
+    }
+
+    /// Keys that are always stored (at least one copy) while writers insert a
+    /// second copy of them and then delete one, shifting copies between the two
+    /// buckets of a pair, and insert and delete other keys (moves, at high load);
+    /// writers honour the pause as the glue does. Every snapshot must hold every
+    /// always-stored key, and its count must match its words.
+    #[test]
+    fn snapshots_hold_every_key_under_shifting_writers() {
+        let (m, r) = region(8 << 20);
+        let p = params(200_000);
+        let info = r.create(&lock(), &spec(1, "s"), &p, None).unwrap();
+        // 75% of the slots always stored: inserts of other keys move fingerprints.
+        let always: Vec<u64> = (0..p.slot_count() * 3 / 4).map(|k| hash_i64(DEFAULT_SEED, k as i64)).collect();
+        for &h in &always {
+            r.table(&info).insert(h).unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut writers = Vec::new();
+        for w in 0..2usize {
+            let (stop, always, info, _m) = (stop.clone(), always.clone(), info.clone(), m.clone());
+            writers.push(std::thread::spawn(move || {
+                let _region_memory = &_m;
+                let slot = 1 + w;
+                let mut i = w * 7919;
+                let mut ops = 0u64;
+                // Run the op pinned, unless a snapshot pauses writers.
+                let write = |op: &dyn Fn(&Table<'_>)| loop {
+                    let pin = r.pin(slot).unwrap();
+                    if r.writers_paused(info.index) {
+                        drop(pin);
+                        while r.writers_paused(info.index) {
+                            std::thread::yield_now();
+                        }
+                        continue;
+                    }
+                    op(&r.table(&info));
+                    return;
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    i = (i + 13) % always.len();
+                    let h = always[i];
+                    write(&|t| t.insert(h).unwrap());
+                    write(&|t| assert!(t.delete(h)));
+                    let other = hash_i64(DEFAULT_SEED, 1_000_000 + (w * 1_000_000 + i) as i64);
+                    write(&|t| {
+                        let _ = t.insert(other);
+                    });
+                    write(&|t| {
+                        t.delete(other);
+                    });
+                    ops += 4;
+                }
+                ops
+            }));
+        }
+        let mut out = vec![0u64; p.bucket_count() as usize];
+        let mut snaps = 0;
+        let paused_before = PAUSED_SNAPSHOTS.load(Ordering::Relaxed);
+        while snaps < 100 {
+            let _pin = r.pin(0).unwrap();
+            let items = r.snapshot(&info, 0, &mut out, u64::MAX).unwrap();
+            snaps += 1;
+            let header = p.header(items);
+            let t = Table::new(&header, unsafe_words(&out));
+            assert_eq!(items, t.occupied_in(&out));
+            for &h in &always {
+                assert!(t.contains(h), "snapshot {snaps} missed a key stored throughout");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let ops: u64 = writers.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(ops > 1000, "writers made {ops} changes");
+        let paused = PAUSED_SNAPSHOTS.load(Ordering::Relaxed) - paused_before;
+        eprintln!("snapshot test: {ops} writer changes, {snaps} snapshots, {paused} of them by pausing writers");
+        assert!(paused > 0, "the pause path was never taken");
+    }
+
+    /// The words of a copy as the atomics a table reads (test only).
+    fn unsafe_words(words: &[u64]) -> &[AtomicU64] {
+        // SAFETY: AtomicU64 has the size and alignment of u64, and nothing writes
+        // the copy while the returned slice is used.
+        unsafe { std::slice::from_raw_parts(words.as_ptr() as *const AtomicU64, words.len()) }
     }
 }

@@ -268,6 +268,21 @@ fn require_access(info: &EntryInfo, write: bool) {
     }
 }
 
+/// Waits, answering cancel requests, while `busy` holds. Never called pinned or
+/// with the registry lock held.
+fn wait_while(busy: impl Fn() -> bool) {
+    let backoff = crossbeam_utils::Backoff::new();
+    while busy() {
+        if backoff.is_completed() {
+            pgrx::check_for_interrupts!();
+            // SAFETY: a plain sleep.
+            unsafe { pg_sys::pg_usleep(100) };
+        } else {
+            backoff.snooze();
+        }
+    }
+}
+
 /// Per-call-site state of the by-name functions, in `fn_extra`; all-zero is the
 /// valid unresolved state.
 #[repr(C)]
@@ -343,6 +358,13 @@ impl NamedCall {
             let h = unsafe { self.key.hash_arg(fcinfo, 1, self.seed) };
             let Some(pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
             if r.still_current(self.index, self.seq) {
+                if self.write && r.writers_paused(self.index) {
+                    // A snapshot is copying this filter: wait unpinned (so that it
+                    // can proceed), and cancellable.
+                    drop(pin);
+                    wait_while(|| r.writers_paused(self.index));
+                    continue;
+                }
                 // SAFETY: `resolved` implies `table` was written; the entry is
                 // unchanged and we are pinned, so its memory cannot be reused.
                 let out = op(unsafe { self.table.assume_init_ref() }, h, r, self.index, slot);
@@ -423,9 +445,8 @@ v1_functions! {
         }
         let params = size_for(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT_LOG2).unwrap_or_else(|e| sizing_error(e));
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: capacity as u64, fpp };
-        if let Err(e) = with_registry_lock(|r, lk| r.create(lk, &spec, &params, None)) {
-            region_error(name, e);
-        }
+        purge_dropped_databases();
+        registry_change(name, |_| {}, |r, lk, _| r.create(lk, &spec, &params, None));
         pg_sys::Datum::from(0)
     }
 
@@ -433,12 +454,18 @@ v1_functions! {
     fn cf_drop(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
-        let dropped = with_registry_lock(|r, lk| {
-            let Some(info) = r.find(db(), name) else { return false };
-            require_access(&info, true);
-            r.drop_filter(lk, &info).unwrap_or_else(|e| region_error(name, e));
-            true
-        });
+        let dropped = registry_change(
+            name,
+            |found| {
+                if let Some(info) = found {
+                    require_access(info, true);
+                }
+            },
+            |r, lk, found| match found {
+                Some(info) => r.drop_filter(lk, info).map(|()| true),
+                None => Ok(false),
+            },
+        );
         pg_sys::Datum::from(dropped)
     }
 
@@ -453,20 +480,20 @@ v1_functions! {
         // its prefix, `len` bytes in all.
         let contents = unsafe { std::slice::from_raw_parts((v.as_datum().cast_mut_ptr::<u8>()).add(VALUE_PREFIX), len) };
         let (capacity, fpp) = published_shape(&params);
-        let who = user();
-        let result = with_registry_lock(|r, lk| match r.find(db(), name) {
-            Some(info) => {
-                require_access(&info, true);
-                r.replace(lk, &info, &params, contents, capacity, fpp)
-            }
-            None => {
-                let spec = NewFilter { db: db(), owner: who.to_u32(), name, capacity, fpp };
-                r.create(lk, &spec, &params, Some(contents))
-            }
-        });
-        if let Err(e) = result {
-            region_error(name, e);
-        }
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp };
+        purge_dropped_databases();
+        registry_change(
+            name,
+            |found| {
+                if let Some(info) = found {
+                    require_access(info, true);
+                }
+            },
+            |r, lk, found| match found {
+                Some(info) => r.replace(lk, info, &params, contents, capacity, fpp),
+                None => r.create(lk, &spec, &params, Some(contents)),
+            },
+        );
         pg_sys::Datum::from(0)
     }
 
@@ -491,13 +518,15 @@ v1_functions! {
             let out = unsafe {
                 std::slice::from_raw_parts_mut(v.buckets().as_ptr() as *mut u64, v.buckets().len())
             };
+            let slot = my_slot();
             let copied = {
-                let Some(_pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+                let Some(_pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
                 if !r.still_current(info.index, info.seq) {
                     continue;
                 }
-                // Patience: a mover in flight takes microseconds; this allows seconds.
-                r.table(&info).snapshot(out, 1 << 24)
+                // Other processes stay pinned for one call's computation; this
+                // allows seconds.
+                r.snapshot(&info, slot, out, 1 << 22)
             };
             match copied {
                 Ok(items) => {
@@ -506,7 +535,7 @@ v1_functions! {
                 }
                 Err(_) => fail(
                     PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
-                    format!("could not snapshot cuckoo filter \"{name}\": moves in progress did not finish"),
+                    format!("could not snapshot cuckoo filter \"{name}\": other sessions stayed inside filter operations"),
                     None,
                 ),
             }
@@ -518,7 +547,9 @@ v1_functions! {
     fn cf_grant_lookup(fcinfo) {
         // SAFETY: strict; text, text.
         let (name, role) = unsafe { (text_arg(fcinfo, 0), text_arg(fcinfo, 1)) };
-        let readers = if role.eq_ignore_ascii_case("public") {
+        // Exactly "public", as PostgreSQL's own functions take it: a role may be
+        // called "Public".
+        let readers = if role == "public" {
             READERS_PUBLIC
         } else {
             let c = std::ffi::CString::new(role).unwrap_or_else(|_| error!("role name contains a NUL byte"));
@@ -539,11 +570,87 @@ v1_functions! {
 }
 
 fn set_readers(name: &str, readers: u64) {
-    with_registry_lock(|r, lk| {
-        let Some(info) = r.find(db(), name) else { not_found(name) };
-        require_access(&info, true);
-        r.set_readers(lk, &info, readers).unwrap_or_else(|e| region_error(name, e));
-    });
+    registry_change(
+        name,
+        |found| match found {
+            Some(info) => require_access(info, true),
+            None => not_found(name),
+        },
+        |r, lk, found| r.set_readers(lk, found.expect("checked before the lock"), readers),
+    );
+}
+
+/// Changes the registry for filter `name`: looks it up and runs `check` (which
+/// may read catalogs and raise errors) *before* taking the registry lock, since a
+/// catalog lock wait under an LWLock could deadlock where PostgreSQL cannot see
+/// it; then, under the lock, applies `change` if the entry is still the one
+/// checked, and starts over if not. Space or records still held by copies that
+/// running statements read are waited for outside the lock (up to about a second,
+/// cancellable) before the error is reported.
+fn registry_change<T>(
+    name: &str,
+    check: impl Fn(Option<&EntryInfo>),
+    change: impl Fn(&Region, &Locked, Option<&EntryInfo>) -> Result<T, RegionError>,
+) -> T {
+    let r = region();
+    let mut waits = 0;
+    loop {
+        let before = r.find(db(), name);
+        check(before.as_ref());
+        let key = before.as_ref().map(|i| (i.index, i.seq));
+        let attempt = with_registry_lock(|r, lk| {
+            let now = r.find(db(), name);
+            (now.as_ref().map(|i| (i.index, i.seq)) == key).then(|| change(r, lk, now.as_ref()))
+        });
+        match attempt {
+            None => continue,
+            Some(Ok(v)) => return v,
+            Some(Err(e)) => {
+                let releasing = match e {
+                    RegionError::Busy => true,
+                    RegionError::NoSpace { requested, free, pending, .. } => pending > 0 && free + pending >= requested,
+                    _ => false,
+                };
+                if releasing && waits < 1000 {
+                    waits += 1;
+                    pgrx::check_for_interrupts!();
+                    // SAFETY: a plain sleep, with no lock held.
+                    unsafe { pg_sys::pg_usleep(1000) };
+                    continue;
+                }
+                region_error(name, e)
+            }
+        }
+    }
+}
+
+/// Drops the filters of databases that no longer exist (a filter cannot be
+/// reached from another database, so nothing else would ever free them). Runs
+/// before creating or publishing; the catalog is read outside the lock.
+fn purge_dropped_databases() {
+    let r = region();
+    let mut dbs: Vec<u32> = r.list_all().iter().map(|i| i.db).collect();
+    dbs.sort_unstable();
+    dbs.dedup();
+    for db in dbs {
+        // SAFETY: a syscache probe by OID.
+        let exists = unsafe {
+            pg_sys::SearchSysCacheExists(
+                pg_sys::SysCacheIdentifier::DATABASEOID as i32,
+                pg_sys::Datum::from(db),
+                pg_sys::Datum::from(0),
+                pg_sys::Datum::from(0),
+                pg_sys::Datum::from(0),
+            )
+        };
+        if !exists {
+            with_registry_lock(|r, lk| {
+                for info in r.list(db) {
+                    let _ = r.drop_filter(lk, &info);
+                }
+            });
+        }
+    }
 }
 
 fn role_name(oid: u64) -> Option<String> {
@@ -590,7 +697,10 @@ fn cuckoo_filters_rows() -> TableIterator<
                 continue;
             }
             let t = r.table(&info);
-            (t.item_count(), t.params().slot_count())
+            // The count is changed after each bucket word, so it can lag (even
+            // dip below zero for a moment when a delete overtakes an insert).
+            let slots = t.params().slot_count();
+            ((t.item_count() as i64).clamp(0, slots as i64) as u64, slots)
         };
         let s = r.stat_totals(info.index);
         let grantee = match info.readers {

@@ -91,6 +91,64 @@ snap=$(psql -c "SELECT cf_count(cf_snapshot('stress'))")
 [ "$snap" = "$expected" ] || fail "snapshot count $snap"
 psql -c "SELECT cf_drop('stress')" >/dev/null
 
+echo "== snapshots and registry changes under concurrent writers"
+# Keys 1..ALWAYS stay stored throughout while 3 writers insert a second copy of
+# them and delete one again (shifting copies between the two buckets of a pair),
+# and insert and delete other keys at about 75% load (moving fingerprints). A
+# fourth session snapshots the filter over and over, requires every always-stored
+# key in every snapshot, and meanwhile publishes, drops and re-creates other
+# filters, so that retired space is reclaimed while others are inside operations.
+psql -c "SELECT cf_create('shift', 8000)" >/dev/null
+ALWAYS=$(psql -c "SELECT (i->>'buckets')::bigint * (i->>'bucket_size')::int * 3 / 4 FROM cf_info(cf_snapshot('shift')) i")
+psql -c "SELECT count(*) FROM generate_series(1, $ALWAYS) k WHERE NOT cf_insert('shift', k)" | grep -qx 0 || fail "could not fill shift"
+cat > /tmp/cuckoo-shift-writer.sql <<SQL
+DO \$\$
+DECLARE k bigint; other bigint;
+BEGIN
+  FOR i IN 1..:ITERATIONS LOOP
+    k := 1 + floor(random() * $ALWAYS)::bigint;
+    IF NOT cf_insert('shift', k) THEN RAISE EXCEPTION 'second copy of % refused', k; END IF;
+    IF NOT cf_delete('shift', k) THEN RAISE EXCEPTION 'delete of stored key % found nothing', k; END IF;
+    other := 1000000000::bigint * :WRITER + i;
+    IF cf_insert('shift', other) THEN PERFORM cf_delete('shift', other); END IF;
+    IF NOT cf_contains('shift', k) THEN RAISE EXCEPTION 'false negative: % not found', k; END IF;
+  END LOOP;
+END \$\$;
+SQL
+cat > /tmp/cuckoo-shift-snapshots.sql <<SQL
+DO \$\$
+DECLARE missing bigint; s cuckoofilter;
+BEGIN
+  FOR i IN 1..:SNAPSHOTS LOOP
+    s := cf_snapshot('shift');
+    SELECT count(*) INTO missing FROM generate_series(1, $ALWAYS) k WHERE NOT cf_contains(s, k);
+    IF missing > 0 THEN RAISE EXCEPTION 'snapshot % misses % keys stored throughout', i, missing; END IF;
+    PERFORM cf_publish('side', cf_agg(g)) FROM generate_series(1, 1000 + i) g;
+    PERFORM cf_drop('side2');
+    PERFORM cf_create('side2', 50000 + i);
+  END LOOP;
+END \$\$;
+SQL
+pids=()
+for w in 1 2 3; do
+  sed "s/:ITERATIONS/${CUCKOO_SHIFT_ITERATIONS:-20000}/; s/:WRITER/$w/" /tmp/cuckoo-shift-writer.sql > "/tmp/cuckoo-shift-$w.sql"
+  psql -f "/tmp/cuckoo-shift-$w.sql" > "/tmp/cuckoo-shift-$w.log" 2>&1 &
+  pids+=($!)
+done
+sed "s/:SNAPSHOTS/${CUCKOO_SHIFT_SNAPSHOTS:-60}/" /tmp/cuckoo-shift-snapshots.sql > /tmp/cuckoo-shift-0.sql
+psql -f /tmp/cuckoo-shift-0.sql > /tmp/cuckoo-shift-0.log 2>&1 &
+pids+=($!)
+for i in "${!pids[@]}"; do
+  n=$(( (i + 1) % 4 ))
+  wait "${pids[$i]}" || { cat "/tmp/cuckoo-shift-$n.log"; fail "shift session $n"; }
+done
+row=$(psql -F' ' -c "SELECT items, kicks, lookups FROM cuckoo_filters WHERE name = 'shift'")
+read -r items kicks lookups <<<"$row"
+[ "$items" = "$ALWAYS" ] || fail "shift: items $items, expected $ALWAYS"
+[ "$(psql -c "SELECT count(*) FROM generate_series(1, $ALWAYS) k WHERE NOT cf_contains('shift', k)")" = 0 ] || fail "shift: keys missing at the end"
+echo "$ALWAYS keys stored throughout were in every snapshot; $kicks fingerprints moved; count exact at the end"
+psql -c "SELECT cf_drop('shift'), cf_drop('side'), cf_drop('side2')" >/dev/null
+
 echo "== cancellation"
 psql -c "SELECT cf_create('bulk', 3000000)" >/dev/null
 psql -c "SELECT cf_create('bystander', 1000)" -c "SELECT count(*) FROM generate_series(1, 500) g WHERE cf_insert('bystander', g)" >/dev/null
@@ -111,23 +169,23 @@ check_bulk() {
 out=$(psql -c "SET statement_timeout = '300ms'" -c "SELECT count(*) FROM (SELECT generate_series(1, 100000000) AS g) s WHERE cf_insert('bulk', g)" 2>&1 || true)
 grep -q "canceling statement due to statement timeout" <<<"$out" || fail "statement_timeout did not cancel: $out"
 check_bulk statement_timeout
-psql -c "SELECT cf_drop('bulk')" -c "SELECT cf_create('bulk', 3000000)" >/dev/null
-psql -c "SELECT count(*) FROM (SELECT generate_series(1, 100000000) AS g) s WHERE cf_insert('bulk', g)" > /tmp/cuckoo-cancel.log 2>&1 &
-victim=$!
-sleep 1
-psql -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '%cf_insert(''bulk''%' AND pid <> pg_backend_pid()" >/dev/null
-wait "$victim" && fail "pg_cancel_backend: the bulk insert was not cancelled"
-grep -q "canceling statement due to user request" /tmp/cuckoo-cancel.log || fail "unexpected: $(cat /tmp/cuckoo-cancel.log)"
-check_bulk pg_cancel_backend
-psql -c "SELECT cf_drop('bulk')" -c "SELECT cf_create('bulk', 3000000)" >/dev/null
-psql -c "SELECT count(*) FROM (SELECT generate_series(1, 100000000) AS g) s WHERE cf_insert('bulk', g)" > /tmp/cuckoo-cancel.log 2>&1 &
-victim=$!
-sleep 1
-psql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%cf_insert(''bulk''%' AND pid <> pg_backend_pid()" >/dev/null
-wait "$victim" && fail "pg_terminate_backend: the bulk insert was not stopped"
-check_bulk pg_terminate_backend
-# Cancel a publish and a snapshot of a large filter mid-statement: the registry lock
-# and epoch pins must be left released (a drop then reclaims, a create succeeds).
+# Interrupts a bulk insert from another session with pg_cancel_backend or
+# pg_terminate_backend, then checks the filter.
+interrupt_bulk() {
+  psql -c "SELECT cf_drop('bulk')" -c "SELECT cf_create('bulk', 3000000)" >/dev/null
+  psql -c "SELECT count(*) FROM (SELECT generate_series(1, 100000000) AS g) s WHERE cf_insert('bulk', g)" > /tmp/cuckoo-cancel.log 2>&1 &
+  local victim=$!
+  sleep 1
+  psql -c "SELECT $1(pid) FROM pg_stat_activity WHERE query LIKE '%cf_insert(''bulk''%' AND pid <> pg_backend_pid()" >/dev/null
+  wait "$victim" && fail "$1: the bulk insert was not interrupted"
+  grep -q "$2" /tmp/cuckoo-cancel.log || fail "$1: unexpected: $(cat /tmp/cuckoo-cancel.log)"
+  check_bulk "$1"
+}
+interrupt_bulk pg_cancel_backend "canceling statement due to user request"
+interrupt_bulk pg_terminate_backend "terminating connection due to administrator command"
+# Cancel a publish of a large filter mid-statement (while cf_agg builds it, or
+# during the copy): the registry lock must be left released, and the drops below
+# must succeed.
 out=$(psql -c "SET statement_timeout = '50ms'" -c "SELECT cf_publish('pub', cf_agg(g)) FROM generate_series(1, 3000000) g" 2>&1 || true)
 grep -q "statement timeout" <<<"$out" || fail "publish was not cancelled: $out"
 psql -c "SELECT cf_drop('bulk'), cf_drop('bystander'), cf_drop('pub')" >/dev/null

@@ -28,7 +28,7 @@ SELECT err($$SELECT cf_create('bad', 1000, 1.5)$$);
 SELECT err($$SELECT cf_create('bad', 1000, 'NaN')$$);
 SELECT err($$SELECT cf_create('', 10)$$);
 SELECT err(format($$SELECT cf_create(%L, 10)$$, repeat('x', 64)));
-SELECT err($$SELECT cf_create('huge', 9000000000000000000)$$) ~ '^(53200|22023)' AS huge_refused;
+SELECT err($$SELECT cf_create('huge', 9000000000000000000)$$);
 SELECT err($$SELECT cf_create('huge', 4000000000)$$) ~ '^53200: not enough cuckoo shared memory for filter "huge": requested \d+ bytes, \d+ bytes free' AS exhaustion_message;
 
 -- A full filter says so and keeps everything.
@@ -43,7 +43,8 @@ SELECT items = (SELECT count(*) FROM tiny_ins WHERE ok) AS items_agree, inserts 
 -- cf_publish and cf_snapshot: values and named filters hash keys identically.
 SELECT cf_publish('p', cf_agg(g)) FROM generate_series(1, 50000) g;
 SELECT count(*) FILTER (WHERE cf_contains('p', g)) AS found FROM generate_series(1, 50000) g;
-SELECT count(*) FILTER (WHERE cf_contains('p', g) <> cf_contains(cf_snapshot('p'), g)) AS disagreements FROM generate_series(1, 200000) g;
+SELECT count(*) FILTER (WHERE cf_contains('p', g) <> cf_contains(s.f, g)) AS disagreements
+  FROM (SELECT cf_snapshot('p') AS f OFFSET 0) s, generate_series(1, 200000) g;
 SELECT cf_snapshot('p')::text = (SELECT cf_agg(g)::text FROM generate_series(1, 50000) g) AS snapshot_equals_published;
 SELECT items, capacity >= 50000 AS capacity_ok FROM cuckoo_filters WHERE name = 'p';
 -- Replacing keeps the name and swaps the contents in one step.
@@ -87,6 +88,27 @@ SET ROLE cf_bob;
 SELECT cf_contains('owned', 1);
 SELECT err($$SELECT cf_grant_lookup('owned', 'no_such_role')$$);
 RESET ROLE;
+-- One expression, several roles: access checked for one role is not reused for
+-- the next (a plpgsql loop's expression keeps its state across iterations).
+SELECT cf_revoke_lookup('owned');
+CREATE FUNCTION probe_as(roles text[]) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE r text; out text := '';
+BEGIN
+  FOREACH r IN ARRAY roles LOOP
+    EXECUTE format('SET LOCAL ROLE %I', r);
+    BEGIN
+      out := out || r || ':' || cf_contains('owned', 1)::text || ' ';
+    EXCEPTION WHEN insufficient_privilege THEN
+      out := out || r || ':denied ';
+    END;
+  END LOOP;
+  RETURN out;
+END $f$;
+GRANT EXECUTE ON FUNCTION probe_as(text[]) TO PUBLIC;
+BEGIN;
+SELECT probe_as(ARRAY['cf_alice', 'cf_bob', 'cf_carol', 'cf_bob']);
+ROLLBACK;
+DROP FUNCTION probe_as(text[]);
 SELECT cf_insert('owned', 3), cf_contains('owned', 3);  -- superuser
 SELECT err($$SELECT cf_grant_lookup('owned', 'no_such_role')$$);
 
