@@ -640,8 +640,16 @@ mod tests {
         assert_eq!(a.free_blocks(), 8);
     }
 
+    /// Without interrupted callers every count must be exact once the threads
+    /// finish; with them (phantoms whose counts may stay stale where no later
+    /// operation passes), after `recover()`.
     #[test]
     fn threads_allocating_and_freeing_keep_their_blocks() {
+        threads_allocating_and_freeing(false);
+        threads_allocating_and_freeing(true);
+    }
+
+    fn threads_allocating_and_freeing(with_phantoms: bool) {
         const BLOCKS: u64 = 61;
         const THREADS: u64 = 4;
         let ops: u64 = std::env::var("CUCKOO_ALLOC_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
@@ -663,7 +671,7 @@ mod tests {
                         let tag = (t + 1) << 48 | seq;
                         if held.len() < 4 && rng.below(3) != 0 {
                             let n = 1 + rng.below(6);
-                            if dead < 2 && rng.below(ops / 4 + 1) == 0 {
+                            if with_phantoms && dead < 2 && rng.below(ops / 4 + 1) == 0 {
                                 // A caller that dies mid-alloc, at most twice per thread.
                                 dead += 1;
                                 let claim = rng.below(n + 1);
@@ -709,7 +717,9 @@ mod tests {
         let live: HashSet<u64> = a.allocations().iter().map(|&(_, _, t)| t).collect();
         assert!(live.iter().all(|t| t & 1 << 62 != 0), "only phantoms remain");
         let phantom_blocks: u64 = a.allocations().iter().map(|&(_, l, _)| l).sum();
-        a.check().unwrap_or_else(|e| panic!("{e}"));
+        if !with_phantoms {
+            a.check().unwrap_or_else(|e| panic!("{e}"));
+        }
         assert_eq!(a.recover(|t| t & 1 << 62 == 0), phantom_blocks);
         a.check().unwrap();
         assert_eq!(a.free_blocks(), BLOCKS);

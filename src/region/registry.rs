@@ -8,7 +8,9 @@
 //!
 //! Lookups, inserts and deletes never lock: they find an entry by a consistent
 //! (seqlock) read, pin their epoch slot, check that the entry has not changed since
-//! (its sequence number), and work on the filter's bucket words lock-free. Create,
+//! (its sequence number), and work on the filter's bucket words lock-free. (The
+//! one wait: writers of a filter hold off while a snapshot that could not get a
+//! verified copy takes one with writers paused; see [`Region::snapshot`].) Create,
 //! drop, publish and grant change the registry while holding one lock that the
 //! caller provides ([`Locked`]); they copy or zero only the new filter's memory,
 //! which nobody else can see yet, so the lock is held for a copy at most, and it

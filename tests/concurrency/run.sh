@@ -183,9 +183,9 @@ interrupt_bulk() {
 }
 interrupt_bulk pg_cancel_backend "canceling statement due to user request"
 interrupt_bulk pg_terminate_backend "terminating connection due to administrator command"
-# Cancel a publish of a large filter mid-statement (while cf_agg builds it, or
-# during the copy): the registry lock must be left released, and the drops below
-# must succeed.
+# Cancel a publish of a large filter mid-statement (while cf_agg builds it; the
+# copy under the registry lock holds interrupts): nothing may be left locked or
+# half-made, and the drops below must succeed.
 out=$(psql -c "SET statement_timeout = '50ms'" -c "SELECT cf_publish('pub', cf_agg(g)) FROM generate_series(1, 3000000) g" 2>&1 || true)
 grep -q "statement timeout" <<<"$out" || fail "publish was not cancelled: $out"
 psql -c "SELECT cf_drop('bulk'), cf_drop('bystander'), cf_drop('pub')" >/dev/null
