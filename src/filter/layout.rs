@@ -323,6 +323,11 @@ impl Geometry {
         (0..self.slots).filter(|&s| self.slot(word, s) != 0).count() as u32
     }
 
+    /// Occupied slots over many bucket words.
+    pub fn occupied_total(&self, words: impl Iterator<Item = u64>) -> u64 {
+        words.map(|w| self.occupied(w) as u64).sum()
+    }
+
     /// Whether any slot of `word` holds `fp` (non-zero), testing all slots at once:
     /// XOR makes matching slots zero, and `(x - lows) & !x & highs` is non-zero
     /// exactly when some slot of `x` is zero (a borrow can only start at a zero
@@ -342,11 +347,7 @@ impl Geometry {
 
 /// Checks the bucket words of a parsed filter: the number of occupied slots equals the header's item count.
 pub fn check_buckets(params: &Params, item_count: u64, words: impl Iterator<Item = u64>) -> Result<(), FormatError> {
-    let g = Geometry::new(params);
-    let mut counted = 0u64;
-    for w in words {
-        counted += g.occupied(w) as u64;
-    }
+    let counted = Geometry::new(params).occupied_total(words);
     if counted != item_count {
         return Err(FormatError::ItemCountMismatch { header: item_count, counted });
     }

@@ -486,7 +486,18 @@ impl<'a> Table<'a> {
 
     /// Occupied slots in a copy of the words (the item count that matches them).
     pub fn occupied_in(&self, words: &[u64]) -> u64 {
-        words.iter().map(|&w| self.g.occupied(w) as u64).sum()
+        self.g.occupied_total(words.iter().copied())
+    }
+
+    /// The serialized (little-endian) layout: header, then bucket words.
+    pub fn serialize(&self) -> Vec<u8> {
+        let params = self.params();
+        let mut out = vec![0u8; params.serialized_len() as usize];
+        super::layout::write_header(&params, self.item_count(), &mut out[..super::layout::HEADER_BYTES]);
+        for (chunk, w) in out[super::layout::HEADER_BYTES..].chunks_exact_mut(8).zip(self.buckets) {
+            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        out
     }
 
     /// Moves `fp` from slot `s` of bucket `from` into a free slot of `to` (its

@@ -95,7 +95,7 @@ struct RegionHeader {
 /// Per-filter counters of one stripe.
 #[repr(C)]
 #[derive(Default)]
-pub struct Stats {
+struct Stats {
     pub inserts: AtomicU64,
     pub lookups: AtomicU64,
     pub deletes: AtomicU64,
@@ -551,7 +551,7 @@ impl Region {
             if e.state.load(Ordering::Relaxed) != STATE_LIVE || e.name[0].load(Ordering::Relaxed) != key[0] {
                 return None;
             }
-            self.entry_info(i).filter(|info| info.db == db && encode_name(&info.name).ok() == Some(key))
+            self.entry_info(i).filter(|info| info.db == db && info.name == name)
         })
     }
 
@@ -575,21 +575,40 @@ impl Region {
         Table::new(header, buckets)
     }
 
-    /// Adds one operation's counts to entry `index`'s stripe for `slot`.
+    /// Entry `index`'s statistics stripe for process slot `slot`.
     #[inline]
-    pub fn count(&self, index: usize, slot: usize, f: impl FnOnce(&Stats)) {
-        f(&self.entries()[index].stats[slot % STAT_STRIPES]);
+    fn stripe(&self, index: usize, slot: usize) -> &Stats {
+        &self.entries()[index].stats[slot % STAT_STRIPES]
     }
 
     /// Adds a lookup (with its retries) to the statistics.
     #[inline]
     pub fn count_lookup(&self, index: usize, slot: usize, op: &OpStats) {
-        self.count(index, slot, |s| {
-            s.lookups.fetch_add(1, Ordering::Relaxed);
-            if op.retries != 0 {
-                s.lookup_retries.fetch_add(op.retries, Ordering::Relaxed);
-            }
-        });
+        let s = self.stripe(index, slot);
+        s.lookups.fetch_add(1, Ordering::Relaxed);
+        if op.retries != 0 {
+            s.lookup_retries.fetch_add(op.retries, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds an insert (stored or refused, with the fingerprints it moved).
+    #[inline]
+    pub fn count_insert(&self, index: usize, slot: usize, stored: bool, op: &OpStats) {
+        let s = self.stripe(index, slot);
+        if stored {
+            s.inserts.fetch_add(1, Ordering::Relaxed);
+        } else {
+            s.failed_inserts.fetch_add(1, Ordering::Relaxed);
+        }
+        if op.kicks != 0 {
+            s.kicks.fetch_add(op.kicks, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds a delete that removed a copy.
+    #[inline]
+    pub fn count_delete(&self, index: usize, slot: usize) {
+        self.stripe(index, slot).deletes.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn stat_totals(&self, index: usize) -> StatTotals {
@@ -872,13 +891,9 @@ impl Region {
     pub fn check(&self) -> Result<(), String> {
         self.allocator().check()?;
         let mut owned: Vec<(u64, u64, u64)> = Vec::new();
-        for e in self.entries() {
-            if e.state.load(Ordering::Relaxed) != STATE_FREE && e.tag.load(Ordering::Relaxed) != 0 {
-                let st = e.state.load(Ordering::Relaxed);
-                if st == STATE_LIVE {
-                    owned.push((e.start_block.load(Ordering::Relaxed), e.blocks.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed)));
-                }
-            }
+        // A dropped entry's blocks are accounted for by its retired record.
+        for e in self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) == STATE_LIVE) {
+            owned.push((e.start_block.load(Ordering::Relaxed), e.blocks.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed)));
         }
         let n = self.header().retired_count.load(Ordering::Relaxed) as usize;
         for r in &self.retired()[..n] {
@@ -1050,12 +1065,7 @@ mod tests {
         let a = r.create(&lk, &spec(1, "a"), &p, None).unwrap();
         let src = crate::filter::OwnedFilter::new(p);
         src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
-        let mut bytes = vec![0u8; HEADER_BYTES + 8 * p.bucket_count() as usize];
-        crate::filter::layout::write_header(&p, 1, &mut bytes[..HEADER_BYTES]);
-        for (i, w) in src.table().bucket_words().iter().enumerate() {
-            let at = HEADER_BYTES + 8 * i;
-            bytes[at..at + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-        }
+        let bytes = src.table().serialize();
         let pin = r.pin(0).unwrap();
         let b = r.replace(&lk, &a, &p, &bytes, 1000, 0.001).unwrap();
         assert_eq!(a.index, b.index);
@@ -1116,13 +1126,7 @@ mod tests {
             for &h in &keys {
                 f.table().insert(h).unwrap();
             }
-            let mut bytes = vec![0u8; HEADER_BYTES + 8 * p.bucket_count() as usize];
-            crate::filter::layout::write_header(&p, keys.len() as u64, &mut bytes[..HEADER_BYTES]);
-            for (i, w) in f.table().bucket_words().iter().enumerate() {
-                let at = HEADER_BYTES + 8 * i;
-                bytes[at..at + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-            }
-            bytes
+            f.table().serialize()
         };
         let lock_mutex = Arc::new(Mutex::new(()));
         {

@@ -13,7 +13,7 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::layout::{self, check_buckets, parse_header, write_header, HEADER_BYTES};
+use crate::filter::layout::{self, check_buckets, parse_header, HEADER_BYTES};
 use crate::filter::{FormatError, Header, Params, Table};
 
 /// Varlena length word plus 4 reserved bytes in front of the header.
@@ -100,13 +100,7 @@ impl FilterValue {
 
     /// The serialized (little-endian) layout: header then bucket words.
     pub fn serialize(&self) -> Vec<u8> {
-        let params = self.header().params();
-        let mut out = vec![0u8; params.serialized_len() as usize];
-        write_header(&params, self.table().item_count(), &mut out[..HEADER_BYTES]);
-        for (chunk, w) in out[HEADER_BYTES..].chunks_exact_mut(8).zip(self.buckets()) {
-            chunk.copy_from_slice(&w.load(std::sync::atomic::Ordering::Relaxed).to_le_bytes());
-        }
-        out
+        self.table().serialize()
     }
 }
 

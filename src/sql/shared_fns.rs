@@ -18,6 +18,7 @@ use crate::filter::layout::HEADER_BYTES;
 use crate::filter::sizing::{size_for, SizingError};
 use crate::filter::{OpStats, Table};
 use crate::region::registry::{published_shape, READERS_NONE, READERS_PUBLIC};
+use crate::region::registry::Pin;
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
 
 /// `cuckoo.shared_memory`, in megabytes.
@@ -150,6 +151,14 @@ fn my_slot() -> usize {
         }
         (*pg_sys::MyProc).pgprocno as usize
     }
+}
+
+/// Pins this process (see `region::epoch`) and checks that entry `index` is still
+/// at `seq`: the pin to hold while using the filter the entry described, or None
+/// (unpinned again) if the entry changed.
+fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
+    let Some(pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+    r.still_current(index, seq).then_some(pin)
 }
 
 /// Runs `f` holding the registry lock. An error inside releases the lock through
@@ -320,10 +329,7 @@ impl NamedCall {
         loop {
             let Some(info) = r.find(db(), name) else { not_found(name) };
             require_access(&info, self.write);
-            let Some(pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
-            if !r.still_current(info.index, info.seq) {
-                continue;
-            }
+            let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
             let table = r.table(&info);
             self.seed = table.params().seed;
             self.table = MaybeUninit::new(table);
@@ -356,8 +362,7 @@ impl NamedCall {
         loop {
             // SAFETY: as documented; the hasher was resolved for this call site.
             let h = unsafe { self.key.hash_arg(fcinfo, 1, self.seed) };
-            let Some(pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
-            if r.still_current(self.index, self.seq) {
+            if let Some(pin) = pin_current(r, self.index, self.seq) {
                 if self.write && r.writers_paused(self.index) {
                     // A snapshot is copying this filter: wait unpinned (so that it
                     // can proceed), and cancellable.
@@ -371,7 +376,6 @@ impl NamedCall {
                 drop(pin);
                 return out;
             }
-            drop(pin);
             self.resolve(r, name, who);
         }
     }
@@ -399,13 +403,7 @@ v1_functions! {
             let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot| {
                 let mut st = OpStats::default();
                 let ok = t.insert_counted(h, &mut st).is_ok();
-                r.count(index, slot, |s| {
-                    use std::sync::atomic::Ordering::Relaxed;
-                    if ok { s.inserts.fetch_add(1, Relaxed) } else { s.failed_inserts.fetch_add(1, Relaxed) };
-                    if st.kicks != 0 {
-                        s.kicks.fetch_add(st.kicks, Relaxed);
-                    }
-                });
+                r.count_insert(index, slot, ok, &st);
                 ok
             });
             pg_sys::Datum::from(ok)
@@ -420,9 +418,7 @@ v1_functions! {
             let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot| {
                 let ok = t.delete(h);
                 if ok {
-                    r.count(index, slot, |s| {
-                        s.deletes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    });
+                    r.count_delete(index, slot);
                 }
                 ok
             });
@@ -507,10 +503,7 @@ v1_functions! {
             let Some(info) = r.find(db(), name) else { not_found(name) };
             require_access(&info, false);
             let params = {
-                let Some(_pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
-                if !r.still_current(info.index, info.seq) {
-                    continue;
-                }
+                let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
                 r.table(&info).params()
             };
             let v = alloc_value(&params);
@@ -520,10 +513,7 @@ v1_functions! {
             };
             let slot = my_slot();
             let copied = {
-                let Some(_pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
-                if !r.still_current(info.index, info.seq) {
-                    continue;
-                }
+                let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
                 // Other processes stay pinned for one call's computation; this
                 // allows seconds.
                 r.snapshot(&info, slot, out, 1 << 22)
@@ -692,10 +682,7 @@ fn cuckoo_filters_rows() -> TableIterator<
             continue;
         }
         let (items, slots) = {
-            let Some(_pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
-            if !r.still_current(info.index, info.seq) {
-                continue;
-            }
+            let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
             let t = r.table(&info);
             // The count is changed after each bucket word, so it can lag (even
             // dip below zero for a moment when a delete overtakes an insert).

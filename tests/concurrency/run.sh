@@ -23,6 +23,21 @@ trap 'tests/cluster.sh stop' EXIT
 tests/cluster.sh start
 psql() { tests/cluster.sh psql -q -At "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# Background sessions: `start_session LABEL FILE SED` runs FILE, edited by the sed
+# script SED, in its own psql; `wait_sessions` waits for them all and fails,
+# showing the log, if one failed.
+sessions=(); labels=()
+start_session() {
+  sed "$3" "$2" > "/tmp/cuckoo-$1.sql"
+  psql -f "/tmp/cuckoo-$1.sql" > "/tmp/cuckoo-$1.log" 2>&1 &
+  sessions+=($!); labels+=("$1")
+}
+wait_sessions() {
+  for i in "${!sessions[@]}"; do
+    wait "${sessions[$i]}" || { cat "/tmp/cuckoo-${labels[$i]}.log"; fail "session ${labels[$i]}"; }
+  done
+  sessions=(); labels=()
+}
 psql -c "CREATE EXTENSION cuckoo"
 started=$(psql -c "SELECT pg_postmaster_start_time()")
 
@@ -66,15 +81,10 @@ BEGIN
   END LOOP;
 END $$;
 SQL
-pids=()
 for c in $(seq 1 "$CLIENTS"); do
-  sed "s/:CLIENT/$c/g; s/:KEYS/$KEYS/g" /tmp/cuckoo-stress.sql > "/tmp/cuckoo-stress-$c.sql"
-  psql -f "/tmp/cuckoo-stress-$c.sql" > "/tmp/cuckoo-stress-$c.log" 2>&1 &
-  pids+=($!)
+  start_session "stress-$c" /tmp/cuckoo-stress.sql "s/:CLIENT/$c/g; s/:KEYS/$KEYS/g"
 done
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}" || { cat "/tmp/cuckoo-stress-$((i + 1)).log"; fail "stress client $((i + 1))"; }
-done
+wait_sessions
 # Each client leaves KEYS live keys: offsets KEYS+1 .. 2*KEYS.
 expected=$((CLIENTS * KEYS))
 row=$(psql -F' ' -c "SELECT items, inserts, deletes, failed_inserts, kicks, lookup_retries, round(load_factor::numeric, 3) FROM cuckoo_filters WHERE name = 'stress'")
@@ -129,19 +139,11 @@ BEGIN
   END LOOP;
 END \$\$;
 SQL
-pids=()
 for w in 1 2 3; do
-  sed "s/:ITERATIONS/${CUCKOO_SHIFT_ITERATIONS:-20000}/; s/:WRITER/$w/" /tmp/cuckoo-shift-writer.sql > "/tmp/cuckoo-shift-$w.sql"
-  psql -f "/tmp/cuckoo-shift-$w.sql" > "/tmp/cuckoo-shift-$w.log" 2>&1 &
-  pids+=($!)
+  start_session "shift-writer-$w" /tmp/cuckoo-shift-writer.sql "s/:ITERATIONS/${CUCKOO_SHIFT_ITERATIONS:-20000}/; s/:WRITER/$w/"
 done
-sed "s/:SNAPSHOTS/${CUCKOO_SHIFT_SNAPSHOTS:-60}/" /tmp/cuckoo-shift-snapshots.sql > /tmp/cuckoo-shift-0.sql
-psql -f /tmp/cuckoo-shift-0.sql > /tmp/cuckoo-shift-0.log 2>&1 &
-pids+=($!)
-for i in "${!pids[@]}"; do
-  n=$(( (i + 1) % 4 ))
-  wait "${pids[$i]}" || { cat "/tmp/cuckoo-shift-$n.log"; fail "shift session $n"; }
-done
+start_session shift-snapshotter /tmp/cuckoo-shift-snapshots.sql "s/:SNAPSHOTS/${CUCKOO_SHIFT_SNAPSHOTS:-60}/"
+wait_sessions
 row=$(psql -F' ' -c "SELECT items, kicks, lookups FROM cuckoo_filters WHERE name = 'shift'")
 read -r items kicks lookups <<<"$row"
 [ "$items" = "$ALWAYS" ] || fail "shift: items $items, expected $ALWAYS"
