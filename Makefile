@@ -8,8 +8,10 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 setup:
 	bash tests/setup.sh
 
+# Each file is written anew and renamed into place: a running server that has the
+# library loaded is not disturbed (tests/install.sh).
 install: setup
-	cargo pgrx install --release --pg-config $(PG_CONFIG)
+	bash tests/install.sh
 
 demo: install
 	bash tests/demo.sh

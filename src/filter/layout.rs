@@ -1,10 +1,19 @@
-//! The one memory layout every cuckoo filter uses, in a `cuckoofilter` value and in
-//! shared memory alike: a 32-byte header followed by `2^bucket_count_log2` bucket
-//! words of 64 bits. This module owns the header, the bucket-word geometry and the
-//! complete validation of serialized bytes.
+//! A filter's shape and hashing ([`Params`]), the geometry of the 64-bit bucket
+//! words that the lock-free table works on ([`Geometry`]), and the two headers in
+//! front of bucket words: format 1 (values written by cuckoo 0.1.0, read in place)
+//! and the header of a named filter in shared memory. The dense format-2 value
+//! layout is `dense.rs`.
 //!
-//! Serialized form (text and binary I/O, and the bytes of a value after its varlena
-//! prefix), all integers little-endian:
+//! # Bucket words
+//!
+//! A bucket word holds `b` fingerprints of `f` bits each in its low `b·f` bits (slot
+//! `s` at bit `s·f`; 0 means empty) and a migration counter in the remaining high
+//! bits, which must number at least [`MIN_COUNTER_BITS`]. One word per bucket means a
+//! bucket, counter included, is read and compare-and-swapped with one instruction.
+//!
+//! # Format 1 (read only)
+//!
+//! Values written by 0.1.0, all integers little-endian when serialized:
 //!
 //! | offset | size | field |
 //! |---|---|---|
@@ -19,23 +28,22 @@
 //! | 24 | 8 | item count (occupied slots) |
 //! | 32 | 8·m | bucket words |
 //!
-//! A bucket word holds `b` fingerprints of `f` bits each in its low `b·f` bits (slot
-//! `s` at bit `s·f`; 0 means empty) and a migration counter in the remaining high
-//! bits, which must number at least [`MIN_COUNTER_BITS`]. One word per bucket means a
-//! bucket, counter included, is read and compare-and-swapped with one instruction.
+//! Their bucket count is a power of two and their buckets are found with
+//! [`Mapping::PowerOfTwoXor`]; format-2 values record their mapping.
 
 use std::fmt;
 
 use super::sync::AtomicU64;
 
 pub const MAGIC: [u8; 4] = *b"CKOF";
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_V1: u8 = 1;
+pub const FORMAT_V2: u8 = 2;
 /// xxh3, 64-bit output, seeded (`xxhash_rust::xxh3::xxh3_64_with_seed`).
 pub const HASH_XXH3_64: u8 = 1;
 /// The seed every filter made by this project uses. Any seed read from a header is
 /// honoured; filters can only be merged when their seeds agree.
 pub const DEFAULT_SEED: u64 = 0x6375_636b_6f6f_2131; // "cuckoo!1"
-pub const HEADER_BYTES: usize = 32;
+pub const V1_HEADER_BYTES: usize = 32;
 /// Fewer counter bits than this would let a counter wrap while a reader is between
 /// its two reads of a bucket; see the lookup in `table.rs`.
 pub const MIN_COUNTER_BITS: u32 = 16;
@@ -44,41 +52,47 @@ pub const MIN_FINGERPRINT_BITS: u8 = 4;
 pub const MAX_FINGERPRINT_BITS: u8 = 32;
 /// Path encoding spends 2 bits per slot index, so a bucket has at most 4 slots.
 pub const MAX_SLOTS_PER_BUCKET: u8 = 4;
-/// Bucket indices are taken from the low 32 bits of the key hash, the fingerprint
-/// from the high 32, so the two stay independent.
-pub const MAX_BUCKET_COUNT_LOG2: u8 = 32;
+/// Bucket indices come from the low 32 bits of the key hash (the fingerprint from
+/// the high 32, so the two stay independent): at most 2^32 buckets.
+pub const MAX_BUCKET_COUNT: u64 = 1 << 32;
 
-/// The header as it lies in memory in front of the bucket words. `repr(C)` with
-/// only naturally aligned fields: 32 bytes, no padding. Multi-byte fields are in
-/// native byte order in memory and little-endian when serialized.
-#[repr(C)]
-pub struct Header {
-    pub magic: [u8; 4],
-    pub version: u8,
-    pub hash_algorithm: u8,
-    pub fingerprint_bits: u8,
-    pub slots_per_bucket: u8,
-    pub bucket_count_log2: u8,
-    pub reserved: [u8; 7],
-    pub seed: u64,
-    /// Occupied slots. Changed atomically together with (not inside) the bucket
-    /// words, so that a shared filter can count without locks.
-    pub item_count: AtomicU64,
+/// How a key's hash and fingerprint give its two candidate buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mapping {
+    /// Format 1's: `m` a power of two, `i1 = h mod m` (low bits),
+    /// `i2 = i1 XOR (mix(f) mod m)`.
+    PowerOfTwoXor = 1,
+    /// Any `m`: `i1 = ⌊lo32(h)·m / 2^32⌋`, `i2 = (H(f) − i1) mod m` with
+    /// `H(f) = ⌊hi32(mix(f))·m / 2^32⌋`. See `hash.rs` for why this is an
+    /// involution and why `i1` is monotone in the hash.
+    Fastrange = 2,
 }
 
-#[cfg(not(loom))]
-const _: () = assert!(std::mem::size_of::<Header>() == HEADER_BYTES);
-#[cfg(not(loom))]
-const _: () = assert!(std::mem::align_of::<Header>() == 8);
+impl Mapping {
+    pub fn from_code(code: u8) -> Option<Mapping> {
+        match code {
+            1 => Some(Mapping::PowerOfTwoXor),
+            2 => Some(Mapping::Fastrange),
+            _ => None,
+        }
+    }
 
-/// The parameters that define a filter's shape and hashing; everything in the header
-/// except the item count.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mapping::PowerOfTwoXor => "power-of-two xor",
+            Mapping::Fastrange => "fastrange",
+        }
+    }
+}
+
+/// The parameters that define a filter's shape and hashing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
     pub fingerprint_bits: u8,
     pub slots_per_bucket: u8,
-    pub bucket_count_log2: u8,
+    pub bucket_count: u64,
     pub seed: u64,
+    pub mapping: Mapping,
 }
 
 impl Params {
@@ -95,47 +109,37 @@ impl Params {
                 "{f} fingerprint bits: need {MIN_FINGERPRINT_BITS} to {MAX_FINGERPRINT_BITS}, fitting {b} slots and a {MIN_COUNTER_BITS}-bit counter in a 64-bit bucket"
             )));
         }
-        if self.bucket_count_log2 > MAX_BUCKET_COUNT_LOG2 {
+        let m = self.bucket_count;
+        if m == 0 || m > MAX_BUCKET_COUNT {
+            return Err(FormatError::BadParams(format!("bucket count {m} is not between 1 and 2^32")));
+        }
+        if self.mapping == Mapping::PowerOfTwoXor && !m.is_power_of_two() {
             return Err(FormatError::BadParams(format!(
-                "bucket count 2^{} is larger than 2^{MAX_BUCKET_COUNT_LOG2}",
-                self.bucket_count_log2
+                "bucket count {m} is not a power of two, which the power-of-two xor mapping needs"
             )));
         }
         Ok(())
     }
 
-    pub fn bucket_count(&self) -> u64 {
-        1u64 << self.bucket_count_log2
-    }
-
     pub fn slot_count(&self) -> u64 {
-        self.bucket_count() * self.slots_per_bucket as u64
+        self.bucket_count * self.slots_per_bucket as u64
     }
 
-    /// Bytes of header plus bucket words.
-    pub fn serialized_len(&self) -> u64 {
-        HEADER_BYTES as u64 + 8 * self.bucket_count()
-    }
-
-    pub fn header(&self, item_count: u64) -> Header {
-        Header {
-            magic: MAGIC,
-            version: FORMAT_VERSION,
-            hash_algorithm: HASH_XXH3_64,
-            fingerprint_bits: self.fingerprint_bits,
-            slots_per_bucket: self.slots_per_bucket,
-            bucket_count_log2: self.bucket_count_log2,
-            reserved: [0; 7],
-            seed: self.seed,
-            item_count: AtomicU64::new(item_count),
-        }
-    }
-
-    /// Whether two filters hash and lay out fingerprints the same way, so that the
-    /// fingerprints of one can be moved into the other. Bucket counts may differ.
+    /// Whether fingerprints of `other` can be moved into this filter (a union):
+    /// same hashing and fingerprint layout, and a bucket for each of them here.
+    /// With the fastrange mapping a fingerprint's bucket depends on the bucket
+    /// count, so the counts must be equal; format 1's power-of-two tables fold a
+    /// larger table onto a smaller one.
     pub fn mergeable_with(&self, other: &Params) -> Result<(), String> {
         if self.seed != other.seed {
             return Err(format!("hash seeds differ ({:#x} and {:#x})", self.seed, other.seed));
+        }
+        if self.mapping != other.mapping {
+            return Err(format!(
+                "bucket mappings differ ({} and {}): filters written by cuckoo 0.1.0 can only be combined with each other",
+                self.mapping.name(),
+                other.mapping.name()
+            ));
         }
         if self.fingerprint_bits != other.fingerprint_bits {
             return Err(format!(
@@ -149,17 +153,87 @@ impl Params {
                 self.slots_per_bucket, other.slots_per_bucket
             ));
         }
+        if self.mapping == Mapping::Fastrange && self.bucket_count != other.bucket_count {
+            return Err(format!(
+                "bucket counts differ ({} and {})",
+                self.bucket_count, other.bucket_count
+            ));
+        }
         Ok(())
     }
 }
 
-impl Header {
+/// The format-1 header as it lies in memory in front of a 0.1.0 value's bucket
+/// words. `repr(C)` with only naturally aligned fields: 32 bytes, no padding.
+#[repr(C)]
+pub struct V1Header {
+    pub magic: [u8; 4],
+    pub version: u8,
+    pub hash_algorithm: u8,
+    pub fingerprint_bits: u8,
+    pub slots_per_bucket: u8,
+    pub bucket_count_log2: u8,
+    pub reserved: [u8; 7],
+    pub seed: u64,
+    pub item_count: AtomicU64,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<V1Header>() == V1_HEADER_BYTES);
+
+impl V1Header {
+    /// The parameters, if the shape fields are valid (call `parse_v1` on input).
     pub fn params(&self) -> Params {
         Params {
             fingerprint_bits: self.fingerprint_bits,
             slots_per_bucket: self.slots_per_bucket,
-            bucket_count_log2: self.bucket_count_log2,
+            bucket_count: 1u64 << self.bucket_count_log2.min(32),
             seed: self.seed,
+            mapping: Mapping::PowerOfTwoXor,
+        }
+    }
+}
+
+/// The header of a named filter's bucket words in shared memory (and of an
+/// [`super::OwnedFilter`]): the shape, and the item count that the lock-free table
+/// keeps next to its words. 40 bytes, 8-aligned; never stored on disk.
+#[repr(C)]
+pub struct WordsHeader {
+    pub fingerprint_bits: u8,
+    pub slots_per_bucket: u8,
+    pub mapping: u8,
+    pub reserved: [u8; 5],
+    pub seed: u64,
+    pub bucket_count: u64,
+    pub capacity: u64,
+    pub item_count: AtomicU64,
+}
+
+pub const WORDS_HEADER_BYTES: usize = 40;
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<WordsHeader>() == WORDS_HEADER_BYTES);
+
+impl WordsHeader {
+    pub fn new(p: &Params, capacity: u64, items: u64) -> WordsHeader {
+        WordsHeader {
+            fingerprint_bits: p.fingerprint_bits,
+            slots_per_bucket: p.slots_per_bucket,
+            mapping: p.mapping as u8,
+            reserved: [0; 5],
+            seed: p.seed,
+            bucket_count: p.bucket_count,
+            capacity,
+            item_count: AtomicU64::new(items),
+        }
+    }
+
+    pub fn params(&self) -> Params {
+        Params {
+            fingerprint_bits: self.fingerprint_bits,
+            slots_per_bucket: self.slots_per_bucket,
+            bucket_count: self.bucket_count,
+            seed: self.seed,
+            mapping: Mapping::from_code(self.mapping).unwrap_or(Mapping::Fastrange),
         }
     }
 }
@@ -176,17 +250,17 @@ pub enum FormatError {
     BadParams(String),
     LengthMismatch { expected: u64, actual: usize },
     ItemCountMismatch { header: u64, counted: u64 },
+    BadBucket { bucket: u64, why: &'static str },
+    PaddingNotZero,
 }
 
 impl fmt::Display for FormatError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FormatError::TooShort(n) => {
-                write!(f, "{n} bytes is shorter than the {HEADER_BYTES}-byte header")
-            }
+            FormatError::TooShort(n) => write!(f, "{n} bytes is shorter than a header"),
             FormatError::BadMagic => write!(f, "wrong magic number"),
             FormatError::UnsupportedVersion(v) => {
-                write!(f, "unsupported format version {v} (this build reads {FORMAT_VERSION})")
+                write!(f, "unsupported format version {v} (this build reads {FORMAT_V1} and {FORMAT_V2})")
             }
             FormatError::UnsupportedHash(h) => write!(f, "unsupported hash algorithm {h}"),
             FormatError::ReservedNotZero => write!(f, "reserved header bytes are not zero"),
@@ -199,20 +273,34 @@ impl fmt::Display for FormatError {
                 f,
                 "header claims {header} items but the buckets hold {counted}"
             ),
+            FormatError::BadBucket { bucket, why } => write!(f, "bucket {bucket}: {why}"),
+            FormatError::PaddingNotZero => write!(f, "bits after the last bucket are not zero"),
         }
     }
 }
 
-/// Reads and validates a header from the first 32 serialized (little-endian) bytes
-/// and checks that the length of `bytes` matches the described body exactly.
-pub fn parse_header(bytes: &[u8]) -> Result<(Params, u64), FormatError> {
-    if bytes.len() < HEADER_BYTES {
+/// The format version of serialized bytes (after checking the magic number).
+pub fn format_version(bytes: &[u8]) -> Result<u8, FormatError> {
+    if bytes.len() < 8 {
         return Err(FormatError::TooShort(bytes.len()));
     }
     if bytes[0..4] != MAGIC {
         return Err(FormatError::BadMagic);
     }
-    if bytes[4] != FORMAT_VERSION {
+    Ok(bytes[4])
+}
+
+/// Reads and validates a format-1 header (its first 32 serialized, little-endian
+/// bytes); returns the parameters, the item count and the length the whole
+/// filter must have.
+pub fn parse_v1_header(bytes: &[u8]) -> Result<(Params, u64, u64), FormatError> {
+    if bytes.len() < V1_HEADER_BYTES {
+        return Err(FormatError::TooShort(bytes.len()));
+    }
+    if bytes[0..4] != MAGIC {
+        return Err(FormatError::BadMagic);
+    }
+    if bytes[4] != FORMAT_V1 {
         return Err(FormatError::UnsupportedVersion(bytes[4]));
     }
     if bytes[5] != HASH_XXH3_64 {
@@ -221,11 +309,15 @@ pub fn parse_header(bytes: &[u8]) -> Result<(Params, u64), FormatError> {
     if bytes[9..16].iter().any(|&b| b != 0) {
         return Err(FormatError::ReservedNotZero);
     }
+    if bytes[8] > 32 {
+        return Err(FormatError::BadParams(format!("bucket count 2^{} is larger than 2^32", bytes[8])));
+    }
     let params = Params {
         fingerprint_bits: bytes[6],
         slots_per_bucket: bytes[7],
-        bucket_count_log2: bytes[8],
+        bucket_count: 1u64 << bytes[8],
         seed: u64::from_le_bytes(bytes[16..24].try_into().unwrap()),
+        mapping: Mapping::PowerOfTwoXor,
     };
     params.check()?;
     let item_count = u64::from_le_bytes(bytes[24..32].try_into().unwrap());
@@ -235,27 +327,21 @@ pub fn parse_header(bytes: &[u8]) -> Result<(Params, u64), FormatError> {
             params.slot_count()
         )));
     }
-    let expected = params.serialized_len();
+    Ok((params, item_count, V1_HEADER_BYTES as u64 + 8 * params.bucket_count))
+}
+
+/// Reads and validates a format-1 header from serialized (little-endian) bytes and
+/// checks that the length of `bytes` matches the described body exactly.
+pub fn parse_v1(bytes: &[u8]) -> Result<(Params, u64), FormatError> {
+    let (params, items, expected) = parse_v1_header(bytes)?;
     if bytes.len() as u64 != expected {
         return Err(FormatError::LengthMismatch { expected, actual: bytes.len() });
     }
-    Ok((params, item_count))
+    Ok((params, items))
 }
 
-/// Writes the serialized (little-endian) form of a header.
-pub fn write_header(params: &Params, item_count: u64, out: &mut [u8]) {
-    out[0..4].copy_from_slice(&MAGIC);
-    out[4] = FORMAT_VERSION;
-    out[5] = HASH_XXH3_64;
-    out[6] = params.fingerprint_bits;
-    out[7] = params.slots_per_bucket;
-    out[8] = params.bucket_count_log2;
-    out[9..16].fill(0);
-    out[16..24].copy_from_slice(&params.seed.to_le_bytes());
-    out[24..32].copy_from_slice(&item_count.to_le_bytes());
-}
-
-/// Where each field sits in a bucket word, derived once from the parameters.
+/// Where each field sits in a bucket word, and how keys find their buckets,
+/// derived once from the parameters.
 #[derive(Clone, Copy, Debug)]
 pub struct Geometry {
     pub fingerprint_bits: u32,
@@ -266,7 +352,10 @@ pub struct Geometry {
     pub counter_shift: u32,
     pub counter_bits: u32,
     pub counter_mask: u64,
+    pub bucket_count: u64,
+    /// `bucket_count − 1` (a mask only for the power-of-two mapping).
     pub bucket_mask: u64,
+    pub mapping: Mapping,
     /// Bit 0 of every slot, and the top bit of every slot (for the SWAR test).
     slot_lows: u64,
     slot_highs: u64,
@@ -285,7 +374,9 @@ impl Geometry {
             counter_shift,
             counter_bits: 64 - counter_shift,
             counter_mask: u64::MAX >> counter_shift,
-            bucket_mask: p.bucket_count() - 1,
+            bucket_count: p.bucket_count,
+            bucket_mask: p.bucket_count - 1,
+            mapping: p.mapping,
             slot_lows: (0..b).fold(0, |m, s| m | 1u64 << (s * f)),
             slot_highs: (0..b).fold(0, |m, s| m | 1u64 << (s * f + f - 1)),
         }
@@ -343,32 +434,51 @@ impl Geometry {
     pub fn find(&self, word: u64, fp: u64) -> Option<u32> {
         (0..self.slots).find(|&s| self.slot(word, s) == fp)
     }
-}
 
-/// Checks the bucket words of a parsed filter: the number of occupied slots equals the header's item count.
-pub fn check_buckets(params: &Params, item_count: u64, words: impl Iterator<Item = u64>) -> Result<(), FormatError> {
-    let counted = Geometry::new(params).occupied_total(words);
-    if counted != item_count {
-        return Err(FormatError::ItemCountMismatch { header: item_count, counted });
+    /// The fingerprints of a word (0 for empty slots), in slot order.
+    #[inline(always)]
+    pub fn slots_of(&self, word: u64) -> [u64; 4] {
+        let mut out = [0u64; 4];
+        for (s, o) in out.iter_mut().enumerate().take(self.slots as usize) {
+            *o = self.slot(word, s as u32);
+        }
+        out
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn p(f: u8, b: u8, m: u64, mapping: Mapping) -> Params {
+        Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count: m, seed: 0, mapping }
+    }
+
     #[test]
     fn shapes_outside_the_encoding_are_rejected() {
-        let p = |f: u8, b: u8, log2: u8| Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count_log2: log2, seed: 0 };
-        assert!(p(12, 4, 10).check().is_ok());
-        assert!(p(32, 1, 10).check().is_ok());
-        assert!(p(33, 1, 10).check().is_err(), "wider than the 32 hash bits fingerprints come from");
-        assert!(p(40, 1, 10).check().is_err());
-        assert!(p(13, 4, 10).check().is_err(), "counter narrower than 16 bits");
-        assert!(p(3, 4, 10).check().is_err());
-        assert!(p(12, 5, 10).check().is_err());
-        assert!(p(12, 0, 10).check().is_err());
-        assert!(p(12, 4, 33).check().is_err());
+        let x = Mapping::PowerOfTwoXor;
+        let r = Mapping::Fastrange;
+        assert!(p(12, 4, 1024, x).check().is_ok());
+        assert!(p(12, 4, 1000, r).check().is_ok());
+        assert!(p(12, 4, 1000, x).check().is_err(), "xor mapping needs a power of two");
+        assert!(p(32, 1, 10, r).check().is_ok());
+        assert!(p(33, 1, 10, r).check().is_err(), "wider than the 32 hash bits fingerprints come from");
+        assert!(p(13, 4, 10, r).check().is_err(), "counter narrower than 16 bits");
+        assert!(p(3, 4, 10, r).check().is_err());
+        assert!(p(12, 5, 10, r).check().is_err());
+        assert!(p(12, 0, 10, r).check().is_err());
+        assert!(p(12, 4, 0, r).check().is_err());
+        assert!(p(12, 4, (1 << 32) + 1, r).check().is_err());
+        assert!(p(12, 4, 1 << 32, r).check().is_ok());
+    }
+
+    #[test]
+    fn unions_need_equal_shapes_under_fastrange() {
+        let a = p(12, 4, 1000, Mapping::Fastrange);
+        assert!(a.mergeable_with(&a).is_ok());
+        assert!(a.mergeable_with(&p(12, 4, 1001, Mapping::Fastrange)).unwrap_err().contains("bucket counts"));
+        assert!(a.mergeable_with(&p(12, 4, 1024, Mapping::PowerOfTwoXor)).unwrap_err().contains("mappings"));
+        let x = p(12, 4, 1024, Mapping::PowerOfTwoXor);
+        assert!(x.mergeable_with(&p(12, 4, 4096, Mapping::PowerOfTwoXor)).is_ok());
     }
 }

@@ -4,8 +4,12 @@
 //! `make loom` (also part of `make test`), which prints how many executions each
 //! model explored.
 //!
-//! What is explored (tables of 2 or 4 buckets, 4 slots of 12 bits; all racing
-//! threads are spawned, the main thread only prepares, joins and checks):
+//! What is explored (tables of 2 or 3 buckets, 4 slots of 12 bits; all racing
+//! threads are spawned, the main thread only prepares, joins and checks). Every
+//! model runs twice: under the fastrange mapping that filters use now (any bucket
+//! count; the migration model uses 3 buckets) and under format 1's power-of-two
+//! XOR mapping (4 buckets there), since format-1 values can be published and
+//! changed too. The execution counts below are per mapping.
 //!
 //! | model | threads and operations | bound | executions |
 //! |---|---|---|---|
@@ -27,8 +31,7 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use super::hash::mix64;
-use super::layout::{Params, DEFAULT_SEED};
+use super::layout::{Geometry, Mapping, Params, DEFAULT_SEED};
 use super::sync::Ordering;
 use super::table::{Full, OwnedFilter, Table};
 
@@ -50,19 +53,21 @@ pub(crate) fn model_with_bound(bound: usize, f: impl Fn() + Sync + Send + 'stati
     eprintln!("loom runs: {}", RUNS.load(std::sync::atomic::Ordering::Relaxed));
 }
 
-fn filter(log2: u8) -> Arc<OwnedFilter> {
-    Arc::new(OwnedFilter::new(Params {
-        fingerprint_bits: 12,
-        slots_per_bucket: 4,
-        bucket_count_log2: log2,
-        seed: DEFAULT_SEED,
-    }))
+const MAPPINGS: [Mapping; 2] = [Mapping::Fastrange, Mapping::PowerOfTwoXor];
+
+fn params(buckets: u64, mapping: Mapping) -> Params {
+    Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: buckets, seed: DEFAULT_SEED, mapping }
+}
+
+fn filter(buckets: u64, mapping: Mapping) -> Arc<OwnedFilter> {
+    Arc::new(OwnedFilter::new(params(buckets, mapping)))
 }
 
 /// The `n`-th fingerprint whose alternate of bucket `from` is `to` (in a table with
-/// `mask + 1` buckets).
-fn fp_with_alternate(from: u64, to: u64, mask: u64, n: usize) -> u64 {
-    (1..4096u64).filter(|&fp| from ^ (mix64(fp) & mask) == to).nth(n).expect("such a fingerprint exists")
+/// `buckets` buckets under `mapping`).
+fn fp_with_alternate(from: u64, to: u64, buckets: u64, mapping: Mapping, n: usize) -> u64 {
+    let g = Geometry::new(&params(buckets, mapping));
+    (1..4096u64).filter(|&fp| g.alternate(from, fp) == to).nth(n).expect("such a fingerprint exists")
 }
 
 /// Runs `op` on the table in a new loom thread.
@@ -94,9 +99,10 @@ fn move_between(t: &Table<'_>, from: u64, to: u64, fp: u64) -> bool {
 /// retry rule it fails (checked by hand: `make loom` with the rule disabled).
 #[test]
 fn loom_lookup_races_back_and_forth_migration() {
-    model_with_bound(BOUND_FOR_LOOKUP, || {
-        let f = filter(1);
-        let fp = fp_with_alternate(0, 1, 1, 0);
+    for mapping in MAPPINGS {
+    model_with_bound(BOUND_FOR_LOOKUP, move || {
+        let f = filter(2, mapping);
+        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
         f.table().insert_fingerprint(1, fp).unwrap();
         let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative during migration"));
         let mover = spawn(&f, move |t| {
@@ -110,15 +116,17 @@ fn loom_lookup_races_back_and_forth_migration() {
         assert_eq!(copies(&t, 0, fp), 1);
         assert_eq!(copies(&t, 1, fp), 0);
     });
+    }
 }
 
 /// Thread A deletes `f` (buckets 0 and 1); thread B moves it 1→0→1→0. The delete
 /// must find it (it uses the lookup's two-phase scan) and leave no copy behind.
 #[test]
 fn loom_delete_races_back_and_forth_migration() {
-    model_with_bound(BOUND_FOR_LOOKUP, || {
-        let f = filter(1);
-        let fp = fp_with_alternate(0, 1, 1, 0);
+    for mapping in MAPPINGS {
+    model_with_bound(BOUND_FOR_LOOKUP, move || {
+        let f = filter(2, mapping);
+        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
         f.table().insert_fingerprint(1, fp).unwrap();
         let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a moving copy"));
         let mover = spawn(&f, move |t| {
@@ -132,6 +140,7 @@ fn loom_delete_races_back_and_forth_migration() {
         assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0);
         assert_eq!(t.item_count(), 0);
     });
+    }
 }
 
 /// A copy of `f` can also shift between its buckets without any move: insert a
@@ -141,9 +150,10 @@ fn loom_delete_races_back_and_forth_migration() {
 /// the bucket counters too.
 #[test]
 fn loom_lookup_races_colliding_insert_and_delete() {
-    model_with_bound(BOUND_FOR_LOOKUP, || {
-        let f = filter(1);
-        let fp = fp_with_alternate(0, 1, 1, 0);
+    for mapping in MAPPINGS {
+    model_with_bound(BOUND_FOR_LOOKUP, move || {
+        let f = filter(2, mapping);
+        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
         f.table().insert_fingerprint(1, fp).unwrap();
         let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
         let churn = spawn(&f, move |t| {
@@ -156,15 +166,17 @@ fn loom_lookup_races_colliding_insert_and_delete() {
         churn.join().unwrap();
         assert_eq!(f.table().item_count(), 1);
     });
+    }
 }
 
 /// Thread A deletes the only copy of `f`; thread B moves it 0→1. Afterwards no copy
 /// is left, the delete reported success, and the count is 0.
 #[test]
 fn loom_delete_races_migration_single_copy() {
-    model(|| {
-        let f = filter(1);
-        let fp = fp_with_alternate(0, 1, 1, 0);
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
         f.table().insert_fingerprint(0, fp).unwrap();
         let mover = spawn(&f, move |t| {
             move_between(&t, 0, 1, fp);
@@ -177,6 +189,7 @@ fn loom_delete_races_migration_single_copy() {
         assert_eq!(t.item_count(), 0);
         assert!(!t.contains_fingerprint(0, fp));
     });
+    }
 }
 
 /// Two logical copies of `f` in bucket 0. Thread A deletes one; thread B moves one
@@ -184,9 +197,10 @@ fn loom_delete_races_migration_single_copy() {
 /// one, and the count is 1.
 #[test]
 fn loom_delete_races_migration_two_copies() {
-    model(|| {
-        let f = filter(1);
-        let fp = fp_with_alternate(0, 1, 1, 0);
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
         f.table().insert_fingerprint(0, fp).unwrap();
         f.table().insert_fingerprint(0, fp).unwrap();
         let mover = spawn(&f, move |t| {
@@ -201,14 +215,16 @@ fn loom_delete_races_migration_two_copies() {
         assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1, "a delete must remove exactly one copy");
         assert_eq!(t.item_count(), 1);
     });
+    }
 }
 
 /// Two threads move the same copy of `f` 0→1 at once: one copy results.
 #[test]
 fn loom_two_movers_of_one_copy() {
-    model(|| {
-        let f = filter(1);
-        let fp = fp_with_alternate(0, 1, 1, 0);
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
         f.table().insert_fingerprint(0, fp).unwrap();
         let a = spawn(&f, move |t| {
             move_between(&t, 0, 1, fp);
@@ -222,15 +238,17 @@ fn loom_two_movers_of_one_copy() {
         assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1);
         assert!(t.contains_fingerprint(0, fp));
     });
+    }
 }
 
 /// Seven of eight slots taken; threads A and B insert different fingerprints. One
 /// succeeds, the other reports Full, nothing is lost, and the count is 8.
 #[test]
 fn loom_two_inserters_compete_for_the_last_slot() {
-    model(|| {
-        let f = filter(1);
-        let fps: Vec<u64> = (0..9).map(|n| fp_with_alternate(0, 1, 1, n)).collect();
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let fps: Vec<u64> = (0..9).map(|n| fp_with_alternate(0, 1, 2, mapping, n)).collect();
         for &fp in &fps[..7] {
             f.table().insert_fingerprint(0, fp).unwrap();
         }
@@ -248,6 +266,7 @@ fn loom_two_inserters_compete_for_the_last_slot() {
         let winner = if rx.is_ok() { x } else { y };
         assert!(t.contains_fingerprint(0, winner));
     });
+    }
 }
 
 /// Buckets 0 and 1 are full; the new fingerprint `x` (pair 0/1) needs `g` moved
@@ -255,10 +274,13 @@ fn loom_two_inserters_compete_for_the_last_slot() {
 /// thread B looks `g` up. The insert succeeds and `g` is never missed.
 #[test]
 fn loom_insert_with_migration_races_lookup() {
-    model(|| {
-        let f = filter(2);
-        let g = fp_with_alternate(0, 2, 3, 0);
-        let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, 3, n)).collect();
+    for mapping in MAPPINGS {
+    model(move || {
+        // 3 buckets under fastrange (any count), 4 under power-of-two XOR.
+        let m = if mapping == Mapping::Fastrange { 3 } else { 4 };
+        let f = filter(m, mapping);
+        let g = fp_with_alternate(0, 2, m, mapping, 0);
+        let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, m, mapping, n)).collect();
         let t = f.table();
         t.insert_fingerprint(0, g).unwrap();
         for &fp in &pair[..3] {
@@ -276,4 +298,5 @@ fn loom_insert_with_migration_races_lookup() {
         assert!(t.contains_fingerprint(0, x) && t.contains_fingerprint(0, g));
         assert_eq!(copies(&t, 2, g), 1);
     });
+    }
 }

@@ -1,8 +1,10 @@
-//! The filter core: layout, sizing, hashing and table operations. Nothing here
-//! depends on pgrx, so it builds and tests with plain `cargo test`, and the same
-//! code serves `cuckoofilter` values and filters in shared memory.
+//! The filter core: layout, sizing, hashing, the lock-free table over bucket words
+//! and the dense value layout. Nothing here depends on pgrx, so it builds and tests
+//! with plain `cargo test`, and the same code serves `cuckoofilter` values and
+//! filters in shared memory.
 
 pub mod build;
+pub mod dense;
 pub mod hash;
 pub mod layout;
 pub mod sizing;
@@ -14,5 +16,5 @@ pub(crate) mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod stress_tests;
 
-pub use layout::{FormatError, Geometry, Header, Params};
+pub use layout::{FormatError, Geometry, Mapping, Params};
 pub use table::{Full, OpStats, OwnedFilter, Table};

@@ -1,32 +1,103 @@
 //! Choosing a filter's shape from (capacity, target false-positive rate).
 //!
-//! A bucket is always one 64-bit word with at least a 16-bit migration counter, so
-//! 48 bits are left for fingerprints and memory per slot is fixed by the slot count:
-//! 4 slots of 12 bits, 3 of 16 or 2 of 24. Sizing takes the densest shape whose
-//! false-positive bound at its maximum load meets the target, then the smallest
-//! power-of-two bucket count that keeps the load at or under that maximum.
+//! A shape is `b` slots per bucket of `f`-bit fingerprints, planned to be filled
+//! to load `α`. Its false-positive rate at that load is at most
+//! `2·b·α / (2^f − 1)` (a probe compares its fingerprint with the `2·b·α` stored
+//! ones of its two buckets on average). A named filter keeps a bucket in one 64-bit
+//! word with a migration counter of at least 16 bits, so `b·f ≤ 48`: 4 slots of up
+//! to 12 bits, 3 of up to 16, 2 of up to 24. Values use the same shapes (so that a
+//! value can be published and a named filter snapshotted) packed densely: `b·f`
+//! bits per bucket, or `4·f − 4` for 4 slots, whose fingerprints are stored
+//! semi-sorted (see `dense.rs`).
+//!
+//! For a requested rate `ε`, every shape gets the highest load that keeps its bound
+//! at or under `FPP_MARGIN · ε` (and under the load its inserts reliably reach), and
+//! the shape with the fewest value bits per item wins. The bucket count is then
+//! the smallest that holds the capacity at that load: any count, not a power of two.
+//!
+//! Two ways to size:
+//! - [`size_for_items`]: for keys that are all known (`cf_agg` without a capacity),
+//!   at the shape's load exactly; the bulk build grows the table slightly in the
+//!   rare case it does not fit.
+//! - [`size_for_capacity`]: for keys that will arrive one by one (`cf_create`,
+//!   `cf_empty`, `cf_agg` with a capacity). The load at which the first insert
+//!   fails scatters more in small tables (measured, `table::tests`), so the planned
+//!   load is lowered by `c_b / √slots`: nothing for large tables (0.0003 at 10M
+//!   keys), enough that a table of a few dozen slots takes its capacity.
 
-use super::layout::{Params, DEFAULT_SEED};
+use super::layout::{Mapping, Params, DEFAULT_SEED, MAX_BUCKET_COUNT};
 
-/// Documented default for `cf_agg` and `cf_create`: 0.2%. The default shape (4 slots
-/// of 12 bits) guarantees a bound of 0.186% even at 95% load.
+/// Documented default for `cf_agg` and `cf_create`: 0.2%.
 pub const DEFAULT_FPP: f64 = 0.002;
 
-/// (slots per bucket, fingerprint bits, maximum planned load). The loads are the
-/// fill levels the breadth-first insert reaches reliably (measured by
-/// `table::tests::load_before_first_failure`), with a margin.
-pub const SHAPES: [(u8, u8, f64); 3] = [(4, 12, 0.95), (3, 16, 0.90), (2, 24, 0.80)];
+/// The planned bound stays this far under the rate asked for, so that the rate a
+/// user measures (which scatters around the bound) stays under it too.
+pub const FPP_MARGIN: f64 = 0.97;
 
-/// Upper bound on the false-positive rate of a filter at load `load`: a probe
-/// compares its fingerprint with at most `2·b·load` stored ones, each matching with
-/// probability `1/(2^f − 1)`.
+/// The highest planned load for `b` slots per bucket: the fill level inserts reach
+/// reliably, with a margin (measured by `table::tests::load_before_first_failure`
+/// over many table sizes).
+pub fn max_load(slots: u8) -> f64 {
+    match slots {
+        4 => 0.955,
+        3 => 0.93,
+        2 => 0.85,
+        _ => 0.45,
+    }
+}
+
+/// `c_b`: how far under `max_load` a table of `s` slots plans, `c_b / √s` (fitted
+/// to the 0.5% quantile of the first failure's load over table sizes).
+fn small_table_margin(slots: u8) -> f64 {
+    match slots {
+        4 => 0.8,
+        3 => 0.9,
+        _ => 1.3,
+    }
+}
+
+/// The load a table of `slots` slots plans for with `shape`, for keys that arrive
+/// one at a time.
+pub fn planned_load(shape: &Shape, slots: u64) -> f64 {
+    (shape.load - small_table_margin(shape.slots) / (slots as f64).sqrt()).max(shape.load / 4.0)
+}
+
+/// Upper bound on the false-positive rate of a filter at load `load`.
 pub fn fpp_bound(slots: u8, fingerprint_bits: u8, load: f64) -> f64 {
     2.0 * slots as f64 * load / (((1u64 << fingerprint_bits) - 1) as f64)
 }
 
+/// Bits a value spends per slot in its dense layout.
+pub fn value_bits_per_slot(slots: u8, fingerprint_bits: u8) -> u32 {
+    if slots == 4 {
+        fingerprint_bits as u32 - 1
+    } else {
+        fingerprint_bits as u32
+    }
+}
+
+/// A filter shape: slots per bucket, fingerprint bits, planned load.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shape {
+    pub slots: u8,
+    pub bits: u8,
+    pub load: f64,
+}
+
+impl Shape {
+    pub fn value_bits_per_item(&self) -> f64 {
+        value_bits_per_slot(self.slots, self.bits) as f64 / self.load
+    }
+}
+
+/// Every shape a named filter's 64-bit bucket words can hold.
+fn shapes() -> impl Iterator<Item = (u8, u8)> {
+    [4u8, 3, 2].into_iter().flat_map(|b| (super::layout::MIN_FINGERPRINT_BITS..=(48 / b)).map(move |f| (b, f)))
+}
+
+/// The smallest rate a shape reaches at its full planned load.
 pub fn min_fpp() -> f64 {
-    let (b, f, load) = SHAPES[SHAPES.len() - 1];
-    fpp_bound(b, f, load)
+    fpp_bound(2, 24, max_load(2)) / FPP_MARGIN
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -43,37 +114,98 @@ impl std::fmt::Display for SizingError {
     }
 }
 
-/// The parameters for `capacity` items at false-positive rate `fpp`, with at most
-/// `2^max_log2` buckets.
-pub fn size_for(capacity: u64, fpp: f64, max_log2: u8) -> Result<Params, SizingError> {
+/// The shape with the fewest value bits per item whose bound at its planned load
+/// is at most `FPP_MARGIN · fpp`.
+pub fn shape_for(fpp: f64) -> Result<Shape, SizingError> {
     if !(fpp > 0.0 && fpp < 1.0) {
         return Err(SizingError::Fpp(format!("fpp must be between 0 and 1 (exclusive), got {fpp}")));
     }
-    let Some(&(slots, bits, load)) = SHAPES.iter().find(|(b, f, l)| fpp_bound(*b, *f, *l) <= fpp) else {
+    if fpp < min_fpp() {
         return Err(SizingError::Fpp(format!("fpp must be at least {:.1e}, got {fpp}", min_fpp())));
-    };
+    }
+    let mut best: Option<Shape> = None;
+    for (b, f) in shapes() {
+        let load = max_load(b).min(FPP_MARGIN * fpp * ((1u64 << f) - 1) as f64 / (2.0 * b as f64));
+        if load < max_load(b) / 2.0 {
+            continue;
+        }
+        let s = Shape { slots: b, bits: f, load };
+        if best.is_none_or(|bst| s.value_bits_per_item() < bst.value_bits_per_item()) {
+            best = Some(s);
+        }
+    }
+    best.ok_or_else(|| SizingError::Fpp(format!("fpp must be at least {:.1e}, got {fpp}", min_fpp())))
+}
+
+/// A sized filter: its parameters and the capacity it was planned for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sized {
+    pub params: Params,
+    pub capacity: u64,
+    pub shape: Shape,
+}
+
+fn params_with(shape: &Shape, bucket_count: u64) -> Params {
+    Params {
+        fingerprint_bits: shape.bits,
+        slots_per_bucket: shape.slots,
+        bucket_count,
+        seed: DEFAULT_SEED,
+        mapping: Mapping::Fastrange,
+    }
+}
+
+fn check_capacity(capacity: u64, fpp: f64, shape: &Shape, max_buckets: u64) -> Result<(), SizingError> {
     if capacity == 0 {
         return Err(SizingError::Capacity("capacity must be at least 1".into()));
     }
-    let max_capacity = ((1u64 << max_log2) as f64 * slots as f64 * load).floor() as u64;
+    let max_capacity = (max_buckets.min(MAX_BUCKET_COUNT) as f64 * shape.slots as f64 * shape.load * 0.99).floor() as u64;
     if capacity > max_capacity {
         return Err(SizingError::Capacity(format!(
             "capacity {capacity} is larger than the maximum {max_capacity} for fpp {fpp}"
         )));
     }
-    let buckets = (capacity as f64 / (slots as f64 * load)).ceil() as u64;
-    let log2 = buckets.max(1).next_power_of_two().trailing_zeros() as u8;
-    Ok(Params { fingerprint_bits: bits, slots_per_bucket: slots, bucket_count_log2: log2, seed: DEFAULT_SEED })
+    Ok(())
 }
 
-/// The capacity a filter was planned for: its slots at the shape's maximum load.
+/// For `n` keys that are all known: the bucket count that holds them at the
+/// shape's load.
+pub fn size_for_items(n: u64, fpp: f64, max_buckets: u64) -> Result<Sized, SizingError> {
+    let shape = shape_for(fpp)?;
+    let n = n.max(1);
+    check_capacity(n, fpp, &shape, max_buckets)?;
+    let m = ((n as f64 / (shape.slots as f64 * shape.load)).ceil() as u64).max(1);
+    let capacity = ((m * shape.slots as u64) as f64 * shape.load).floor() as u64;
+    Ok(Sized { params: params_with(&shape, m), capacity: capacity.max(n), shape })
+}
+
+/// For `capacity` keys that will be inserted one at a time: the smallest bucket
+/// count whose planned load ([`planned_load`]) takes them.
+pub fn size_for_capacity(capacity: u64, fpp: f64, max_buckets: u64) -> Result<Sized, SizingError> {
+    let shape = shape_for(fpp)?;
+    check_capacity(capacity, fpp, &shape, max_buckets)?;
+    let holds = |m: u64| ((m * shape.slots as u64) as f64 * planned_load(&shape, m * shape.slots as u64)).floor() as u64;
+    // Start at the plain count and step up: the margin is a few buckets for
+    // small tables and a few hundredths of a percent for large ones.
+    let mut m = ((capacity as f64 / (shape.slots as f64 * shape.load)).ceil() as u64).max(1);
+    while holds(m) < capacity {
+        let short = capacity - holds(m);
+        m += (short as f64 / (shape.slots as f64 * shape.load)).ceil().max(1.0) as u64;
+    }
+    // Stepping by the shortfall can overshoot by a bucket or two: step back.
+    while m > 1 && holds(m - 1) >= capacity {
+        m -= 1;
+    }
+    if m > max_buckets.min(MAX_BUCKET_COUNT) {
+        return Err(SizingError::Capacity(format!("capacity {capacity} needs more than {max_buckets} buckets for fpp {fpp}")));
+    }
+    Ok(Sized { params: params_with(&shape, m), capacity: holds(m), shape })
+}
+
+/// The capacity of a filter whose plan is not recorded (format 1, tests): its slots
+/// at the shape's maximum load.
 pub fn planned_capacity(p: &Params) -> u64 {
-    let load = SHAPES
-        .iter()
-        .find(|(b, f, _)| *b == p.slots_per_bucket && *f == p.fingerprint_bits)
-        .map(|s| s.2)
-        .unwrap_or(0.95);
-    (p.slot_count() as f64 * load).floor() as u64
+    ((p.slot_count() as f64 * max_load(p.slots_per_bucket)).floor() as u64).max(1)
 }
 
 /// The false-positive bound at the filter's current load.
@@ -86,37 +218,84 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_is_four_slots_of_twelve_bits() {
-        let p = size_for(1000, DEFAULT_FPP, 26).unwrap();
-        assert_eq!((p.slots_per_bucket, p.fingerprint_bits), (4, 12));
-        assert!(fpp_bound(4, 12, 0.95) <= DEFAULT_FPP);
-        // 1000 / (4 * 0.95) = 263.2 buckets -> 512
-        assert_eq!(p.bucket_count_log2, 9);
+    fn default_is_four_slots_of_twelve_bits_at_full_load() {
+        let s = shape_for(DEFAULT_FPP).unwrap();
+        assert_eq!((s.slots, s.bits, s.load), (4, 12, max_load(4)));
+        let sz = size_for_items(1000, DEFAULT_FPP, u64::MAX).unwrap();
+        // 1000 / (4 * 0.955) = 261.8 buckets -> 262, any count.
+        assert_eq!(sz.params.bucket_count, 262);
+        assert!(sz.capacity >= 1000);
+        // One at a time: 0.8 / sqrt(1048 slots) = 2.5% lower.
+        let sz = size_for_capacity(1000, DEFAULT_FPP, u64::MAX).unwrap();
+        assert_eq!(sz.params.bucket_count, 269);
+        assert!(sz.capacity >= 1000);
     }
 
     #[test]
-    fn smaller_fpp_takes_fewer_longer_slots() {
-        assert_eq!(size_for(10, 1e-4, 26).unwrap().slots_per_bucket, 3);
-        assert_eq!(size_for(10, 1e-6, 26).unwrap().slots_per_bucket, 2);
-        assert!(matches!(size_for(10, 1e-9, 26), Err(SizingError::Fpp(_))));
+    fn the_rate_asked_for_picks_the_fingerprint() {
+        // Smaller rates, longer fingerprints; the bound always honours the rate.
+        let mut last_bits = 0.0;
+        for fpp in [0.2, 0.05, 0.01, 0.005, 0.002, 0.0018, 0.001, 0.0005, 0.0001, 1e-5, 1e-6] {
+            let s = shape_for(fpp).unwrap();
+            assert!(fpp_bound(s.slots, s.bits, s.load) <= fpp * FPP_MARGIN * (1.0 + 1e-12), "{fpp}: {s:?}");
+            let bits = s.value_bits_per_item();
+            assert!(bits > last_bits, "{fpp}: {bits} bits/item is not more than {last_bits}");
+            last_bits = bits;
+        }
+        assert!(shape_for(0.01).unwrap().value_bits_per_item() < shape_for(0.001).unwrap().value_bits_per_item());
+    }
+
+    #[test]
+    fn value_space_meets_the_targets() {
+        let ideal = |fpp: f64| ((1.0 / fpp).log2() + 3.0) / 0.955;
+        assert!(shape_for(0.0018).unwrap().value_bits_per_item() <= 12.6);
+        assert!(shape_for(0.01).unwrap().value_bits_per_item() <= 1.10 * ideal(0.01));
+        assert!(shape_for(0.0001).unwrap().value_bits_per_item() <= 1.10 * ideal(0.0001));
     }
 
     #[test]
     fn rejects_absurd_parameters() {
-        for bad in [0.0, 1.0, -0.5, f64::NAN, f64::INFINITY] {
-            assert!(matches!(size_for(10, bad, 26), Err(SizingError::Fpp(_))), "{bad}");
+        for bad in [0.0, 1.0, -0.5, f64::NAN, f64::INFINITY, 1e-9] {
+            assert!(matches!(size_for_capacity(10, bad, u64::MAX), Err(SizingError::Fpp(_))), "{bad}");
+            assert!(matches!(size_for_items(10, bad, u64::MAX), Err(SizingError::Fpp(_))), "{bad}");
         }
-        assert!(matches!(size_for(0, 0.01, 26), Err(SizingError::Capacity(_))));
-        assert!(matches!(size_for(u64::MAX, 0.01, 26), Err(SizingError::Capacity(_))));
-        assert!(size_for(planned_capacity(&size_for(1 << 20, 0.01, 26).unwrap()), 0.01, 26).is_ok());
+        assert!(matches!(size_for_capacity(0, 0.01, u64::MAX), Err(SizingError::Capacity(_))));
+        for f in [size_for_capacity, size_for_items] {
+            assert!(matches!(f(u64::MAX, 0.01, u64::MAX), Err(SizingError::Capacity(_))));
+            assert!(matches!(f(1_000_001, 0.01, 1000), Err(SizingError::Capacity(_))));
+            assert!(matches!(f(1 << 40, 0.01, u64::MAX), Err(SizingError::Capacity(_))));
+        }
     }
 
     #[test]
-    fn load_stays_at_or_under_the_shape_maximum() {
-        for cap in [1u64, 2, 3, 4, 5, 100, 3800, 3801, 1_000_000] {
-            let p = size_for(cap, DEFAULT_FPP, 26).unwrap();
-            assert!(cap as f64 / p.slot_count() as f64 <= 0.95, "{cap}");
-            assert!(planned_capacity(&p) >= cap);
+    fn no_waste_cliff_across_capacities() {
+        // Exact bucket counts: the load is within a bucket of the plan for every
+        // count, so bits per item never jump; the capacity-sized plan approaches
+        // the shape's load smoothly as tables grow.
+        for fpp in [0.01, DEFAULT_FPP, 0.0001] {
+            let shape = shape_for(fpp).unwrap();
+            let mut last_load = 0.0;
+            for n in (1..3000u64).chain((0..300).map(|i| 3000 + i * 33_331)) {
+                let s = size_for_items(n, fpp, u64::MAX).unwrap();
+                let slots = s.params.slot_count();
+                let load = n as f64 / slots as f64;
+                assert!(load <= shape.load + 1e-12, "{n}: load {load}");
+                assert!(slots < shape.slots as u64 || (slots - shape.slots as u64) as f64 * shape.load < n as f64, "{n}: one bucket too many");
+                let c = size_for_capacity(n, fpp, u64::MAX).unwrap();
+                let cslots = c.params.slot_count();
+                assert!(c.capacity >= n);
+                assert!(n as f64 / cslots as f64 <= planned_load(&shape, cslots) + 1e-12);
+                // One bucket fewer would not hold the capacity.
+                let fewer = cslots - shape.slots as u64;
+                assert!(fewer == 0 || ((fewer as f64) * planned_load(&shape, fewer)).floor() < n as f64, "{n}");
+                if n > 1000 {
+                    let l = n as f64 / cslots as f64;
+                    // Falls by at most the one-bucket granularity.
+                    assert!(l > last_load - shape.slots as f64 / n as f64, "{n}: planned load fell from {last_load} to {l}");
+                    last_load = l;
+                }
+            }
+            assert!(last_load > shape.load - 0.001, "large tables plan at the shape's load");
         }
     }
 }

@@ -11,14 +11,16 @@
 //! - at the end the item count equals the number of live keys, equals the number
 //!   of occupied slots, and every live key is found.
 //!
-//! `CUCKOO_STRESS_OPS` (default 2,000,000) sets the total operation count and
+//! It runs on a table of 12,289 buckets under the fastrange mapping (any bucket
+//! count) and on one of 2^14 buckets under format 1's power-of-two XOR mapping.
+//! `CUCKOO_STRESS_OPS` (default 2,000,000 per table) sets the operation count and
 //! `CUCKOO_STRESS_THREADS` (default 4) the thread count.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 
 use super::hash::hash_i64;
-use super::layout::{Params, DEFAULT_SEED};
+use super::layout::{Mapping, Params, DEFAULT_SEED};
 use super::table::tests::Rng;
 use super::table::{Full, OwnedFilter};
 
@@ -28,9 +30,17 @@ fn env(name: &str, default: u64) -> u64 {
 
 #[test]
 fn stress_mixed_operations_at_90_percent_load() {
+    stress(Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 12_289, seed: DEFAULT_SEED, mapping: Mapping::Fastrange });
+}
+
+#[test]
+fn stress_mixed_operations_at_90_percent_load_power_of_two_xor() {
+    stress(Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 1 << 14, seed: DEFAULT_SEED, mapping: Mapping::PowerOfTwoXor });
+}
+
+fn stress(params: Params) {
     let total_ops = env("CUCKOO_STRESS_OPS", 2_000_000);
     let threads = env("CUCKOO_STRESS_THREADS", 4).clamp(1, 64);
-    let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count_log2: 14, seed: DEFAULT_SEED };
     let target = (params.slot_count() as f64 * 0.90) as u64 / threads;
     let filter = Arc::new(OwnedFilter::new(params));
     let start = Arc::new(Barrier::new(threads as usize));
@@ -100,7 +110,9 @@ fn stress_mixed_operations_at_90_percent_load() {
         assert!(t.contains(hash_i64(DEFAULT_SEED, k)), "live key {k} lost");
     }
     eprintln!(
-        "stress: {threads} threads, {total_ops} operations, final load {:.3}, {failed_inserts} inserts reported full",
+        "stress ({:?}, {} buckets): {threads} threads, {total_ops} operations, final load {:.3}, {failed_inserts} inserts reported full",
+        params.mapping,
+        params.bucket_count,
         live.len() as f64 / params.slot_count() as f64
     );
 }

@@ -52,7 +52,7 @@ use std::ptr::NonNull;
 use crossbeam_utils::CachePadded;
 
 use super::allocator::BlockAllocator;
-use crate::filter::layout::{Header, HEADER_BYTES};
+use crate::filter::layout::{WordsHeader, WORDS_HEADER_BYTES};
 use crate::filter::sizing;
 use super::epoch;
 use crate::filter::sync::{fence, spin, AtomicU64, Ordering};
@@ -206,6 +206,7 @@ pub enum RegionError {
     NoSpace { requested: u64, free: u64, largest: u64, pending: u64 },
     NoEntries { max: u64 },
     BadName(String),
+    BadParams(String),
     /// Readers kept old copies pinned for longer than a change may wait.
     Busy,
 }
@@ -224,6 +225,7 @@ impl std::fmt::Display for RegionError {
             }
             RegionError::NoEntries { max } => write!(f, "all {max} filter entries are in use"),
             RegionError::BadName(why) => write!(f, "{why}"),
+            RegionError::BadParams(why) => write!(f, "bad filter parameters: {why}"),
             RegionError::Busy => write!(f, "old copies of filters are still being read; try again"),
         }
     }
@@ -267,6 +269,10 @@ pub struct StatTotals {
     pub lookup_retries: u64,
     pub kicks: u64,
 }
+
+/// Writes a new filter's bucket words (one per bucket) while the registry lock is
+/// held: from a published value.
+pub type Contents<'c> = &'c dyn Fn(&mut [u64]);
 
 /// What a new filter is.
 pub struct NewFilter<'n> {
@@ -570,9 +576,9 @@ impl Region {
     /// another such check.
     pub fn table(&self, info: &EntryInfo) -> Table<'_> {
         let at = self.lay.data_at + info.start_block * BLOCK_BYTES;
-        let header = &self.at::<Header>(at, 1)[0];
-        let buckets = self.at::<AtomicU64>(at + HEADER_BYTES as u64, header.params().bucket_count());
-        Table::new(header, buckets)
+        let header = &self.at::<WordsHeader>(at, 1)[0];
+        let buckets = self.at::<AtomicU64>(at + WORDS_HEADER_BYTES as u64, header.bucket_count);
+        Table::with_header(header, buckets)
     }
 
     /// Entry `index`'s statistics stripe for process slot `slot`.
@@ -630,7 +636,7 @@ impl Region {
     }
 
     fn blocks_for(params: &Params) -> u64 {
-        (HEADER_BYTES as u64 + 8 * params.bucket_count()).div_ceil(BLOCK_BYTES)
+        (WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count).div_ceil(BLOCK_BYTES)
     }
 
     // ----- changes: the caller holds the registry lock -----
@@ -726,15 +732,15 @@ impl Region {
     }
 
     /// Creates filter `spec` with parameters `params` and nothing in it, or, with
-    /// `contents` (a header and bucket words in the value layout, already
-    /// validated), a copy of those. Returns the entry.
-    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, contents: Option<&[u8]>) -> Result<EntryInfo, RegionError> {
+    /// `contents`, the bucket words it writes (a published value's). Returns the
+    /// entry.
+    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, contents: Option<Contents<'_>>) -> Result<EntryInfo, RegionError> {
         let name = encode_name(spec.name)?;
         if self.find(spec.db, spec.name).is_some() {
             return Err(RegionError::Exists);
         }
         let index = self.free_entry(lk)?;
-        let (start, blocks, tag) = self.fill(lk, params, contents)?;
+        let (start, blocks, tag) = self.fill(lk, params, spec.capacity, contents)?;
         let e = &self.entries()[index];
         self.rewrite(lk, e, |e| {
             e.db.store(spec.db as u64, Ordering::Relaxed);
@@ -759,33 +765,38 @@ impl Region {
         Ok(self.entry_info(index).expect("just linked"))
     }
 
-    /// Claims and fills the blocks of a new filter.
-    fn fill(&self, lk: &Locked, params: &Params, contents: Option<&[u8]>) -> Result<(u64, u64, u64), RegionError> {
-        let len = HEADER_BYTES as u64 + 8 * params.bucket_count();
+    /// Claims and fills the blocks of a new filter: its words header, then its
+    /// bucket words, empty or written by `contents`; the item count is counted
+    /// from the words.
+    fn fill(&self, lk: &Locked, params: &Params, capacity: u64, contents: Option<Contents<'_>>) -> Result<(u64, u64, u64), RegionError> {
+        params.check().map_err(|e| RegionError::BadParams(e.to_string()))?;
+        let len = WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count;
         let (start, blocks, tag) = self.claim(lk, len)?;
         let bytes = self.block_bytes(lk, start, len);
+        let (head, body) = bytes.split_at_mut(WORDS_HEADER_BYTES);
+        // SAFETY: the blocks are page-aligned and the header is 40 bytes, so the
+        // words are 8-aligned; `body` is exactly `bucket_count` words long.
+        let words = unsafe { std::slice::from_raw_parts_mut(body.as_mut_ptr() as *mut u64, params.bucket_count as usize) };
         match contents {
-            Some(c) => {
-                debug_assert_eq!(c.len() as u64, len);
-                bytes.copy_from_slice(c);
-            }
-            None => {
-                bytes.fill(0);
-                crate::filter::layout::write_header(params, 0, &mut bytes[..HEADER_BYTES]);
-            }
+            Some(write) => write(words),
+            None => words.fill(0),
         }
+        let items = crate::filter::Geometry::new(params).occupied_total(words.iter().copied());
+        // SAFETY: `head` is 40 bytes at a page-aligned address, the size and
+        // alignment of a WordsHeader; nobody else can reach these blocks yet.
+        unsafe { (head.as_mut_ptr() as *mut WordsHeader).write(WordsHeader::new(params, capacity, items)) };
         Ok((start, blocks, tag))
     }
 
-    /// Replaces live filter `info`'s contents with a copy of `contents` (header and
-    /// bucket words, validated): readers see the old filter or the new one.
-    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: &[u8], capacity: u64, fpp: f64) -> Result<EntryInfo, RegionError> {
+    /// Replaces live filter `info`'s contents with the bucket words `contents`
+    /// writes: readers see the old filter or the new one.
+    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64) -> Result<EntryInfo, RegionError> {
         let e = &self.entries()[info.index];
         if e.seq.load(Ordering::Relaxed) != info.seq {
             return Err(RegionError::NotFound);
         }
         self.retired_room(lk)?;
-        let (start, blocks, tag) = self.fill(lk, params, Some(contents))?;
+        let (start, blocks, tag) = self.fill(lk, params, capacity, Some(contents))?;
         self.rewrite(lk, e, |e| {
             e.start_block.store(start, Ordering::Relaxed);
             e.blocks.store(blocks, Ordering::Relaxed);
@@ -909,10 +920,10 @@ impl Region {
     }
 }
 
-/// The capacity and design false-positive rate recorded for a published value.
-pub fn published_shape(params: &Params) -> (u64, f64) {
-    let capacity = sizing::planned_capacity(params);
-    (capacity, sizing::expected_fpp(params, capacity))
+/// The design false-positive rate recorded for a published value: its bound at
+/// the capacity the value was sized for.
+pub fn published_fpp(params: &Params, capacity: u64) -> f64 {
+    sizing::expected_fpp(params, capacity)
 }
 
 #[cfg(all(test, not(loom)))]
@@ -920,7 +931,8 @@ mod tests {
     use super::*;
     use crate::filter::hash::hash_i64;
     use crate::filter::layout::DEFAULT_SEED;
-    use crate::filter::sizing::{size_for, DEFAULT_FPP};
+    use crate::filter::dense::{self, DenseHeader};
+    use crate::filter::sizing::{size_for_capacity, DEFAULT_FPP};
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Mutex};
 
@@ -961,7 +973,16 @@ mod tests {
     }
 
     fn params(capacity: u64) -> Params {
-        size_for(capacity, DEFAULT_FPP, 30).unwrap()
+        size_for_capacity(capacity, DEFAULT_FPP, u64::MAX).unwrap().params
+    }
+
+    /// `Contents` that copy a filter's words.
+    fn words_of(f: &crate::filter::OwnedFilter) -> Vec<u64> {
+        f.words().collect()
+    }
+
+    fn copy_from(words: &[u64]) -> impl Fn(&mut [u64]) + '_ {
+        move |out: &mut [u64]| out.copy_from_slice(words)
     }
 
     fn lock() -> Locked {
@@ -1065,9 +1086,9 @@ mod tests {
         let a = r.create(&lk, &spec(1, "a"), &p, None).unwrap();
         let src = crate::filter::OwnedFilter::new(p);
         src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
-        let bytes = src.table().serialize();
+        let words = words_of(&src);
         let pin = r.pin(0).unwrap();
-        let b = r.replace(&lk, &a, &p, &bytes, 1000, 0.001).unwrap();
+        let b = r.replace(&lk, &a, &p, &copy_from(&words), 1000, 0.001).unwrap();
         assert_eq!(a.index, b.index);
         assert!(!r.still_current(a.index, a.seq));
         assert!(r.table(&b).contains(hash_i64(DEFAULT_SEED, 42)));
@@ -1121,13 +1142,14 @@ mod tests {
         let (m, r) = region(8 << 20);
         let p = params(5000);
         let keys: Vec<u64> = (0..2000).map(|k| hash_i64(DEFAULT_SEED, k)).collect();
-        let contents = {
+        let words = {
             let f = crate::filter::OwnedFilter::new(p);
             for &h in &keys {
                 f.table().insert(h).unwrap();
             }
-            f.table().serialize()
+            words_of(&f)
         };
+        let contents = copy_from(&words);
         let lock_mutex = Arc::new(Mutex::new(()));
         {
             let _g = lock_mutex.lock().unwrap();
@@ -1254,18 +1276,22 @@ mod tests {
                 ops
             }));
         }
-        let mut out = vec![0u64; p.bucket_count() as usize];
+        let mut out = vec![0u64; p.bucket_count as usize];
         let mut snaps = 0;
         let paused_before = PAUSED_SNAPSHOTS.load(Ordering::Relaxed);
         while snaps < 100 {
             let _pin = r.pin(0).unwrap();
             let items = r.snapshot(&info, 0, &mut out, u64::MAX).unwrap();
             snaps += 1;
-            let header = p.header(items);
-            let t = Table::new(&header, unsafe_words(&out));
-            assert_eq!(items, t.occupied_in(&out));
+            // As cf_snapshot does: the copied words compacted into a dense value,
+            // which must validate and hold every key stored throughout.
+            let h = DenseHeader { params: p, items, capacity: info.capacity };
+            let bytes = dense::encode(&h, out.iter().copied());
+            let parsed = dense::parse_v2(&bytes).unwrap();
+            let d = dense::Dense::new(&parsed.params, &bytes[dense::V2_HEADER_BYTES..]);
+            d.validate(items).unwrap();
             for &h in &always {
-                assert!(t.contains(h), "snapshot {snaps} missed a key stored throughout");
+                assert!(d.contains(h), "snapshot {snaps} missed a key stored throughout");
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -1274,12 +1300,5 @@ mod tests {
         let paused = PAUSED_SNAPSHOTS.load(Ordering::Relaxed) - paused_before;
         eprintln!("snapshot test: {ops} writer changes, {snaps} snapshots, {paused} of them by pausing writers");
         assert!(paused > 0, "the pause path was never taken");
-    }
-
-    /// The words of a copy as the atomics a table reads (test only).
-    fn unsafe_words(words: &[u64]) -> &[AtomicU64] {
-        // SAFETY: AtomicU64 has the size and alignment of u64, and nothing writes
-        // the copy while the returned slice is used.
-        unsafe { std::slice::from_raw_parts(words.as_ptr() as *const AtomicU64, words.len()) }
     }
 }

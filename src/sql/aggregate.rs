@@ -1,32 +1,54 @@
 //! The aggregates `cf_agg` and `cf_union_agg`, with their support functions.
 //!
-//! `cf_agg` is sized automatically, so it cannot fill a filter while rows arrive:
-//! its state (`internal`) collects the 64-bit key hashes in memory of the aggregate
-//! context; the final function deduplicates them, sizes the filter for their
-//! number and inserts them in bucket order. Partial states serialize as the list of
-//! hashes and combine by concatenation, so a parallel plan loses nothing and
-//! answers exactly as the serial one. The `CREATE AGGREGATE` is written by hand in
-//! `sql/cuckoo.sql` (pgrx 0.18 emits a wrong deserial signature, pgrx issue 2351).
+//! `cf_agg` is sized from its distinct keys, so it cannot fill a filter while rows
+//! arrive: its state (`internal`) collects the 64-bit key hashes in memory of the
+//! aggregate context; the final function sorts and deduplicates them, sizes the
+//! filter for their number and builds it in bucket order. The `CREATE AGGREGATE`
+//! is written by hand in `sql/cuckoo.sql` (pgrx 0.18 emits a wrong deserial
+//! signature, pgrx issue 2351).
 //!
-//! `cf_union_agg` keeps a `cuckoofilter` as its state and merges each input into it,
-//! in place once the state is the aggregate's own in-memory copy (a new value is
-//! made only when an input has fewer buckets, since a union folds into the smaller
-//! table).
+//! Parallel plans: each process's partial state is serialized as its distinct
+//! hashes, sorted in bucket order and Rice-coded (`filter::build`): about
+//! `66 − log2 n` bits per distinct key, however many rows repeat them, so a worker
+//! that reads billions of rows over a hundred million keys still fits a bytea. The
+//! sorting happens in the workers; the leader merges the sorted runs (bucket order
+//! does not depend on the table size, which only the merged count decides) and
+//! builds. A serial and a parallel plan build byte-identical filters.
+//!
+//! The state also bounds its own memory by the distinct keys: once it holds 2^24
+//! hashes and is full, it deduplicates in place before growing.
+//!
+//! `cf_union_agg` keeps a `cuckoofilter` as its state and unions each input into it.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{alloc_value, bytea_datum, call_cache, filter_arg_once, FilterValue, MAX_VALUE_BUCKET_LOG2};
-use super::value_fns::{full_error, sizing_error, union_into};
-use crate::filter::build::{dedup_in_bucket_order, sort_in_bucket_order};
+use super::datatype::{bytea_datum, call_cache, filter_arg_once, max_value_buckets, value_from_filter, MAX_VALUE_BYTES};
+use super::value_fns::{full_error, sizing_error, union_filters};
+use crate::filter::build::{build_filter, encode_run, merge_dedup, sort_dedup, RunReader};
 use crate::filter::layout::DEFAULT_SEED;
-use crate::filter::sizing::{size_for, SizingError, DEFAULT_FPP};
+use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
+
+/// A state at least this large deduplicates before it grows.
+const DEDUP_FROM: usize = 1 << 24;
+/// Partial states start with this tag (and version).
+const PARTIAL_MAGIC: [u8; 8] = *b"CFAGGST1";
+const PARTIAL_HEADER: usize = 24;
+
+/// An encoded run received from another process's partial state, copied into
+/// the aggregate context.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RunRef {
+    data: *const u8,
+    len: usize,
+}
 
 /// The `cf_agg` transition state, allocated in the aggregate memory context. The
 /// hash array grows by doubling with `repalloc_huge`, so it is accounted to and
 /// freed with that context, also when the query fails.
 #[repr(C)]
-struct HashList {
+struct AggState {
     len: usize,
     cap: usize,
     data: *mut u64,
@@ -34,16 +56,29 @@ struct HashList {
     fpp: f64,
     /// 0 until a row names a capacity; the filter is sized for at least this many.
     capacity: u64,
+    /// Sorted distinct runs from partial states (combine).
+    runs: *mut RunRef,
+    nruns: usize,
+    runs_cap: usize,
 }
 
-impl HashList {
-    unsafe fn new_in(cx: pg_sys::MemoryContext, cap: usize) -> *mut HashList {
+impl AggState {
+    unsafe fn new_in(cx: pg_sys::MemoryContext, cap: usize) -> *mut AggState {
         // SAFETY: allocations in a live memory context; the struct is fully written.
         unsafe {
             let cap = cap.max(64);
-            let s = pg_sys::MemoryContextAlloc(cx, std::mem::size_of::<HashList>()) as *mut HashList;
+            let s = pg_sys::MemoryContextAlloc(cx, std::mem::size_of::<AggState>()) as *mut AggState;
             let data = pg_sys::MemoryContextAllocHuge(cx, cap * 8) as *mut u64;
-            s.write(HashList { len: 0, cap, data, fpp: 0.0, capacity: 0 });
+            s.write(AggState {
+                len: 0,
+                cap,
+                data,
+                fpp: 0.0,
+                capacity: 0,
+                runs: std::ptr::null_mut(),
+                nruns: 0,
+                runs_cap: 0,
+            });
             s
         }
     }
@@ -61,16 +96,57 @@ impl HashList {
     #[inline]
     fn push(&mut self, h: u64) {
         if self.len == self.cap {
-            self.reserve(1);
+            self.make_room();
         }
-        // SAFETY: reserve guarantees len < cap.
+        // SAFETY: make_room guarantees len < cap.
         unsafe { self.data.add(self.len).write(h) };
         self.len += 1;
+    }
+
+    /// Full: large states first drop repeated keys, and grow only if that freed
+    /// less than half, so memory follows the distinct keys, not the rows.
+    #[cold]
+    fn make_room(&mut self) {
+        if self.cap >= DEDUP_FROM {
+            self.len = sort_dedup(self.hashes());
+            if self.len * 2 <= self.cap {
+                return;
+            }
+        }
+        self.reserve(1);
     }
 
     fn hashes(&mut self) -> &mut [u64] {
         // SAFETY: the first `len` elements are initialised.
         unsafe { std::slice::from_raw_parts_mut(self.data, self.len) }
+    }
+
+    fn runs(&self) -> &[RunRef] {
+        if self.runs.is_null() {
+            return &[];
+        }
+        // SAFETY: `runs` holds `nruns` initialised entries.
+        unsafe { std::slice::from_raw_parts(self.runs, self.nruns) }
+    }
+
+    /// Appends a copy of an encoded run, in context `cx`.
+    unsafe fn add_run(&mut self, cx: pg_sys::MemoryContext, bytes: &[u8]) {
+        // SAFETY: allocations in the aggregate context; `runs` grows by copying.
+        unsafe {
+            if self.nruns == self.runs_cap {
+                let cap = (self.runs_cap * 2).max(4);
+                let n = pg_sys::MemoryContextAlloc(cx, cap * std::mem::size_of::<RunRef>()) as *mut RunRef;
+                if self.nruns > 0 {
+                    std::ptr::copy_nonoverlapping(self.runs, n, self.nruns);
+                }
+                self.runs = n;
+                self.runs_cap = cap;
+            }
+            let data = pg_sys::MemoryContextAllocHuge(cx, bytes.len().max(1)) as *mut u8;
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
+            self.runs.add(self.nruns).write(RunRef { data, len: bytes.len() });
+            self.nruns += 1;
+        }
     }
 
     fn set_capacity(&mut self, capacity: i64) {
@@ -90,7 +166,7 @@ impl HashList {
 
     fn set_fpp(&mut self, fpp: f64) {
         if self.fpp == 0.0 {
-            if let Err(e) = size_for(1, fpp, MAX_VALUE_BUCKET_LOG2) {
+            if let Err(e) = crate::filter::sizing::shape_for(fpp) {
                 sizing_error(e);
             }
             self.fpp = fpp;
@@ -102,6 +178,69 @@ impl HashList {
             );
         }
     }
+
+    /// Takes over the fpp and capacity of another state (a combine).
+    fn merge_settings(&mut self, fpp: f64, capacity: u64) {
+        if fpp != 0.0 {
+            self.set_fpp(fpp);
+        }
+        if capacity != 0 {
+            self.set_capacity(capacity as i64);
+        }
+    }
+
+    /// Every distinct hash of the state, in bucket order: this process's own
+    /// (sorted and deduplicated in place; the set is unchanged, so the aggregate
+    /// can go on or finish again) merged with the runs from partial states.
+    fn distinct_hashes(&mut self) -> Distinct<'_> {
+        let own = sort_dedup(self.hashes());
+        self.len = own;
+        if self.nruns == 0 {
+            // SAFETY: the first `len` elements are initialised.
+            return Distinct::Own(unsafe { std::slice::from_raw_parts(self.data, self.len) });
+        }
+        let mut readers = Vec::new();
+        let mut total = own as u64;
+        for r in self.runs() {
+            // SAFETY: each run was copied into the aggregate context by add_run.
+            let bytes = unsafe { std::slice::from_raw_parts(r.data, r.len) };
+            let reader = RunReader::new(bytes).unwrap_or_else(|e| malformed_partial(e.0));
+            total += reader.len();
+            readers.push(reader);
+        }
+        let mut out = Vec::with_capacity(total as usize);
+        // SAFETY: as above.
+        let own_iter = unsafe { std::slice::from_raw_parts(self.data, self.len) }.iter().copied();
+        let mut sources: Vec<Box<dyn Iterator<Item = u64> + '_>> = vec![Box::new(own_iter)];
+        for reader in readers {
+            sources.push(Box::new(reader.map(|r| r.unwrap_or_else(|e| malformed_partial(e.0)))));
+        }
+        merge_dedup(sources, &mut out);
+        Distinct::Merged(out)
+    }
+}
+
+enum Distinct<'a> {
+    Own(&'a [u64]),
+    Merged(Vec<u64>),
+}
+
+impl Distinct<'_> {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Distinct::Own(s) => s,
+            Distinct::Merged(v) => v,
+        }
+    }
+}
+
+fn malformed_partial(why: &str) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
+        "malformed cf_agg partial state",
+        why.to_string()
+    );
 }
 
 /// The aggregate memory context, or an error if not called as an aggregate.
@@ -118,65 +257,47 @@ unsafe fn agg_context(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> pg_sys::M
     cx
 }
 
-unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'static mut HashList> {
-    // SAFETY: a non-null `internal` argument of these functions is always a
-    // HashList made by this module.
+unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'static mut AggState> {
+    // SAFETY: a non-null `internal` argument of these functions is always an
+    // AggState made by this module.
     unsafe {
         if pgrx::fcinfo::pg_arg_is_null(fcinfo, n) {
             None
         } else {
-            Some(&mut *pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<HashList>())
+            Some(&mut *pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<AggState>())
         }
     }
 }
 
-/// Builds the smallest filter that takes every hash, growing the table if the
-/// planned size turns out too tight.
-fn build_from_hashes(state: Option<&mut HashList>) -> FilterValue {
-    let (hashes, fpp, capacity, kept_len): (&mut [u64], f64, u64, Option<&mut usize>) = match state {
-        Some(s) => {
-            let fpp = if s.fpp == 0.0 { DEFAULT_FPP } else { s.fpp };
-            let capacity = s.capacity;
-            // SAFETY: the first `len` elements are initialised; `len` is only
-            // lowered (to the distinct count) through the returned reference.
-            let hashes = unsafe { std::slice::from_raw_parts_mut(s.data, s.len) };
-            (hashes, fpp, capacity, Some(&mut s.len))
-        }
-        None => (&mut [], DEFAULT_FPP, 0, None),
-    };
-    let size = |n: usize| size_for((n as u64).max(capacity).max(1), fpp, MAX_VALUE_BUCKET_LOG2);
-    // Sort for the size the raw count needs: with no duplicates (the common case)
-    // the deduplicating sort is already in the final bucket order.
-    let mut sorted_log2 = size(hashes.len()).map_or(MAX_VALUE_BUCKET_LOG2, |p| p.bucket_count_log2) as u32;
-    let distinct = dedup_in_bucket_order(hashes, sorted_log2);
-    if let Some(len) = kept_len {
-        *len = distinct; // the same set of keys, without repeats
-    }
-    let hashes = &mut hashes[..distinct];
-    let mut params = match size(distinct) {
-        Ok(p) => p,
-        Err(SizingError::Capacity(why)) => full_error("too many distinct keys for one cuckoofilter value", why),
+/// Builds the smallest filter that takes every distinct hash of the state.
+fn build_from_state(state: Option<&mut AggState>) -> pg_sys::Datum {
+    let (fpp, capacity) = state.as_ref().map_or((DEFAULT_FPP, 0), |s| (if s.fpp == 0.0 { DEFAULT_FPP } else { s.fpp }, s.capacity));
+    let distinct = state.map(|s| s.distinct_hashes());
+    let hashes = distinct.as_ref().map_or(&[][..], |d| d.as_slice());
+    let n = hashes.len() as u64;
+    // Keys that are all known pack to the shape's load; a named capacity plans
+    // for keys inserted later, as cf_empty does.
+    let max_buckets = match shape_for(fpp) {
+        Ok(shape) => max_value_buckets(&shape),
         Err(e) => sizing_error(e),
     };
-    params.seed = DEFAULT_SEED;
-    loop {
-        let log2 = params.bucket_count_log2 as u32;
-        if log2 != sorted_log2 {
-            sort_in_bucket_order(hashes, log2);
-            sorted_log2 = log2;
-        }
-        let v = alloc_value(&params);
-        if v.table().bulk_insert_exclusive(hashes).is_ok() {
-            return v;
-        }
-        // SAFETY: `v` was allocated above by palloc and is not referenced anymore.
-        unsafe { pg_sys::pfree(v.as_datum().cast_mut_ptr()) };
-        if params.bucket_count_log2 >= MAX_VALUE_BUCKET_LOG2 {
-            full_error("too many distinct keys for one cuckoofilter value", format!("{distinct} distinct keys"));
-        }
-        params.bucket_count_log2 += 1;
+    let sized = if capacity > 0 {
+        size_for_capacity(capacity.max(n), fpp, max_buckets)
+    } else {
+        size_for_items(n, fpp, max_buckets)
+    };
+    let mut s = match sized {
+        Ok(s) => s,
+        Err(SizingError::Capacity(why)) if capacity < n => full_error("too many distinct keys for one cuckoofilter value", why),
+        Err(e) => sizing_error(e),
+    };
+    s.params.seed = DEFAULT_SEED;
+    match build_filter(hashes, s.params, s.capacity, max_buckets) {
+        Ok(f) => value_from_filter(&f).as_datum(),
+        Err(_) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
     }
 }
+
 
 v1_functions! {
     /// `cf_agg_trans(internal, anyelement [, float8 [, bigint]]) -> internal`.
@@ -188,7 +309,7 @@ v1_functions! {
             // (FFI) context check is needed only when the state is created.
             let state = match state_arg(fcinfo, 0) {
                 Some(s) => s,
-                None => &mut *HashList::new_in(agg_context(fcinfo, "cf_agg_trans"), 1024),
+                None => &mut *AggState::new_in(agg_context(fcinfo, "cf_agg_trans"), 1024),
             };
             if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
                 state.set_fpp(f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64));
@@ -200,58 +321,60 @@ v1_functions! {
                 let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
                 state.push(h);
             }
-            pg_sys::Datum::from(state as *mut HashList)
+            pg_sys::Datum::from(state as *mut AggState)
         }
     }
 
-    /// `cf_agg_combine(internal, internal) -> internal`: concatenates hash lists.
+    /// `cf_agg_combine(internal, internal) -> internal`: the hashes and runs of
+    /// the second state join the first.
     fn cf_agg_combine(fcinfo) {
         // SAFETY: non-strict (internal, internal); NULLs are checked.
         unsafe {
             let cx = agg_context(fcinfo, "cf_agg_combine");
             match (state_arg(fcinfo, 0), state_arg(fcinfo, 1)) {
                 (None, None) => pgrx::fcinfo::pg_return_null(fcinfo),
-                (Some(a), None) => pg_sys::Datum::from(a as *mut HashList),
+                (Some(a), None) => pg_sys::Datum::from(a as *mut AggState),
                 (a, Some(b)) => {
                     let a = match a {
                         Some(a) => a,
                         // The first state must live in the aggregate context.
-                        None => &mut *HashList::new_in(cx, b.len),
+                        None => &mut *AggState::new_in(cx, b.len),
                     };
-                    if a.fpp == 0.0 {
-                        a.fpp = b.fpp;
-                    } else if b.fpp != 0.0 {
-                        a.set_fpp(b.fpp);
-                    }
-                    if a.capacity == 0 {
-                        a.capacity = b.capacity;
-                    } else if b.capacity != 0 {
-                        a.set_capacity(b.capacity as i64);
-                    }
+                    a.merge_settings(b.fpp, b.capacity);
                     a.reserve(b.len);
                     std::ptr::copy_nonoverlapping(b.data, a.data.add(a.len), b.len);
                     a.len += b.len;
-                    pg_sys::Datum::from(a as *mut HashList)
+                    for r in b.runs() {
+                        a.add_run(cx, std::slice::from_raw_parts(r.data, r.len));
+                    }
+                    pg_sys::Datum::from(a as *mut AggState)
                 }
             }
         }
     }
 
-    /// `cf_agg_serial(internal) -> bytea`: fpp (f64), capacity (u64), count (u64),
-    /// hashes (u64), all little-endian.
+    /// `cf_agg_serial(internal) -> bytea`: "CFAGGST1", fpp (f64 LE), capacity
+    /// (u64 LE), then the state's distinct hashes as one encoded run.
     fn cf_agg_serial(fcinfo) {
-        // SAFETY: strict; arg 0 is our HashList.
+        // SAFETY: strict; arg 0 is our AggState.
         let s = unsafe {
             agg_context(fcinfo, "cf_agg_serial");
             state_arg(fcinfo, 0).expect("strict")
         };
-        let mut out = Vec::with_capacity(24 + 8 * s.len);
-        out.extend_from_slice(&s.fpp.to_le_bytes());
-        out.extend_from_slice(&s.capacity.to_le_bytes());
-        out.extend_from_slice(&(s.len as u64).to_le_bytes());
-        for h in s.hashes() {
-            out.extend_from_slice(&h.to_le_bytes());
+        let (fpp, capacity) = (s.fpp, s.capacity);
+        let distinct = s.distinct_hashes();
+        let run = encode_run(distinct.as_slice());
+        if (PARTIAL_HEADER + run.len()) as u64 > MAX_VALUE_BYTES - 8 {
+            full_error(
+                "cf_agg partial state too large",
+                format!("{} distinct keys in one parallel worker take {} bytes", distinct.as_slice().len(), run.len()),
+            );
         }
+        let mut out = Vec::with_capacity(PARTIAL_HEADER + run.len());
+        out.extend_from_slice(&PARTIAL_MAGIC);
+        out.extend_from_slice(&fpp.to_le_bytes());
+        out.extend_from_slice(&capacity.to_le_bytes());
+        out.extend_from_slice(&run);
         bytea_datum(&out)
     }
 
@@ -269,24 +392,22 @@ v1_functions! {
                 pgrx::varlena::vardata_any(raw) as *const u8,
                 pgrx::varlena::varsize_any_exhdr(raw),
             );
-            let bad = || -> ! {
-                ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION, "malformed cf_agg partial state");
-            };
-            if bytes.len() < 24 {
-                bad();
+            if bytes.len() < PARTIAL_HEADER || bytes[..8] != PARTIAL_MAGIC {
+                malformed_partial("bad header");
             }
             let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap());
-            let n = word(2);
-            if (bytes.len() - 24) as u64 != n.saturating_mul(8) {
-                bad();
-            }
-            let s = &mut *HashList::new_in(cx, n as usize);
-            s.fpp = f64::from_bits(word(0));
-            s.capacity = word(1);
-            for c in bytes[24..].chunks_exact(8) {
-                s.push(u64::from_le_bytes(c.try_into().unwrap()));
-            }
-            pg_sys::Datum::from(s as *mut HashList)
+            let run = &bytes[PARTIAL_HEADER..];
+            // The run's header is checked now, its contents as it is merged.
+            RunReader::new(run).unwrap_or_else(|e| malformed_partial(e.0));
+            let s = &mut *AggState::new_in(cx, 0);
+            s.merge_settings(f64::from_bits(word(1)), word(2));
+            // The run stays in the deserialized bytea (this context) until the
+            // combine function copies it.
+            s.runs = pg_sys::palloc(std::mem::size_of::<RunRef>()) as *mut RunRef;
+            s.runs.write(RunRef { data: run.as_ptr(), len: run.len() });
+            s.nruns = 1;
+            s.runs_cap = 1;
+            pg_sys::Datum::from(s as *mut AggState)
         }
     }
 
@@ -297,30 +418,19 @@ v1_functions! {
         // SAFETY: non-strict (internal); NULL means no rows.
         unsafe {
             agg_context(fcinfo, "cf_agg_final");
-            build_from_hashes(state_arg(fcinfo, 0)).as_datum()
+            build_from_state(state_arg(fcinfo, 0))
         }
     }
 
     /// `cf_union_trans(cuckoofilter, cuckoofilter) -> cuckoofilter`: the transition
-    /// and combine function of `cf_union_agg`. In an aggregate the state (arg 0) is
-    /// the aggregate's own copy and is merged into in place; called directly it
-    /// behaves like `cf_union`.
+    /// and combine function of `cf_union_agg`; called directly it behaves like
+    /// `cf_union`.
     fn cf_union_trans(fcinfo) {
         // SAFETY: strict; both arguments are cuckoofilters.
         unsafe {
-            let mut cx: pg_sys::MemoryContext = std::ptr::null_mut();
-            let in_agg = pg_sys::AggCheckCallContext(fcinfo, &mut cx) != 0;
-            let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<pg_sys::varlena>();
-            let state = if in_agg && pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
-                FilterValue::from_ptr(raw)
-            } else {
-                // First call (the state may still be a toast pointer) or a direct
-                // call: work on a copy; the executor adopts the new pointer.
-                super::datatype::filter_arg_copy(fcinfo, 0)
-            };
+            let state = filter_arg_once(fcinfo, 0);
             let input = filter_arg_once(fcinfo, 1);
-            union_into(state, input).as_datum()
+            value_from_filter(&union_filters(&state, &input)).as_datum()
         }
     }
 }
-

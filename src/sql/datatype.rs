@@ -2,10 +2,18 @@
 //! binary I/O, and the per-call cache that keeps a toasted filter detoasted once per
 //! query instead of once per row.
 //!
-//! In memory a value is: the 4-byte varlena length, 4 reserved zero bytes (so that
-//! what follows is 8-aligned), then the filter layout of `filter::layout` with
-//! native-order integers. The text form is `cf1:` followed by standard base64 of the
-//! serialized (little-endian) layout; the binary form is the serialized layout.
+//! In memory a value is: the 4-byte varlena length, 4 reserved zero bytes, then the
+//! serialized filter, in one of two formats:
+//! - format 2 (`filter::dense`), what this version writes: dense buckets without
+//!   migration counters, any bucket count;
+//! - format 1 (`filter::layout`), what 0.1.0 wrote: a 32-byte header and 64-bit
+//!   bucket words (8-aligned, native order in memory), read in place as they were.
+//!   Probes answer exactly as 0.1.0 did; functions that change a format-1 value
+//!   return a format-2 value with format 1's bucket mapping, which answers the same.
+//!
+//! The text form is `cf2:` (or `cf1:` for format 1) followed by standard base64 of
+//! the serialized filter; the binary form is the serialized filter. Both are
+//! validated completely on input.
 
 use std::sync::atomic::AtomicU64;
 
@@ -13,135 +21,328 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::layout::{self, check_buckets, parse_header, HEADER_BYTES};
-use crate::filter::{FormatError, Header, Params, Table};
+use crate::filter::dense::{self, Dense, DenseHeader, V2_HEADER_BYTES};
+use crate::filter::layout::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
+use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
-/// Varlena length word plus 4 reserved bytes in front of the header.
+/// Varlena length word plus 4 reserved bytes in front of the filter.
 pub const VALUE_PREFIX: usize = 8;
-/// The largest value fits a palloc (1 GB): 2^26 buckets of 8 bytes is 512 MB.
-pub const MAX_VALUE_BUCKET_LOG2: u8 = 26;
-pub const TEXT_PREFIX: &str = "cf1:";
+/// Format-1 values were limited to 2^26 buckets (512 MB).
+pub const MAX_V1_BUCKET_LOG2: u8 = 26;
+/// The largest value: PostgreSQL's allocation limit (1 GB − 1).
+pub const MAX_VALUE_BYTES: u64 = 0x3fff_ffff;
 
-/// A filter value in memory: a 4-byte-header, uncompressed, 8-aligned varlena whose
-/// header has been checked against its length.
+/// A filter value in memory: a 4-byte-header, uncompressed varlena whose header
+/// has been checked against its length (8-aligned if format 1).
 #[derive(Clone, Copy)]
 pub struct FilterValue {
     ptr: *mut pg_sys::varlena,
+    version: u8,
+}
+
+fn text_prefix(version: u8) -> &'static str {
+    if version == FORMAT_V1 {
+        "cf1:"
+    } else {
+        "cf2:"
+    }
 }
 
 impl FilterValue {
-    /// Wraps an in-memory varlena after checking alignment, header and length.
+    /// Wraps an in-memory varlena after checking its header against its length
+    /// (the buckets were checked when the value was made or read from input).
     ///
     /// # Safety
     /// `ptr` must point to a readable 4-byte-header uncompressed varlena that stays
     /// valid for as long as the returned value is used.
     pub unsafe fn from_ptr(ptr: *mut pg_sys::varlena) -> FilterValue {
-        // SAFETY: the caller guarantees a 4-byte-header varlena.
+        // SAFETY: the caller guarantees a 4-byte-header varlena of `len` bytes.
         let len = unsafe { pgrx::varlena::varsize_4b(ptr) };
-        let v = FilterValue { ptr };
-        let ok = ptr as usize % 8 == 0 && len >= VALUE_PREFIX + HEADER_BYTES && {
-            let h = v.header();
-            h.magic == layout::MAGIC
-                && h.bucket_count_log2 <= MAX_VALUE_BUCKET_LOG2
-                && h.params().check().is_ok()
-                && (len - VALUE_PREFIX) as u64 == h.params().serialized_len()
+        let bytes = (len >= VALUE_PREFIX + 8).then(|| {
+            // SAFETY: as above; the slice covers the varlena after its prefix.
+            unsafe { std::slice::from_raw_parts((ptr as *const u8).add(VALUE_PREFIX), len - VALUE_PREFIX) }
+        });
+        let version = match bytes.map(layout::format_version) {
+            Some(Ok(FORMAT_V2)) if dense::parse_v2(bytes.unwrap()).is_ok() => FORMAT_V2,
+            Some(Ok(FORMAT_V1)) if ptr as usize % 8 == 0 && check_v1_in_place(bytes.unwrap()) => FORMAT_V1,
+            _ => corrupted(len, ptr),
         };
-        if !ok {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                "corrupted cuckoofilter value",
-                format!("{len}-byte value at {ptr:p} does not match its header")
-            );
-        }
-        v
+        FilterValue { ptr, version }
+    }
+
+    /// Wraps a value that `from_ptr` checked before (a cached one).
+    ///
+    /// # Safety
+    /// `ptr` was accepted by `from_ptr` and is still valid and unchanged.
+    unsafe fn trusted(ptr: *mut pg_sys::varlena) -> FilterValue {
+        // SAFETY: a checked value has its version byte after the prefix and magic.
+        let version = unsafe { *(ptr as *const u8).add(VALUE_PREFIX + 4) };
+        FilterValue { ptr, version }
     }
 
     pub fn as_datum(&self) -> pg_sys::Datum {
         pg_sys::Datum::from(self.ptr)
     }
 
-    pub fn header(&self) -> &Header {
-        // SAFETY: checked in `from_ptr`/`alloc`: the value is at least prefix + header
-        // bytes long and 8-aligned, so the header is aligned and in bounds; `Header`
-        // is plain bytes plus an `AtomicU64`, valid for any bit pattern.
-        unsafe { &*((self.ptr as *const u8).add(VALUE_PREFIX) as *const Header) }
+    pub fn format_version(&self) -> u8 {
+        self.version
     }
 
-    pub fn buckets(&self) -> &[AtomicU64] {
-        let n = self.header().params().bucket_count() as usize;
-        // SAFETY: the length check in `from_ptr`/`alloc` guarantees `n` 8-aligned
-        // words after the header; `AtomicU64` has the layout of `u64`, and all
-        // access goes through atomics.
+    /// The serialized filter after the prefix (format 1: words in native order).
+    fn body(&self) -> &[u8] {
+        // SAFETY: checked in `from_ptr`/`alloc_v2`: at least the prefix is present
+        // and the varlena is `len` bytes long.
         unsafe {
-            std::slice::from_raw_parts((self.ptr as *const u8).add(VALUE_PREFIX + HEADER_BYTES) as *const AtomicU64, n)
+            let len = pgrx::varlena::varsize_4b(self.ptr);
+            std::slice::from_raw_parts((self.ptr as *const u8).add(VALUE_PREFIX), len - VALUE_PREFIX)
         }
     }
 
-    pub fn table(&self) -> Table<'_> {
-        Table::new(self.header(), self.buckets())
+    fn v1_header(&self) -> &V1Header {
+        debug_assert_eq!(self.version, FORMAT_V1);
+        // SAFETY: a checked format-1 value is 8-aligned and holds the 32-byte
+        // header after its prefix; `V1Header` is plain bytes plus an `AtomicU64`,
+        // valid for any bit pattern.
+        unsafe { &*((self.ptr as *const u8).add(VALUE_PREFIX) as *const V1Header) }
+    }
+
+    /// A format-1 value's bucket words, read in place through the lock-free table
+    /// (nothing changes them: values are immutable).
+    fn v1_table(&self) -> Table<'_> {
+        let h = self.v1_header();
+        let p = h.params();
+        // SAFETY: the length check guarantees `bucket_count` 8-aligned words after
+        // the header; `AtomicU64` has the layout of `u64`.
+        let words = unsafe {
+            std::slice::from_raw_parts(
+                (self.ptr as *const u8).add(VALUE_PREFIX + V1_HEADER_BYTES) as *const AtomicU64,
+                p.bucket_count as usize,
+            )
+        };
+        Table::new(p, &h.item_count, words)
+    }
+
+    fn v2_header(&self) -> DenseHeader {
+        dense::parse_v2(self.body()).expect("checked in from_ptr")
+    }
+
+    /// A format-2 value's dense buckets.
+    fn dense(&self) -> Dense<'_> {
+        let h = self.v2_header();
+        Dense::new(&h.params, &self.body()[V2_HEADER_BYTES..])
+    }
+
+    pub fn params(&self) -> Params {
+        match self.version {
+            FORMAT_V1 => self.v1_header().params(),
+            _ => self.v2_header().params,
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.params().seed
+    }
+
+    pub fn item_count(&self) -> u64 {
+        match self.version {
+            FORMAT_V1 => self.v1_table().item_count(),
+            _ => self.v2_header().items,
+        }
+    }
+
+    /// The capacity the filter was sized for (format 1: its slots at the shape's
+    /// planned load, as 0.1.0 reported it).
+    pub fn capacity(&self) -> u64 {
+        match self.version {
+            FORMAT_V1 => crate::filter::sizing::planned_capacity(&self.params()),
+            _ => self.v2_header().capacity,
+        }
+    }
+
+    /// Whether a key with this hash may be in the filter.
+    #[inline]
+    pub fn contains(&self, hash: u64) -> bool {
+        match self.version {
+            FORMAT_V1 => self.v1_table().contains(hash),
+            _ => self.dense().contains(hash),
+        }
+    }
+
+    /// Bucket words, one per bucket (format 1's as stored, format 2's decoded).
+    pub fn words(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        match self.version {
+            FORMAT_V1 => {
+                let t = self.v1_table();
+                Box::new(t.bucket_words().iter().map(|w| w.load(std::sync::atomic::Ordering::Relaxed)))
+            }
+            _ => {
+                let d = self.dense();
+                Box::new((0..self.params().bucket_count).map(move |i| d.word(i)))
+            }
+        }
+    }
+
+    /// Writes the bucket words into `out` (one per bucket): a publish.
+    pub fn write_words(&self, out: &mut [u64]) {
+        for (o, w) in out.iter_mut().zip(self.words()) {
+            *o = w;
+        }
+    }
+
+    /// A private copy as bucket words, to change (insert, delete, union).
+    pub fn to_owned_filter(&self) -> OwnedFilter {
+        OwnedFilter::from_words(self.params(), self.capacity(), self.words())
     }
 
     pub fn total_len(&self) -> usize {
-        VALUE_PREFIX + self.header().params().serialized_len() as usize
+        VALUE_PREFIX + self.body().len()
     }
 
-    /// A fresh, writable copy in the current memory context.
-    pub fn copy(&self) -> FilterValue {
-        let len = self.total_len();
-        // SAFETY: palloc returns MAXALIGN (8) aligned memory of `len` bytes, and the
-        // source is `len` readable bytes.
-        unsafe {
-            let p = pg_sys::palloc(len) as *mut u8;
-            std::ptr::copy_nonoverlapping(self.ptr as *const u8, p, len);
-            FilterValue { ptr: p as *mut pg_sys::varlena }
-        }
-    }
-
-    /// The serialized (little-endian) layout: header then bucket words.
+    /// The serialized filter (little-endian).
     pub fn serialize(&self) -> Vec<u8> {
-        self.table().serialize()
+        let body = self.body();
+        if self.version == FORMAT_V2 {
+            return body.to_vec();
+        }
+        // Format 1 keeps its words in native order in memory.
+        let mut out = body.to_vec();
+        out[16..24].copy_from_slice(&self.seed().to_le_bytes());
+        out[24..32].copy_from_slice(&self.item_count().to_le_bytes());
+        for (chunk, w) in out[V1_HEADER_BYTES..].chunks_exact_mut(8).zip(self.words()) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        out
     }
 }
 
-/// Allocates an empty filter value with these parameters in the current memory
-/// context, or raises 54000 if it would be too large for a value.
-pub fn alloc_value(params: &Params) -> FilterValue {
-    if params.bucket_count_log2 > MAX_VALUE_BUCKET_LOG2 {
+fn corrupted(len: usize, ptr: *mut pg_sys::varlena) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        "corrupted cuckoofilter value",
+        format!("{len}-byte value at {ptr:p} does not match its header")
+    );
+}
+
+/// Whether the body of an in-memory format-1 value has a valid header that
+/// matches its length (and 0.1.0's size limit). In memory its integers are in
+/// native order; the header check reads them as serialized (little-endian).
+fn check_v1_in_place(body: &[u8]) -> bool {
+    if body.len() < V1_HEADER_BYTES {
+        return false;
+    }
+    let mut h = [0u8; V1_HEADER_BYTES];
+    h.copy_from_slice(&body[..V1_HEADER_BYTES]);
+    for at in [16, 24] {
+        let native = u64::from_ne_bytes(h[at..at + 8].try_into().unwrap());
+        h[at..at + 8].copy_from_slice(&native.to_le_bytes());
+    }
+    matches!(layout::parse_v1_header(&h), Ok((_, _, len)) if len == body.len() as u64 && h[8] <= MAX_V1_BUCKET_LOG2)
+}
+
+/// The largest bucket count a value of this shape can have (1 GB).
+pub fn max_value_buckets(shape: &crate::filter::sizing::Shape) -> u64 {
+    let p = Params {
+        fingerprint_bits: shape.bits,
+        slots_per_bucket: shape.slots,
+        bucket_count: 1,
+        seed: 0,
+        mapping: BucketMapping::Fastrange,
+    };
+    let bits = dense::bucket_bits(&p) as u64;
+    ((MAX_VALUE_BYTES - VALUE_PREFIX as u64 - 64) * 8 / bits).min(layout::MAX_BUCKET_COUNT)
+}
+
+/// Raises 54000 when a value with these parameters would be too large.
+pub fn check_value_size(params: &Params) {
+    let len = VALUE_PREFIX as u64 + dense::serialized_len(params);
+    if len > MAX_VALUE_BYTES {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            format!("a cuckoofilter value holds at most 2^{MAX_VALUE_BUCKET_LOG2} buckets")
+            "cuckoofilter value would be too large",
+            format!("{} buckets take {len} bytes; a value holds at most {MAX_VALUE_BYTES}", params.bucket_count)
         );
-    }
-    let len = VALUE_PREFIX + params.serialized_len() as usize;
-    // SAFETY: palloc0 returns zeroed, 8-aligned memory of `len` bytes (at most
-    // 512 MB + 40, under MaxAllocSize); the header is written in place before use.
-    unsafe {
-        let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
-        pgrx::varlena::set_varsize_4b(p, len as i32);
-        std::ptr::write((p as *mut u8).add(VALUE_PREFIX) as *mut Header, params.header(0));
-        FilterValue { ptr: p }
     }
 }
 
-/// Builds a value from serialized bytes after validating every field.
+/// A format-2 value holding the filter `f` (bucket words), in the current memory
+/// context.
+pub fn value_from_filter(f: &OwnedFilter) -> FilterValue {
+    let t = f.table();
+    let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity() };
+    value_from_words(&h, f.words())
+}
+
+/// A format-2 value with header `h` and these bucket words, in the current memory
+/// context.
+pub fn value_from_words(h: &DenseHeader, words: impl Iterator<Item = u64>) -> FilterValue {
+    check_value_size(&h.params);
+    let len = VALUE_PREFIX + dense::serialized_len(&h.params) as usize;
+    // SAFETY: palloc0 returns zeroed memory of `len` bytes (at most MaxAllocSize,
+    // checked above); the length word is set and the filter encoded within.
+    unsafe {
+        let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
+        pgrx::varlena::set_varsize_4b(p, len as i32);
+        let body = std::slice::from_raw_parts_mut((p as *mut u8).add(VALUE_PREFIX), len - VALUE_PREFIX);
+        dense::encode_into(h, words, body);
+        FilterValue { ptr: p, version: FORMAT_V2 }
+    }
+}
+
+/// Builds a value from serialized bytes after validating every field and bucket.
+/// Format 1 stays format 1 (its bytes, and so its text and binary output, are
+/// kept as they were).
 pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
-    let (params, items) = parse_header(bytes)?;
-    if params.bucket_count_log2 > MAX_VALUE_BUCKET_LOG2 {
-        return Err(FormatError::BadParams(format!(
-            "bucket count 2^{} is larger than a value can hold (2^{MAX_VALUE_BUCKET_LOG2})",
-            params.bucket_count_log2
-        )));
+    match layout::format_version(bytes)? {
+        FORMAT_V1 => {
+            let (params, items) = parse_v1(bytes)?;
+            if params.bucket_count > 1 << MAX_V1_BUCKET_LOG2 {
+                return Err(FormatError::BadParams(format!(
+                    "bucket count {} is larger than a format-1 value can hold (2^{MAX_V1_BUCKET_LOG2})",
+                    params.bucket_count
+                )));
+            }
+            let words = || bytes[V1_HEADER_BYTES..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()));
+            let counted = crate::filter::Geometry::new(&params).occupied_total(words());
+            if counted != items {
+                return Err(FormatError::ItemCountMismatch { header: items, counted });
+            }
+            let len = VALUE_PREFIX + bytes.len();
+            // SAFETY: palloc returns 8-aligned memory of `len` bytes (at most 512 MB
+            // + 40); the prefix, header and words are written within.
+            unsafe {
+                let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
+                pgrx::varlena::set_varsize_4b(p, len as i32);
+                let body = (p as *mut u8).add(VALUE_PREFIX);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), body, V1_HEADER_BYTES);
+                let words_out = body.add(V1_HEADER_BYTES) as *mut u64;
+                for (i, w) in words().enumerate() {
+                    words_out.add(i).write(w);
+                }
+                // Native order in memory, as 0.1.0 kept them.
+                (body.add(16) as *mut u64).write(params.seed);
+                (body.add(24) as *mut u64).write(items);
+                Ok(FilterValue { ptr: p, version: FORMAT_V1 })
+            }
+        }
+        FORMAT_V2 => {
+            let h = dense::parse_v2(bytes)?;
+            if (VALUE_PREFIX + bytes.len()) as u64 > MAX_VALUE_BYTES {
+                return Err(FormatError::BadParams(format!("{} bytes is larger than a value can hold", bytes.len())));
+            }
+            Dense::new(&h.params, &bytes[V2_HEADER_BYTES..]).validate(h.items)?;
+            let len = VALUE_PREFIX + bytes.len();
+            // SAFETY: palloc0 of `len` bytes; the length word and body are written within.
+            unsafe {
+                let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
+                pgrx::varlena::set_varsize_4b(p, len as i32);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), (p as *mut u8).add(VALUE_PREFIX), bytes.len());
+                Ok(FilterValue { ptr: p, version: FORMAT_V2 })
+            }
+        }
+        v => Err(FormatError::UnsupportedVersion(v)),
     }
-    let words = || bytes[HEADER_BYTES..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()));
-    check_buckets(&params, items, words())?;
-    let v = alloc_value(&params);
-    v.header().item_count.store(items, std::sync::atomic::Ordering::Relaxed);
-    for (dst, w) in v.buckets().iter().zip(words()) {
-        dst.store(w, std::sync::atomic::Ordering::Relaxed);
-    }
-    Ok(v)
 }
 
 /// Malformed input, text or binary: 22P02 with the precise reason as detail.
@@ -307,12 +508,12 @@ pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut
             std::ptr::copy_nonoverlapping((raw as *const u8).add(2), key.as_mut_ptr(), 16);
             if !cache.value.is_null() && cache.key == key {
                 // Checked by `from_ptr` when it was cached.
-                return FilterValue { ptr: cache.value };
+                return FilterValue::trusted(cache.value);
             }
             let detoasted = pg_sys::pg_detoast_datum_copy(raw);
             FilterValue::from_ptr(detoasted);
             let cached = cache.store(key, detoasted, (*(*fcinfo).flinfo).fn_mcxt);
-            return FilterValue { ptr: cached };
+            return FilterValue::trusted(cached);
         }
         // In memory already, or short, compressed, in-memory-external: no cache.
         filter_arg_once(fcinfo, n)
@@ -339,53 +540,51 @@ pub unsafe fn filter_arg_once(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Fil
     }
 }
 
-/// Filter argument `n` as a fresh writable copy in the current memory context.
-///
-/// # Safety
-/// As for [`filter_arg`].
-pub unsafe fn filter_arg_copy(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> FilterValue {
-    // SAFETY: as above; pg_detoast_datum_copy always returns a new palloc'd,
-    // 4-byte-header, uncompressed varlena.
-    unsafe {
-        let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
-        FilterValue::from_ptr(pg_sys::pg_detoast_datum_copy(raw))
-    }
-}
-
 v1_functions! {
-    /// `cuckoofilter_in(cstring)`: `cf1:` + base64 of the serialized layout.
+    /// `cuckoofilter_in(cstring)`: `cf2:` (or `cf1:`) + base64 of the serialized filter.
     fn cuckoofilter_in(fcinfo) {
         // SAFETY: the input function's argument 0 is a non-null C string.
         let text = unsafe {
             std::ffi::CStr::from_ptr(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<std::ffi::c_char>())
         };
         let text = text.to_str().unwrap_or_else(|_| invalid_input("input is not valid UTF-8"));
-        let Some(body) = text.strip_prefix(TEXT_PREFIX) else {
-            invalid_input(format!("input must start with \"{TEXT_PREFIX}\""));
+        let (prefix_version, body) = match (text.strip_prefix("cf2:"), text.strip_prefix("cf1:")) {
+            (Some(b), _) => (FORMAT_V2, b),
+            (None, Some(b)) => (FORMAT_V1, b),
+            _ => invalid_input("input must start with \"cf2:\" (or \"cf1:\", written by cuckoo 0.1.0)"),
         };
         // Refuse what cannot be a value before decoding it.
-        let max_body = 4 * (HEADER_BYTES + (8usize << MAX_VALUE_BUCKET_LOG2)).div_ceil(3);
+        let max_body = 4 * (MAX_VALUE_BYTES as usize).div_ceil(3);
         if body.len() > max_body {
             invalid_input(format!("{} characters is longer than any cuckoofilter value", body.len()));
         }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(body)
             .unwrap_or_else(|e| invalid_input(format!("bad base64: {e}")));
-        deserialize(&bytes).unwrap_or_else(|e| invalid_input(e)).as_datum()
+        let v = deserialize(&bytes).unwrap_or_else(|e| invalid_input(e));
+        if v.format_version() != prefix_version {
+            invalid_input(format!(
+                "prefix \"{}\" does not match format version {}",
+                text_prefix(prefix_version),
+                v.format_version()
+            ));
+        }
+        v.as_datum()
     }
 
     fn cuckoofilter_out(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        let mut text = String::with_capacity(TEXT_PREFIX.len() + v.total_len() * 4 / 3 + 4);
-        text.push_str(TEXT_PREFIX);
+        let prefix = text_prefix(v.format_version());
+        let mut text = String::with_capacity(prefix.len() + v.total_len() * 4 / 3 + 4);
+        text.push_str(prefix);
         base64::engine::general_purpose::STANDARD.encode_string(v.serialize(), &mut text);
         let c = std::ffi::CString::new(text).expect("base64 has no NUL");
         // SAFETY: pstrdup copies the NUL-terminated string into the current context.
         pg_sys::Datum::from(unsafe { pg_sys::pstrdup(c.as_ptr()) })
     }
 
-    /// `cuckoofilter_recv(internal)`: the serialized layout, exactly.
+    /// `cuckoofilter_recv(internal)`: the serialized filter, exactly.
     fn cuckoofilter_recv(fcinfo) {
         // SAFETY: argument 0 of a receive function is a StringInfo.
         let bytes = unsafe {

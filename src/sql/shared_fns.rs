@@ -11,13 +11,13 @@ use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{alloc_value, filter_arg_once, VALUE_PREFIX};
+use super::datatype::{filter_arg_once, value_from_words};
 use super::keys::KeyHasher;
 use super::value_fns::sizing_error;
-use crate::filter::layout::HEADER_BYTES;
-use crate::filter::sizing::{size_for, SizingError};
+use crate::filter::dense::DenseHeader;
+use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::{OpStats, Table};
-use crate::region::registry::{published_shape, READERS_NONE, READERS_PUBLIC};
+use crate::region::registry::{published_fpp, READERS_NONE, READERS_PUBLIC};
 use crate::region::registry::Pin;
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
 
@@ -216,6 +216,7 @@ fn region_error(name: &str, e: RegionError) -> ! {
             Some("Drop unused filters or raise cuckoo.shared_memory (one entry per 64 kB)."),
         ),
         RegionError::BadName(why) => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, why, None),
+        RegionError::BadParams(_) => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string(), None),
         RegionError::Busy => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
             format!("cuckoo filter \"{name}\" cannot be changed now: {e}"),
@@ -289,6 +290,28 @@ fn wait_while(busy: impl Fn() -> bool) {
         } else {
             backoff.snooze();
         }
+    }
+}
+
+/// Bucket words allocated in the current memory context (freed with it, also on
+/// error).
+struct PgWords {
+    ptr: *mut u64,
+    len: usize,
+}
+
+impl PgWords {
+    fn new(len: usize) -> PgWords {
+        // SAFETY: a huge allocation of `len` words in the current context.
+        let ptr = unsafe { pg_sys::MemoryContextAllocHuge(pg_sys::CurrentMemoryContext, len.max(1) * 8) as *mut u64 };
+        PgWords { ptr, len }
+    }
+
+    /// # Safety
+    /// No other reference to the words may exist while the slice is used.
+    unsafe fn as_mut_slice<'a>(&self) -> &'a mut [u64] {
+        // SAFETY: `len` words allocated in `new`, 8-aligned (MAXALIGN).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
@@ -439,10 +462,10 @@ v1_functions! {
         if capacity < 1 {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
-        let params = size_for(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT_LOG2).unwrap_or_else(|e| sizing_error(e));
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: capacity as u64, fpp };
+        let sized = size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT).unwrap_or_else(|e| sizing_error(e));
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp };
         purge_dropped_databases();
-        registry_change(name, |_| {}, |r, lk, _| r.create(lk, &spec, &params, None));
+        registry_change(name, |_| {}, |r, lk, _| r.create(lk, &spec, &sized.params, None));
         pg_sys::Datum::from(0)
     }
 
@@ -470,12 +493,12 @@ v1_functions! {
     fn cf_publish(fcinfo) {
         // SAFETY: strict; text, cuckoofilter (validated when read).
         let (name, v) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1)) };
-        let params = v.header().params();
-        let len = HEADER_BYTES + 8 * params.bucket_count() as usize;
-        // SAFETY: a validated value holds the header and bucket words right after
-        // its prefix, `len` bytes in all.
-        let contents = unsafe { std::slice::from_raw_parts((v.as_datum().cast_mut_ptr::<u8>()).add(VALUE_PREFIX), len) };
-        let (capacity, fpp) = published_shape(&params);
+        let params = v.params();
+        let capacity = v.capacity();
+        let fpp = published_fpp(&params, capacity);
+        // The value's buckets expanded into bucket words, under the registry lock
+        // (one linear pass, like the copy it replaces).
+        let contents = |out: &mut [u64]| v.write_words(out);
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp };
         purge_dropped_databases();
         registry_change(
@@ -486,15 +509,15 @@ v1_functions! {
                 }
             },
             |r, lk, found| match found {
-                Some(info) => r.replace(lk, info, &params, contents, capacity, fpp),
-                None => r.create(lk, &spec, &params, Some(contents)),
+                Some(info) => r.replace(lk, info, &params, &contents, capacity, fpp),
+                None => r.create(lk, &spec, &params, Some(&contents)),
             },
         );
         pg_sys::Datum::from(0)
     }
 
     /// `cf_snapshot(name text) -> cuckoofilter`: a copy that holds every key
-    /// stored throughout the call.
+    /// stored throughout the call, compacted into a dense value.
     fn cf_snapshot(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
@@ -506,11 +529,11 @@ v1_functions! {
                 let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
                 r.table(&info).params()
             };
-            let v = alloc_value(&params);
-            // SAFETY: the fresh value's bucket words are ours alone.
-            let out = unsafe {
-                std::slice::from_raw_parts_mut(v.buckets().as_ptr() as *mut u64, v.buckets().len())
-            };
+            super::datatype::check_value_size(&params);
+            // The copy of the words, in this call's memory context.
+            let words = PgWords::new(params.bucket_count as usize);
+            // SAFETY: the fresh buffer is ours alone.
+            let out = unsafe { words.as_mut_slice() };
             let slot = my_slot();
             let copied = {
                 let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
@@ -520,8 +543,8 @@ v1_functions! {
             };
             match copied {
                 Ok(items) => {
-                    v.header().item_count.store(items, std::sync::atomic::Ordering::Relaxed);
-                    return v.as_datum();
+                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()) };
+                    return value_from_words(&h, out.iter().copied()).as_datum();
                 }
                 Err(_) => fail(
                     PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,

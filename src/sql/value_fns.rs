@@ -5,9 +5,10 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{alloc_value, call_cache, filter_arg, filter_arg_copy, filter_arg_once, FilterValue, MAX_VALUE_BUCKET_LOG2};
-use crate::filter::sizing::{self, planned_capacity, size_for, SizingError};
-use crate::filter::Full;
+use super::datatype::{call_cache, filter_arg, filter_arg_once, max_value_buckets, value_from_filter, FilterValue};
+use crate::filter::layout::FORMAT_V1;
+use crate::filter::sizing::{self, size_for_capacity, SizingError};
+use crate::filter::{Full, Mapping, OwnedFilter};
 
 /// Raises 22023 for a sizing error.
 pub fn sizing_error(e: SizingError) -> ! {
@@ -18,32 +19,41 @@ pub fn full_error(what: &str, detail: String) -> ! {
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, what.to_string(), detail);
 }
 
-/// Union of two values: the result has the smaller bucket count (a fingerprint's
-/// bucket in a larger table folds onto one of its candidates in a smaller one).
-/// `dst` is modified in place when it is at least as small as `src`; otherwise a
-/// new value is returned.
-pub fn union_into(dst: FilterValue, src: FilterValue) -> FilterValue {
-    let (pd, ps) = (dst.header().params(), src.header().params());
-    if let Err(why) = pd.mergeable_with(&ps) {
-        ereport!(
-            ERROR,
+/// Raises 22023 unless `a` and `b` can be unioned (same hashing, fingerprints and
+/// bucket size, and, for the fastrange mapping, the same bucket count).
+pub fn check_union_shapes(a: &FilterValue, b: &FilterValue) {
+    if let Err(why) = a.params().mergeable_with(&b.params()) {
+        let report = pgrx::pg_sys::panic::ErrorReport::new(
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "cannot union cuckoo filters with different parameters",
-            why
-        );
+            "cannot union cuckoo filters of different shapes",
+            "cuckoo",
+        )
+        .set_detail(why)
+        .set_hint("A union needs filters built with the same capacity and fpp: cf_agg(key, fpp, capacity) or cf_empty(capacity, fpp).");
+        report.report(PgLogLevel::ERROR);
+        unreachable!()
     }
-    let (dst_items, src_items) = (dst.table().item_count(), src.table().item_count());
-    let (into, from) = if pd.bucket_count_log2 <= ps.bucket_count_log2 { (dst, src) } else { (src.copy(), dst) };
-    if let Err(Full) = into.table().merge_from(&from.table()) {
+}
+
+/// The union of two values as bucket words: every fingerprint of both. Under the
+/// fastrange mapping both have the same bucket count; format 1's power-of-two
+/// tables fold the larger onto the smaller.
+pub fn union_filters(a: &FilterValue, b: &FilterValue) -> OwnedFilter {
+    check_union_shapes(a, b);
+    let (into, from) = if a.params().bucket_count <= b.params().bucket_count { (a, b) } else { (b, a) };
+    let f = into.to_owned_filter();
+    if let Err(Full) = f.table().merge_words(&from.params(), from.words()) {
         full_error(
             "cuckoo filter union does not fit",
             format!(
-                "{dst_items} + {src_items} items do not fit the {} slots of the smaller filter; build both with the same capacity (cf_agg(key, fpp, capacity))",
-                into.header().params().slot_count()
+                "{} + {} items do not fit the {} slots of the smaller filter; build both with the same capacity (cf_agg(key, fpp, capacity))",
+                a.item_count(),
+                b.item_count(),
+                f.table().params().slot_count()
             ),
         );
     }
-    into
+    f
 }
 
 v1_functions! {
@@ -55,8 +65,8 @@ v1_functions! {
         unsafe {
             let cache = call_cache(fcinfo);
             let v = filter_arg(fcinfo, 0, &mut cache.filter);
-            let h = cache.key.hash_arg(fcinfo, 1, v.header().seed);
-            pg_sys::Datum::from(v.table().contains(h))
+            let h = cache.key.hash_arg(fcinfo, 1, v.seed());
+            pg_sys::Datum::from(v.contains(h))
         }
     }
 
@@ -64,15 +74,16 @@ v1_functions! {
     fn cf_insert_value(fcinfo) {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
-            let v = filter_arg_copy(fcinfo, 0);
-            let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.header().seed);
-            if v.table().insert(h).is_err() {
+            let v = filter_arg_once(fcinfo, 0);
+            let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.seed());
+            let f = v.to_owned_filter();
+            if f.table().insert(h).is_err() {
                 full_error(
                     "cuckoo filter is full",
-                    format!("it holds {} items in {} slots", v.table().item_count(), v.header().params().slot_count()),
+                    format!("it holds {} items in {} slots", f.table().item_count(), f.table().params().slot_count()),
                 );
             }
-            v.as_datum()
+            value_from_filter(&f).as_datum()
         }
     }
 
@@ -81,10 +92,11 @@ v1_functions! {
     fn cf_delete_value(fcinfo) {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
-            let v = filter_arg_copy(fcinfo, 0);
-            let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.header().seed);
-            v.table().delete(h);
-            v.as_datum()
+            let v = filter_arg_once(fcinfo, 0);
+            let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.seed());
+            let f = v.to_owned_filter();
+            f.table().delete(h);
+            value_from_filter(&f).as_datum()
         }
     }
 
@@ -92,9 +104,9 @@ v1_functions! {
     fn cf_union_value(fcinfo) {
         // SAFETY: strict; both arguments are cuckoofilters.
         unsafe {
-            let a = filter_arg_copy(fcinfo, 0);
+            let a = filter_arg_once(fcinfo, 0);
             let b = filter_arg_once(fcinfo, 1);
-            union_into(a, b).as_datum()
+            value_from_filter(&union_filters(&a, &b)).as_datum()
         }
     }
 
@@ -110,38 +122,46 @@ v1_functions! {
         if capacity < 1 {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
-        let params = size_for(capacity as u64, fpp, MAX_VALUE_BUCKET_LOG2).unwrap_or_else(|e| sizing_error(e));
-        alloc_value(&params).as_datum()
+        let max_buckets = sizing::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e));
+        let s = size_for_capacity(capacity as u64, fpp, max_buckets).unwrap_or_else(|e| sizing_error(e));
+        value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity)).as_datum()
     }
 
     /// `cf_count(cuckoofilter) -> bigint`: occupied slots.
     fn cf_count(fcinfo) {
         // SAFETY: strict; arg 0 is a cuckoofilter.
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        pg_sys::Datum::from(v.table().item_count() as i64)
+        pg_sys::Datum::from(v.item_count() as i64)
     }
 
     /// `cf_info(cuckoofilter) -> jsonb`.
     fn cf_info(fcinfo) {
         // SAFETY: strict; arg 0 is a cuckoofilter.
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        let p = v.header().params();
-        let items = v.table().item_count();
-        let capacity = planned_capacity(&p);
+        let p = v.params();
+        let items = v.item_count();
+        let capacity = v.capacity();
+        let encoding = if v.format_version() == FORMAT_V1 {
+            "words"
+        } else {
+            crate::filter::dense::Encoding::for_slots(p.slots_per_bucket).name()
+        };
         let info = serde_json::json!({
             "capacity": capacity,
             "items": items,
             "load_factor": items as f64 / p.slot_count() as f64,
             "fingerprint_bits": p.fingerprint_bits,
             "bucket_size": p.slots_per_bucket,
-            "buckets": p.bucket_count(),
+            "buckets": p.bucket_count,
             "bytes": v.total_len(),
             "bits_per_item": if items > 0 { Some(8.0 * v.total_len() as f64 / items as f64) } else { None },
             "fpp": sizing::expected_fpp(&p, items),
             "fpp_at_capacity": sizing::expected_fpp(&p, capacity),
             "hash": "xxh3_64",
             "seed": format!("{:#018x}", p.seed),
-            "format_version": crate::filter::layout::FORMAT_VERSION,
+            "bucket_mapping": match p.mapping { Mapping::Fastrange => "fastrange", Mapping::PowerOfTwoXor => "power-of-two xor" },
+            "bucket_encoding": encoding,
+            "format_version": v.format_version(),
         });
         pgrx::JsonB(info).into_datum().expect("jsonb")
     }
