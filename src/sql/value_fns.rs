@@ -29,7 +29,11 @@ pub fn check_union_shapes(a: &FilterValue, b: &FilterValue) {
             "cuckoo",
         )
         .set_detail(why)
-        .set_hint("A union needs filters built with the same capacity and fpp: cf_agg(key, fpp, capacity) or cf_empty(capacity, fpp).");
+        .set_hint(if a.params().mapping != b.params().mapping {
+            "Rebuild the older filter from its keys with this version's cf_agg, with the same capacity and fpp as the other."
+        } else {
+            "A union needs filters built with the same capacity and fpp: cf_agg(key, fpp, capacity) or cf_empty(capacity, fpp)."
+        });
         report.report(PgLogLevel::ERROR);
         unreachable!()
     }

@@ -6,9 +6,10 @@ INSERT INTO keys SELECT k FROM keys WHERE k <= 1000;   -- duplicates
 ANALYZE keys;
 CREATE TABLE agg AS SELECT cf_agg(k) AS f, cf_agg(k, 0.0001) AS f_low FROM keys;
 
--- Distinct non-null keys only; default fpp 0.2% at 4 slots x 12 bits.
+-- Distinct non-null keys only; default fpp 0.2% at 4 slots x 12 bits, sized exactly
+-- for the keys: the load is close to (and never above) 95.5%.
 SELECT cf_count(f), cf_info(f) ->> 'fingerprint_bits' AS bits, cf_info(f) ->> 'bucket_size' AS slots,
-       (cf_info(f) ->> 'load_factor')::float8 <= 0.95 AS load_ok FROM agg;
+       (cf_info(f) ->> 'load_factor')::float8 BETWEEN 0.9 AND 0.955 AS load_ok FROM agg;
 SELECT cf_count(f_low), cf_info(f_low) ->> 'fingerprint_bits' AS bits FROM agg;
 -- No false negatives.
 SELECT count(*) FILTER (WHERE NOT cf_contains(f, k)) AS false_negatives FROM agg, keys WHERE k IS NOT NULL;

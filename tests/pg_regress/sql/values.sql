@@ -1,7 +1,8 @@
 -- The cuckoofilter value type: text I/O, sizing, count/info, NULLs, parameters.
 \set VERBOSITY terse
 
--- An empty filter: 10 items at 1% fits one... bucket count is a power of two.
+-- An empty filter (format 2): any bucket count, the fewest that hold the capacity
+-- at the fpp; the shape (fingerprint bits, slots per bucket) follows the fpp.
 SELECT cf_empty(10, 0.01);
 SELECT cf_empty(10, 0.01)::text::cuckoofilter::text = cf_empty(10, 0.01)::text AS text_round_trip;
 SELECT cf_info(cf_empty(1000, 0.01));
