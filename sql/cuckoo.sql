@@ -107,7 +107,7 @@ CREATE AGGREGATE cf_union_agg(cuckoofilter) (
     COMBINEFUNC = cf_union_trans,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters with the same parameters';
+COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters of one shape (built with the same capacity and fpp)';
 
 -- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
 -- They are not transactional: a change is visible to every session at once and

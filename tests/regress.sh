@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SQL-level tests against the installed extension in a throwaway cluster:
-# pg_regress (tests/pg_regress), then the dump/restore and COPY round trips.
+# pg_regress (tests/pg_regress), then the dump/restore and COPY round trips, the
+# 0.1.0 -> current update path, and a reinstall under a running session.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -17,3 +18,5 @@ if ! "$PG_REGRESS" --host="$CLUSTER_DIR" --port="$PGPORT" --user=postgres \
   exit 1
 fi
 bash tests/roundtrip.sh
+bash tests/upgrade.sh
+bash tests/reinstall.sh

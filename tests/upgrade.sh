@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The upgrade path: CREATE EXTENSION cuckoo VERSION '0.1.0' then ALTER EXTENSION
+# cuckoo UPDATE gives the same catalog as a fresh install of the current version
+# (every member object with its definition, properties, comment and privileges),
+# and values stored before the update still answer as 0.1.0 answered.
+# Expects the cluster of tests/cluster.sh to be running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+DIR=${CLUSTER_DIR:-/tmp/cuckoo-cluster}
+PORT=${PGPORT:-5497}
+q() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -U postgres -At "$@"; }
+fail() { echo "upgrade: FAIL: $*" >&2; exit 1; }
+version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -1)
+work=$(mktemp -d /tmp/cuckoo-upgrade.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+q -d postgres -c "DROP DATABASE IF EXISTS up_old" -c "DROP DATABASE IF EXISTS up_new" -c "CREATE DATABASE up_old" -c "CREATE DATABASE up_new"
+
+# 0.1.0, with values made by 0.1.0 stored in a table, then the update.
+q -d up_old -c "CREATE EXTENSION cuckoo VERSION '0.1.0'" \
+  -c "CREATE TABLE v1 (id int PRIMARY KEY, note text, f cuckoofilter)" \
+  -c "\\copy v1 FROM 'tests/pg_regress/data/v1_values.tsv'"
+[ "$(q -d up_old -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = 0.1.0 ] || fail "0.1.0 not installed"
+answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
+before=$(q -d up_old -c "$answers")
+q -d up_old -c "ALTER EXTENSION cuckoo UPDATE"
+[ "$(q -d up_old -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$version" ] || fail "not updated to $version"
+[ "$(q -d up_old -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update"
+# New values are format 2 and combine with each other after the update.
+[ "$(q -d up_old -c "SELECT cf_info(cf_union(cf_agg(g, 0.01, 100), cf_agg(g + 50, 0.01, 100))) ->> 'format_version' FROM generate_series(1, 50) g")" = 2 ] \
+  || fail "cf_agg after the update does not write format 2"
+echo "upgrade: 0.1.0 -> $version keeps stored values' answers"
+
+q -d up_new -c "CREATE EXTENSION cuckoo"
+
+# Every object that belongs to the extension, described with everything that
+# defines it, one line each, sorted.
+cat > "$work/catalog.sql" <<'SQL'
+WITH members AS (
+  SELECT classid, objid, objsubid FROM pg_depend
+   WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+     AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'cuckoo'))
+SELECT line FROM (
+  SELECT pg_describe_object(m.classid, m.objid, m.objsubid) || ' | comment: ' || coalesce(obj_description(m.objid, c.relname), '-') AS line
+    FROM members m JOIN pg_class c ON c.oid = m.classid
+  UNION ALL
+  SELECT 'function ' || p.oid::regprocedure || ' | ' || concat_ws(' ', p.prokind, p.provolatile, p.proparallel, p.proisstrict,
+         p.prosecdef, p.proleakproof, p.procost, p.prorows, p.proretset, p.prorettype::regtype, p.prosupport, p.prosrc, p.probin,
+         p.proconfig::text, p.proacl::text, pg_get_function_arguments(p.oid))
+    FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+  UNION ALL
+  SELECT 'aggregate ' || a.aggfnoid::regprocedure || ' | ' || concat_ws(' ', a.aggkind, a.aggtransfn, a.aggfinalfn, a.aggcombinefn,
+         a.aggserialfn, a.aggdeserialfn, a.aggmtransfn, a.aggminvtransfn, a.aggmfinalfn, a.aggfinalextra, a.aggfinalmodify,
+         a.aggsortop, a.aggtranstype::regtype, a.aggtransspace, a.agginitval)
+    FROM members m JOIN pg_aggregate a ON m.classid = 'pg_proc'::regclass AND a.aggfnoid = m.objid
+  UNION ALL
+  SELECT 'type ' || t.oid::regtype || ' | ' || concat_ws(' ', t.typlen, t.typbyval, t.typtype, t.typcategory, t.typalign, t.typstorage,
+         t.typinput, t.typoutput, t.typreceive, t.typsend, t.typmodin, t.typanalyze, t.typsubscript, t.typacl::text)
+    FROM members m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
+  UNION ALL
+  SELECT 'relation ' || c.oid::regclass || ' | ' || concat_ws(' ', c.relkind, c.relacl::text, pg_get_viewdef(c.oid))
+    FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+  UNION ALL
+  SELECT 'extension | ' || concat_ws(' ', e.extversion, e.extrelocatable, e.extnamespace::regnamespace, e.extconfig::text, e.extcondition::text)
+    FROM pg_extension e WHERE e.extname = 'cuckoo'
+) x ORDER BY line;
+SQL
+q -d up_old -f "$work/catalog.sql" > "$work/updated.txt"
+q -d up_new -f "$work/catalog.sql" > "$work/fresh.txt"
+lines=$(wc -l < "$work/fresh.txt")
+[ "$lines" -gt 50 ] || fail "catalog description too short ($lines lines)"
+if ! diff -u "$work/fresh.txt" "$work/updated.txt"; then
+  fail "the updated catalog differs from a fresh install's (diff above: - fresh, + updated)"
+fi
+echo "upgrade: catalog after ALTER EXTENSION UPDATE equals a fresh install ($lines lines compared)"
+q -d postgres -c "DROP DATABASE up_old" -c "DROP DATABASE up_new"
