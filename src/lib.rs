@@ -55,8 +55,8 @@ mod tests {
         // call and must never answer from the wrong filter.
         Spi::run(
             "CREATE TABLE alt AS
-               SELECT 1 AS id, cf_agg(g) AS f FROM generate_series(1, 1000000) g
-               UNION ALL SELECT 2, cf_agg(g) FROM generate_series(2000001, 3000000) g
+               SELECT 1 AS id, cf_agg(g) AS f FROM generate_series(1, 3000000) g
+               UNION ALL SELECT 2, cf_agg(g) FROM generate_series(5000001, 8000000) g
                UNION ALL SELECT 3, cf_agg(g) FROM generate_series(1, 10) g",
         )
         .unwrap();
@@ -66,7 +66,7 @@ mod tests {
         let per_filter = Spi::get_one::<String>(
             "SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM (
                SELECT id, count(*) FILTER (WHERE cf_contains(f, k)) AS n
-               FROM (SELECT k FROM generate_series(1, 300) k UNION ALL SELECT 2000000 + k FROM generate_series(1, 300) k) ks
+               FROM (SELECT k FROM generate_series(1, 300) k UNION ALL SELECT 5000000 + k FROM generate_series(1, 300) k) ks
                CROSS JOIN LATERAL (SELECT * FROM alt WHERE ks.k > 0 ORDER BY id) a GROUP BY id) s",
         )
         .unwrap()
