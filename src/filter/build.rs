@@ -500,3 +500,4 @@ mod tests {
         assert!(read_all(&[]).is_err());
     }
 }
+

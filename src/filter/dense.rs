@@ -238,66 +238,92 @@ fn sort4(s: &mut [u64; 4]) {
     cx(s, 1, 2);
 }
 
-/// A format-2 value's buckets, read in place.
+/// Everything a probe derives from a format-2 header, without the buckets: kept
+/// per call site, so that a value read again and again is parsed once.
 #[derive(Clone, Copy)]
-pub struct Dense<'a> {
+pub struct DenseLayout {
     g: Geometry,
-    data: &'a [u8],
+    data_len: u64,
     bucket_bits: u32,
     bucket_mask: u64,
     semi: bool,
     /// `f − 4`, the low bits of a semi-sorted fingerprint.
     low_bits: u32,
     low_mask: u64,
+    seed: u64,
 }
 
-impl<'a> Dense<'a> {
-    /// `data` is the bucket area described by `params` (exactly `data_len` bytes).
-    pub fn new(params: &Params, data: &'a [u8]) -> Dense<'a> {
-        assert_eq!(data.len() as u64, data_len(params), "bucket area does not match the parameters");
+impl DenseLayout {
+    pub fn new(params: &Params) -> DenseLayout {
         let bb = bucket_bits(params);
         let low_bits = (params.fingerprint_bits as u32).saturating_sub(4);
-        Dense {
+        DenseLayout {
             g: Geometry::new(params),
-            data,
+            data_len: data_len(params),
             bucket_bits: bb,
             bucket_mask: (1u64 << bb) - 1,
             semi: Encoding::for_slots(params.slots_per_bucket) == Encoding::SemiSorted,
             low_bits,
             low_mask: (1u64 << low_bits) - 1,
+            seed: params.seed,
         }
     }
 
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+/// A format-2 value's buckets, read in place.
+#[derive(Clone, Copy)]
+pub struct Dense<'a> {
+    l: DenseLayout,
+    data: &'a [u8],
+}
+
+impl<'a> Dense<'a> {
+    /// `data` is the bucket area described by `params` (exactly `data_len` bytes).
+    pub fn new(params: &Params, data: &'a [u8]) -> Dense<'a> {
+        Dense::with_layout(DenseLayout::new(params), data)
+    }
+
+    /// As `new`, with the layout derived before.
+    #[inline]
+    pub fn with_layout(l: DenseLayout, data: &'a [u8]) -> Dense<'a> {
+        assert_eq!(data.len() as u64, l.data_len, "bucket area does not match the parameters");
+        Dense { l, data }
+    }
+
     pub fn geometry(&self) -> &Geometry {
-        &self.g
+        &self.l.g
     }
 
     /// The `B` bits of bucket `i < m`.
     #[inline(always)]
     fn raw_bucket(&self, i: u64) -> u64 {
-        debug_assert!(i < self.g.bucket_count);
-        let bit = i * self.bucket_bits as u64;
+        debug_assert!(i < self.l.g.bucket_count);
+        let bit = i * self.l.bucket_bits as u64;
         let byte = (bit >> 3) as usize;
-        // SAFETY: `new` checked `data.len() == ⌈m·B/8⌉ + 7`, and for `i < m`,
+        // SAFETY: `with_layout` checked `data.len() == ⌈m·B/8⌉ + 7`, and for `i < m`,
         // `⌊i·B/8⌋ + 8 ≤ ⌈m·B/8⌉ + 7`, so the 8 bytes read are inside `data`.
         let w = unsafe { (self.data.as_ptr().add(byte) as *const u64).read_unaligned() };
-        (u64::from_le(w) >> (bit & 7)) & self.bucket_mask
+        (u64::from_le(w) >> (bit & 7)) & self.l.bucket_mask
     }
 
     /// A bucket's fingerprints in `f`-bit lanes, slot `j` at bit `j·f`: the layout
     /// of a bucket word without its counter.
     #[inline(always)]
     fn lanes(&self, raw: u64) -> u64 {
-        if !self.semi {
+        if !self.l.semi {
             return raw;
         }
-        let f = self.g.fingerprint_bits;
+        let f = self.l.g.fingerprint_bits;
         let prefixes = DECODE[(raw & 0xfff) as usize] as u64;
         let lows = raw >> 12;
         let mut lanes = 0;
         for j in 0..4 {
-            lanes |= ((prefixes >> (4 * j)) & 0xf) << (j * f + self.low_bits);
-            lanes |= ((lows >> (j * self.low_bits)) & self.low_mask) << (j * f);
+            lanes |= ((prefixes >> (4 * j)) & 0xf) << (j * f + self.l.low_bits);
+            lanes |= ((lows >> (j * self.l.low_bits)) & self.l.low_mask) << (j * f);
         }
         lanes
     }
@@ -310,13 +336,13 @@ impl<'a> Dense<'a> {
 
     /// Every bucket as a bucket word, in order.
     pub fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.g.bucket_count).map(|i| self.word(i))
+        (0..self.l.g.bucket_count).map(|i| self.word(i))
     }
 
     /// Whether a key with this hash may be in the filter.
     #[inline]
     pub fn contains(&self, hash: u64) -> bool {
-        let g = &self.g;
+        let g = &self.l.g;
         let (i1, fp) = (g.primary(hash), g.fingerprint(hash));
         let i2 = g.alternate(i1, fp);
         let (w1, w2) = (self.raw_bucket(i1), self.raw_bucket(i2));
@@ -325,17 +351,17 @@ impl<'a> Dense<'a> {
 
     /// Occupied slots.
     pub fn count(&self) -> u64 {
-        self.g.occupied_total(self.words())
+        self.l.g.occupied_total(self.words())
     }
 
     /// Checks every bucket (canonical order, valid prefix index), that the item
     /// count matches, and that the bits after the last bucket are zero.
     pub fn validate(&self, items: u64) -> Result<(), FormatError> {
-        let g = &self.g;
+        let g = &self.l.g;
         let mut counted = 0u64;
         for i in 0..g.bucket_count {
             let raw = self.raw_bucket(i);
-            if self.semi && (raw & 0xfff) as usize >= SEMI_TUPLES {
+            if self.l.semi && (raw & 0xfff) as usize >= SEMI_TUPLES {
                 return Err(FormatError::BadBucket { bucket: i, why: "prefix index out of range" });
             }
             let s = g.slots_of(self.lanes(raw));
@@ -348,7 +374,7 @@ impl<'a> Dense<'a> {
         if counted != items {
             return Err(FormatError::ItemCountMismatch { header: items, counted });
         }
-        let end = g.bucket_count * self.bucket_bits as u64;
+        let end = g.bucket_count * self.l.bucket_bits as u64;
         let first = (end / 8) as usize;
         if end % 8 != 0 && self.data[first] >> (end % 8) != 0 {
             return Err(FormatError::PaddingNotZero);

@@ -351,13 +351,17 @@ impl<'a> Table<'a> {
     }
 
     /// Inserts many hashes into a table nobody else can see yet (a value being
-    /// built), in three passes that keep memory access sequential: each key into
-    /// its primary bucket in bucket order; the keys left over, sorted by their
-    /// alternate bucket, into that; the rest through the general insert. `hashes`
-    /// must be in primary-bucket order (see `build::sort_in_bucket_order`).
+    /// built): each key into its primary bucket, in bucket order; the keys left
+    /// over, sorted by their alternate bucket, into that (both passes read memory
+    /// in order); then paths of one and of two moves, found for batches of keys
+    /// whose buckets are prefetched together; the rest through the general insert.
+    /// At 95.5% load about 10% of the keys need a move, 3% two, 0.7% the general
+    /// insert (10M keys). `hashes` must be in primary-bucket order
+    /// (`build::sort_dedup`).
     ///
-    /// The caller guarantees exclusive access for the duration of the call: the
-    /// first two passes use plain loads and stores, not compare-and-swap. On
+    /// The caller guarantees exclusive access for the duration of the call: every
+    /// pass but the last uses plain loads and stores, not compare-and-swap, and
+    /// moves a fingerprint only between the two buckets of its pair. On
     /// `Err(Full)` the table holds a subset of the keys and must be discarded.
     pub fn bulk_insert_exclusive(&self, hashes: &[u64]) -> Result<(), Full> {
         let g = &self.g;
@@ -390,8 +394,125 @@ impl<'a> Table<'a> {
                 rest.push(h);
             }
         }
+        // Third pass, for keys whose two buckets are both full (about a tenth at
+        // 95% load): a path of one move, a resident of either bucket moving to its
+        // own other bucket if that has room. Keys go in batches whose buckets, then
+        // whose residents' other buckets, are prefetched together, so that the
+        // cache misses of a batch overlap instead of following one another.
+        const BATCH: usize = 32;
+        const BATCH2: usize = 16;
+        let mut hard: Vec<u64> = Vec::new();
+        for batch in rest.chunks(BATCH) {
+            for &h in batch {
+                let i1 = g.primary(h);
+                self.prefetch(i1);
+                self.prefetch(g.alternate(i1, g.fingerprint(h)));
+            }
+            for &h in batch {
+                let i1 = g.primary(h);
+                for b in [i1, g.alternate(i1, g.fingerprint(h))] {
+                    let w = self.buckets[b as usize].load(Ordering::Relaxed);
+                    for s in 0..g.slots {
+                        self.prefetch(g.alternate(b, g.slot(w, s)));
+                    }
+                }
+            }
+            'keys: for &h in batch {
+                let (i1, fp) = (g.primary(h), g.fingerprint(h));
+                let i2 = g.alternate(i1, fp);
+                if place(i1, fp) || place(i2, fp) {
+                    placed += 1;
+                    continue;
+                }
+                for b in [i1, i2] {
+                    let w = self.buckets[b as usize].load(Ordering::Relaxed);
+                    for s in 0..g.slots {
+                        // Both buckets are full, so every slot holds a fingerprint,
+                        // whose pair is {b, to} (the alternate is an involution).
+                        let r = g.slot(w, s);
+                        let to = g.alternate(b, r);
+                        if to != b && place(to, r) {
+                            self.buckets[b as usize].store(g.with_slot(w, s, fp), Ordering::Relaxed);
+                            placed += 1;
+                            continue 'keys;
+                        }
+                    }
+                }
+                hard.push(h);
+            }
+        }
+        // Fourth pass, for keys without a one-move path: paths of two moves (a
+        // resident of a key's bucket moves to its other bucket after a resident
+        // of that one moved on), batched the same way, one level of buckets at a
+        // time.
+        let mut harder: Vec<u64> = Vec::new();
+        for batch in hard.chunks(BATCH2) {
+            for &h in batch {
+                let i1 = g.primary(h);
+                self.prefetch(i1);
+                self.prefetch(g.alternate(i1, g.fingerprint(h)));
+            }
+            for level in 0..2 {
+                for &h in batch {
+                    let i1 = g.primary(h);
+                    for b in [i1, g.alternate(i1, g.fingerprint(h))] {
+                        let w = self.buckets[b as usize].load(Ordering::Relaxed);
+                        for s in 0..g.slots {
+                            let c = g.alternate(b, g.slot(w, s));
+                            if level == 0 {
+                                self.prefetch(c);
+                                continue;
+                            }
+                            let wc = self.buckets[c as usize].load(Ordering::Relaxed);
+                            for s2 in 0..g.slots {
+                                self.prefetch(g.alternate(c, g.slot(wc, s2)));
+                            }
+                        }
+                    }
+                }
+            }
+            'keys2: for &h in batch {
+                let (i1, fp) = (g.primary(h), g.fingerprint(h));
+                let i2 = g.alternate(i1, fp);
+                if place(i1, fp) || place(i2, fp) {
+                    placed += 1;
+                    continue;
+                }
+                for b in [i1, i2] {
+                    let w = self.buckets[b as usize].load(Ordering::Relaxed);
+                    for s in 0..g.slots {
+                        let r = g.slot(w, s);
+                        let c = g.alternate(b, r);
+                        if c == b {
+                            continue;
+                        }
+                        if place(c, r) {
+                            self.buckets[b as usize].store(g.with_slot(w, s, fp), Ordering::Relaxed);
+                            placed += 1;
+                            continue 'keys2;
+                        }
+                        let wc = self.buckets[c as usize].load(Ordering::Relaxed);
+                        for s2 in 0..g.slots {
+                            let r2 = g.slot(wc, s2);
+                            let d = g.alternate(c, r2);
+                            // `d` cannot be `b` or `c`: both are full.
+                            if d != c && place(d, r2) {
+                                // r2 left c for d; r moves from b into its slot; the
+                                // key takes r's slot in b.
+                                self.buckets[c as usize].store(g.with_slot(wc, s2, r), Ordering::Relaxed);
+                                self.buckets[b as usize].store(g.with_slot(w, s, fp), Ordering::Relaxed);
+                                placed += 1;
+                                continue 'keys2;
+                            }
+                        }
+                    }
+                }
+                harder.push(h);
+            }
+        }
         self.item_count.fetch_add(placed, Ordering::Relaxed);
-        rest.iter().try_for_each(|&h| self.insert(h))
+        // The rest take the general insert (breadth-first path search).
+        harder.iter().try_for_each(|&h| self.insert(h))
     }
 
     /// `w` with slot `s` set to `fp` (0 clears it) and the counter advanced by one:
@@ -431,6 +552,13 @@ impl<'a> Table<'a> {
             if head == level_end {
                 depth += 1;
                 level_end = tail;
+                // The whole level's buckets are known now: ask for them together, so
+                // their cache misses overlap instead of following one another.
+                // (The first 64: a search usually ends early in its level.)
+                for e in &queue[head..tail.min(head + 64)] {
+                    // SAFETY: entries below `tail` have been written.
+                    self.prefetch(unsafe { e.assume_init() } >> 32);
+                }
             }
             // SAFETY: entries below `tail` have been written.
             let entry = unsafe { queue[head].assume_init() };
@@ -888,6 +1016,23 @@ pub(crate) mod tests {
                 assert_eq!(counted, n as u64);
             }
         }
+    }
+
+    #[test]
+    fn bulk_build_of_many_keys_at_full_load_keeps_every_key() {
+        // 400k keys at 95.5% load in 104,712 buckets: tens of thousands of keys take
+        // the one- and two-move passes, some the general insert.
+        let p = params(4, 12, 104_712, Mapping::Fastrange);
+        let n = (p.slot_count() as f64 * 0.955) as usize;
+        let mut rng = Rng(22);
+        let mut hashes: Vec<u64> = (0..n).map(|_| rng.next()).collect();
+        let distinct = crate::filter::build::sort_dedup(&mut hashes);
+        let f = OwnedFilter::new(p);
+        f.table().bulk_insert_exclusive(&hashes[..distinct]).unwrap();
+        assert_eq!(f.table().item_count(), distinct as u64);
+        let counted: u64 = f.words().map(|w| f.table().geometry().occupied(w) as u64).sum();
+        assert_eq!(counted, distinct as u64);
+        assert!(hashes[..distinct].iter().all(|&h| f.table().contains(h)), "a key is missing");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::dense::{self, Dense, DenseHeader, V2_HEADER_BYTES};
+use crate::filter::dense::{self, Dense, DenseHeader, DenseLayout, V2_HEADER_BYTES};
 use crate::filter::layout::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
 use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
@@ -466,11 +466,60 @@ impl DetoastCache {
     }
 }
 
+/// The probe layout of the last format-2 value probed at a call site, keyed by
+/// the value's length and header bytes. `FilterValue::from_ptr` checks a value
+/// from exactly these (its length and header), so a value with the same length and
+/// header bytes passes the same checks and has the same layout: a value read in
+/// place on every row (a short one, or an InitPlan result) is parsed once, not
+/// once per row. All-zero (`valid` false) is the empty state.
+#[repr(C)]
+pub struct LayoutCache {
+    valid: bool,
+    len: usize,
+    header: [u8; V2_HEADER_BYTES],
+    layout: std::mem::MaybeUninit<DenseLayout>,
+}
+
 /// Per-call-site state in `fn_extra`; all-zero is the valid initial state.
 #[repr(C)]
 pub struct CallCache {
     pub filter: DetoastCache,
     pub key: super::keys::KeyHasher,
+    pub layout: LayoutCache,
+}
+
+/// `cf_contains(f, key)` for the filter at argument `n` and the key at `key_arg`:
+/// through the call site's detoast and layout caches.
+///
+/// # Safety
+/// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`; argument `key_arg` is a non-null key of the call site's
+/// key type.
+pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usize) -> bool {
+    // SAFETY: the caller guarantees the arguments; `ptr` is a 4-byte-header varlena of `len` bytes
+    // (a cached detoasted copy, or the argument in place, or a fresh copy).
+    unsafe {
+        let cache = call_cache(fcinfo);
+        let (ptr, checked) = resolve_filter_arg(fcinfo, n, &mut cache.filter);
+        let len = pgrx::varlena::varsize_4b(ptr);
+        let body = std::slice::from_raw_parts((ptr as *const u8).add(VALUE_PREFIX), len - VALUE_PREFIX);
+        let lc = &mut cache.layout;
+        let hit = lc.valid && lc.len == len && body.len() >= V2_HEADER_BYTES && body[..V2_HEADER_BYTES] == lc.header;
+        if !hit {
+            let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
+            if v.version != FORMAT_V2 {
+                let h = cache.key.hash_arg(fcinfo, key_arg, v.seed());
+                return v.contains(h);
+            }
+            lc.valid = false;
+            lc.layout.write(DenseLayout::new(&v.params()));
+            lc.header.copy_from_slice(&body[..V2_HEADER_BYTES]);
+            lc.len = len;
+            lc.valid = true;
+        }
+        let layout = lc.layout.assume_init();
+        let h = cache.key.hash_arg(fcinfo, key_arg, layout.seed());
+        Dense::with_layout(layout, &body[V2_HEADER_BYTES..]).contains(h)
+    }
 }
 
 /// The call site's cache, created zeroed in `fn_mcxt` on first use.
@@ -490,11 +539,13 @@ pub unsafe fn call_cache<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallCa
     }
 }
 
-/// Reads filter argument `n` without copying it when it is already in memory.
+/// Filter argument `n` as a 4-byte-header varlena: a toasted value from the call
+/// site's cache (fetched and checked once; `true`), else in place or detoasted
+/// into the current context, not yet checked (`false`).
 ///
 /// # Safety
 /// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`.
-pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut DetoastCache) -> FilterValue {
+unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut DetoastCache) -> (*mut pg_sys::varlena, bool) {
     // SAFETY: the caller guarantees argument `n` is a non-null cuckoofilter datum,
     // i.e. a pointer to a varlena in one of its storage forms.
     unsafe {
@@ -508,27 +559,28 @@ pub unsafe fn filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut
             std::ptr::copy_nonoverlapping((raw as *const u8).add(2), key.as_mut_ptr(), 16);
             if !cache.value.is_null() && cache.key == key {
                 // Checked by `from_ptr` when it was cached.
-                return FilterValue::trusted(cache.value);
+                return (cache.value, true);
             }
             let detoasted = pg_sys::pg_detoast_datum_copy(raw);
             FilterValue::from_ptr(detoasted);
-            let cached = cache.store(key, detoasted, (*(*fcinfo).flinfo).fn_mcxt);
-            return FilterValue::trusted(cached);
+            return (cache.store(key, detoasted, (*(*fcinfo).flinfo).fn_mcxt), true);
         }
         // In memory already, or short, compressed, in-memory-external: no cache.
-        filter_arg_once(fcinfo, n)
+        if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
+            return (raw, false);
+        }
+        (pg_sys::pg_detoast_datum_copy(raw), false)
     }
 }
 
-/// Filter argument `n` for a one-shot read (output, count, info, a union input),
-/// and `filter_arg`'s path for values not stored out of line: in place when
-/// possible, otherwise detoasted into the current memory context, without
-/// touching the call site's cache.
+/// Filter argument `n` for a one-shot read (output, count, info, a union input):
+/// in place when possible, otherwise detoasted into the current memory context,
+/// without touching the call site's cache (`probe_arg` reads through it).
 ///
 /// # Safety
-/// As for [`filter_arg`].
+/// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`.
 pub unsafe fn filter_arg_once(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> FilterValue {
-    // SAFETY: as for `filter_arg`; a plain, aligned 4-byte-header value is read in
+    // SAFETY: the caller guarantees a cuckoofilter at `n`; a plain, aligned 4-byte-header value is read in
     // place, any other form is detoasted into a new palloc'd copy (short, compressed
     // and external forms are small, rare, or read once here).
     unsafe {

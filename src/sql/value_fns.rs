@@ -5,7 +5,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{call_cache, filter_arg, filter_arg_once, max_value_buckets, value_from_filter, FilterValue};
+use super::datatype::{call_cache, filter_arg_once, probe_arg, max_value_buckets, value_from_filter, FilterValue};
 use crate::filter::layout::FORMAT_V1;
 use crate::filter::sizing::{self, size_for_capacity, SizingError};
 use crate::filter::{Full, Mapping, OwnedFilter};
@@ -66,12 +66,7 @@ v1_functions! {
     fn cf_contains_value(fcinfo) {
         // SAFETY: strict function: both arguments are non-null; arg 0 is a
         // cuckoofilter, arg 1 is anyelement.
-        unsafe {
-            let cache = call_cache(fcinfo);
-            let v = filter_arg(fcinfo, 0, &mut cache.filter);
-            let h = cache.key.hash_arg(fcinfo, 1, v.seed());
-            pg_sys::Datum::from(v.contains(h))
-        }
+        unsafe { pg_sys::Datum::from(probe_arg(fcinfo, 0, 1)) }
     }
 
     /// `cf_insert(cuckoofilter, anyelement) -> cuckoofilter`.
