@@ -19,9 +19,11 @@ demo: install
 test: setup test-core loom test-pg test-regress test-shared
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
-# the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS).
+# the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
+# the native benchmark is compiled too, so that it cannot fall behind the core.
 test-core:
 	cargo test --no-default-features --lib --release
+	cargo bench --no-default-features --bench core --no-run
 
 # Model checking of the lock-free table with loom (src/filter/loom_tests.rs).
 loom:

@@ -19,8 +19,8 @@ use std::sync::{Arc, Barrier, Mutex, RwLock};
 use std::time::Instant;
 
 use cuckoo::filter::hash::hash_i64;
-use cuckoo::filter::layout::{Params, DEFAULT_SEED};
-use cuckoo::filter::sizing::{size_for, DEFAULT_FPP};
+use cuckoo::filter::layout::{Mapping, Params, DEFAULT_SEED};
+use cuckoo::filter::sizing::{size_for_capacity, DEFAULT_FPP};
 use cuckoo::filter::{Full, OwnedFilter, Table};
 use xxhash_rust::xxh3::Xxh3Default;
 
@@ -86,7 +86,7 @@ fn main() {
     }
 
     println!("== single thread, {items} items (median of {trials})");
-    let params = size_for(items as u64, DEFAULT_FPP, 30).unwrap();
+    let params = size_for_capacity(items as u64, DEFAULT_FPP, u64::MAX).unwrap().params;
     let ours = OwnedFilter::new(params);
     let build_ours = timed(|| {
         for &k in &keys {
@@ -100,7 +100,7 @@ fn main() {
         }
     });
     let mutex = Mutex::new(());
-    let words = params.bucket_count() as usize;
+    let words = params.bucket_count as usize;
     let raw: Vec<u64> = (0..words as u64).collect();
     let t = ours.table();
     let n = probe.len() as f64;
@@ -254,7 +254,7 @@ enum Guard {
 /// 2 threads on one table at 90% load, each doing `ops` operations of a 50/50 mix:
 /// insert/lookup (load drifts from 88% to 92%) or insert/delete (load stays).
 fn churn_run(guard: Guard, deletes: bool, log2: u8, ops: usize) -> f64 {
-    let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count_log2: log2, seed: DEFAULT_SEED };
+    let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 1 << log2, seed: DEFAULT_SEED, mapping: Mapping::Fastrange };
     let filter = Arc::new(OwnedFilter::new(params));
     let fill = params.slot_count() as f64 * if deletes { 0.90 } else { 0.88 };
     let per_thread = (fill / 2.0) as u64;
@@ -347,7 +347,7 @@ fn load_at_first_failure() {
     for log2 in [12u8, 16, 20] {
         let mut loads = Vec::new();
         for seed in 0..3u64 {
-            let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count_log2: log2, seed: DEFAULT_SEED };
+            let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 1 << log2, seed: DEFAULT_SEED, mapping: Mapping::Fastrange };
             let f = OwnedFilter::new(params);
             let mut rng = Rng(seed * 7919 + log2 as u64);
             let mut n = 0u64;
