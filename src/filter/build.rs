@@ -149,29 +149,38 @@ pub fn sort_dedup(hashes: &mut [u64]) -> usize {
 }
 
 /// Merges runs that are each in bucket order without repeats into one such run
-/// (a hash in several runs is kept once).
-pub fn merge_dedup<I: Iterator<Item = u64>>(mut runs: Vec<I>, out: &mut Vec<u64>) {
-    let mut heads: Vec<Option<u64>> = runs.iter_mut().map(|r| r.next()).collect();
+/// (a hash in several runs is kept once), in one pass that takes the smallest
+/// head of the few runs of a parallel plan each time. A run found out of order is
+/// an error (runs come from partial states, which are checked, not trusted).
+pub fn merge_dedup(runs: &[&[u64]]) -> Result<Vec<u64>, RunError> {
+    let mut runs: Vec<&[u64]> = runs.iter().copied().filter(|r| !r.is_empty()).collect();
+    let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
     let mut last: Option<u64> = None;
-    loop {
-        // Few runs (the processes of one parallel plan): a linear scan for the
-        // smallest head beats a heap.
-        let mut best: Option<usize> = None;
-        for (i, h) in heads.iter().enumerate() {
-            if let Some(h) = h {
-                if best.is_none_or(|b| bucket_order_key(*h) < bucket_order_key(heads[b].unwrap())) {
-                    best = Some(i);
-                }
+    while !runs.is_empty() {
+        let mut best = 0;
+        let mut best_key = bucket_order_key(runs[0][0]);
+        for (i, r) in runs.iter().enumerate().skip(1) {
+            let k = bucket_order_key(r[0]);
+            if k < best_key {
+                best = i;
+                best_key = k;
             }
         }
-        let Some(b) = best else { return };
-        let h = heads[b].unwrap();
-        if last != Some(h) {
+        let h = runs[best][0];
+        if last != Some(best_key) {
             out.push(h);
-            last = Some(h);
+            last = Some(best_key);
         }
-        heads[b] = runs[b].next();
+        let r = &mut runs[best];
+        if r.len() > 1 && bucket_order_key(r[1]) <= best_key {
+            return Err(RunError("run not in bucket order without repeats"));
+        }
+        *r = &r[1..];
+        if r.is_empty() {
+            runs.swap_remove(best);
+        }
     }
+    Ok(out)
 }
 
 /// Builds a filter of `hashes` (distinct, in bucket order: primary-bucket order
@@ -207,7 +216,15 @@ pub fn build_filter(hashes: &[u64], mut params: Params, mut capacity: u64, max_b
 /// `2^64 / 2^L ≤ 2n`, so a run of `n` hashes takes at most `n·(L + 3)` bits plus
 /// 16 bytes: about `66 − log2 n` bits per distinct hash, whatever the number of
 /// rows behind it. ([`run_size_bound`]).
+///
+/// Runs of at most [`RAW_RUN_MAX`] hashes are stored raw instead (`L` = 255, then
+/// the hashes as little-endian u64): 8 bytes per distinct hash, at most 128 MB,
+/// and nothing to decode. The bound per distinct hash is then 64 bits; Rice
+/// coding takes over where a state could otherwise approach the 1 GB limit.
 pub const RUN_HEADER_BYTES: usize = 16;
+/// The largest run stored raw.
+pub const RAW_RUN_MAX: u64 = 1 << 24;
+const RAW: u8 = 255;
 
 fn rice_param(n: u64) -> u32 {
     64 - index_bits(n + 1).min(64)
@@ -215,6 +232,13 @@ fn rice_param(n: u64) -> u32 {
 
 /// The largest encoding of a run of `n` distinct hashes.
 pub fn run_size_bound(n: u64) -> u64 {
+    if n <= RAW_RUN_MAX {
+        return RUN_HEADER_BYTES as u64 + 8 * n;
+    }
+    rice_size_bound(n)
+}
+
+fn rice_size_bound(n: u64) -> u64 {
     RUN_HEADER_BYTES as u64 + (n * (rice_param(n) as u64 + 3)).div_ceil(64) * 8
 }
 
@@ -246,8 +270,25 @@ impl BitWriter {
 /// Encodes hashes that are in bucket order without repeats.
 pub fn encode_run(hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;
+    if n <= RAW_RUN_MAX {
+        assert!(hashes.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])), "run not in bucket order without repeats");
+        let mut out = Vec::with_capacity(RUN_HEADER_BYTES + 8 * hashes.len());
+        out.extend_from_slice(&n.to_le_bytes());
+        out.push(RAW);
+        out.extend_from_slice(&[0; 7]);
+        for h in hashes {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
+        return out;
+    }
+    encode_rice(hashes)
+}
+
+/// The Rice-coded form of a run (any length; [`encode_run`] uses it for long runs).
+pub fn encode_rice(hashes: &[u64]) -> Vec<u8> {
+    let n = hashes.len() as u64;
     let l = rice_param(n);
-    let mut w = BitWriter { words: Vec::with_capacity((run_size_bound(n) / 8) as usize), acc: 0, used: 0 };
+    let mut w = BitWriter { words: Vec::with_capacity((rice_size_bound(n) / 8) as usize), acc: 0, used: 0 };
     let mut prev: Option<u64> = None;
     for &h in hashes {
         let k = bucket_order_key(h);
@@ -284,8 +325,53 @@ pub fn encode_run(hashes: &[u64]) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunError(pub &'static str);
 
-/// Reads a run made by [`encode_run`], checking it as it goes: yields the hashes,
-/// then `Err` once if the run turns out malformed.
+/// Checks a run's header and length (made by [`encode_run`]); returns its count.
+pub fn check_run(bytes: &[u8]) -> Result<u64, RunError> {
+    if bytes.len() >= RUN_HEADER_BYTES && bytes[8] == RAW {
+        let n = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
+        if bytes[9..16].iter().any(|&b| b != 0) || n > RAW_RUN_MAX || bytes.len() as u64 != RUN_HEADER_BYTES as u64 + 8 * n {
+            return Err(RunError("bad raw run header or length"));
+        }
+        return Ok(n);
+    }
+    RunReader::new(bytes).map(|r| r.len())
+}
+
+/// The hashes of a run whose header and length are checked: a raw run in place
+/// where its words are aligned little-endian u64 (no copy), else decoded. Their
+/// order is checked by [`merge_dedup`].
+pub fn run_hashes(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u64]>, RunError> {
+    let n = check_run(bytes)?;
+    if bytes[8] != RAW {
+        return Ok(std::borrow::Cow::Owned(RunReader::new(bytes)?.collect::<Result<Vec<u64>, RunError>>()?));
+    }
+    let words = &bytes[RUN_HEADER_BYTES..];
+    if cfg!(target_endian = "little") && words.as_ptr() as usize % std::mem::align_of::<u64>() == 0 {
+        // SAFETY: `check_run` verified `words` is exactly `n` 8-byte words; the
+        // pointer is aligned for u64, every bit pattern is a valid u64, and the
+        // target is little-endian, the order the words were written in.
+        return Ok(std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u64, n as usize) }));
+    }
+    Ok(std::borrow::Cow::Owned(words.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()))
+}
+
+/// The hashes of a run, checked: in bucket order without repeats, exactly as many
+/// as its header says.
+pub fn decode_run(bytes: &[u8]) -> Result<Vec<u64>, RunError> {
+    let n = check_run(bytes)?;
+    if bytes[8] != RAW {
+        return RunReader::new(bytes)?.collect();
+    }
+    let v: Vec<u64> = bytes[RUN_HEADER_BYTES..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    debug_assert_eq!(v.len() as u64, n);
+    if !v.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])) {
+        return Err(RunError("raw run not in bucket order without repeats"));
+    }
+    Ok(v)
+}
+
+/// Reads a Rice-coded run, checking it as it goes: yields the hashes, then `Err`
+/// once if the run turns out malformed.
 pub struct RunReader<'a> {
     words: &'a [u8],
     left: u64,
@@ -306,7 +392,7 @@ impl<'a> RunReader<'a> {
             return Err(RunError("bad run header"));
         }
         let words = &bytes[RUN_HEADER_BYTES..];
-        if words.len() as u64 > run_size_bound(n) - RUN_HEADER_BYTES as u64 {
+        if words.len() as u64 > rice_size_bound(n) - RUN_HEADER_BYTES as u64 {
             return Err(RunError("run longer than its count allows"));
         }
         Ok(RunReader { words, left: n, l, pos: 0, prev: None, failed: false })
@@ -434,8 +520,13 @@ mod tests {
             let n = sort_dedup(r);
             r.truncate(n);
         }
-        let mut out = Vec::new();
-        merge_dedup(runs.iter().map(|r| r.iter().copied()).collect(), &mut out);
+        let slices: Vec<&[u64]> = runs.iter().map(|r| &r[..]).collect();
+        let out = merge_dedup(&slices).unwrap();
+        // Runs out of order are refused.
+        let mut bad = runs[0].clone();
+        bad.swap(10, 11);
+        assert!(merge_dedup(&[&bad[..], &runs[1][..]]).is_err());
+        assert_eq!(merge_dedup(&[]).unwrap(), Vec::<u64>::new());
         let mut expected = all.clone();
         let n = sort_dedup(&mut expected);
         assert_eq!(out, expected[..n]);
@@ -452,26 +543,37 @@ mod tests {
                 v[1] = u64::MAX;
             }
             let m = sort_dedup(&mut v);
-            let bytes = encode_run(&v[..m]);
-            assert!(bytes.len() as u64 <= run_size_bound(m as u64), "n {n}: {} > {}", bytes.len(), run_size_bound(m as u64));
-            let back: Vec<u64> = RunReader::new(&bytes).unwrap().map(|r| r.unwrap()).collect();
-            assert_eq!(back, v[..m]);
+            let raw = encode_run(&v[..m]);
+            assert_eq!(raw.len(), RUN_HEADER_BYTES + 8 * m, "short runs are raw");
+            assert!(raw.len() as u64 <= run_size_bound(m as u64));
+            assert_eq!(decode_run(&raw).unwrap(), v[..m]);
+            let rice = encode_rice(&v[..m]);
+            assert!(rice.len() as u64 <= rice_size_bound(m as u64), "n {n}: {} > {}", rice.len(), rice_size_bound(m as u64));
+            assert_eq!(decode_run(&rice).unwrap(), v[..m]);
+            assert_eq!(check_run(&rice).unwrap(), m as u64);
         }
     }
 
     #[test]
     fn partial_state_size_follows_distinct_keys_not_rows() {
-        // 20 rows per distinct key: the run holds each hash once, at about
-        // 66 - log2(n) bits per distinct hash.
+        // 20 rows per distinct key: the run holds each hash once: 8 bytes raw, or
+        // about 66 - log2(n) bits Rice-coded.
         let mut rng = Rng(8);
         let distinct: Vec<u64> = (0..50_000).map(|_| rng.next()).collect();
         let mut rows: Vec<u64> = (0..20).flat_map(|_| distinct.iter().copied()).collect();
         let m = sort_dedup(&mut rows);
         assert_eq!(m, distinct.len());
-        let bytes = encode_run(&rows[..m]);
+        assert_eq!(encode_run(&rows[..m]).len(), RUN_HEADER_BYTES + 8 * m);
+        let bytes = encode_rice(&rows[..m]);
         let bits_per_key = 8.0 * bytes.len() as f64 / m as f64;
         assert!(bits_per_key < 66.0 - (m as f64).log2() + 0.5, "{bits_per_key}");
-        assert!(bytes.len() < 8 * m, "smaller than the raw hashes");
+        // The largest state a worker sends stays under PostgreSQL's 1 GB limit up
+        // to about 200M distinct keys, however many rows it read: the 100M of a
+        // 500M-row table fit in one worker.
+        let limit = 0x3fff_ffffu64 - 64;
+        assert!(run_size_bound(100_000_000) < limit / 2);
+        assert!(run_size_bound(200_000_000) < limit);
+        assert!((1..=45).all(|k| run_size_bound(k * (1 << 22)) < limit));
     }
 
     #[test]
@@ -479,25 +581,32 @@ mod tests {
         let mut rng = Rng(9);
         let mut v: Vec<u64> = (0..500).map(|_| rng.next()).collect();
         let m = sort_dedup(&mut v);
-        let bytes = encode_run(&v[..m]);
-        let read_all = |b: &[u8]| -> Result<Vec<u64>, RunError> { RunReader::new(b)?.collect() };
-        assert!(read_all(&bytes[..bytes.len() - 8]).is_err(), "truncated");
-        assert!(read_all(&[bytes.clone(), vec![0; 8]].concat()).is_err(), "extra word");
-        let mut b = bytes.clone();
-        b[0] ^= 1; // count
-        assert!(read_all(&b).is_err());
-        let mut b = bytes.clone();
-        b[8] ^= 1; // parameter
-        assert!(read_all(&b).is_err());
-        // Any flipped bit in the stream: an error or different hashes, never a panic.
-        for bit in 0..8 * (bytes.len() - RUN_HEADER_BYTES) {
+        for bytes in [encode_run(&v[..m]), encode_rice(&v[..m])] {
+            let read_all = |b: &[u8]| -> Result<Vec<u64>, RunError> { decode_run(b) };
+            assert!(read_all(&bytes[..bytes.len() - 8]).is_err(), "truncated");
+            assert!(read_all(&[bytes.clone(), vec![0; 8]].concat()).is_err(), "extra word");
             let mut b = bytes.clone();
-            b[RUN_HEADER_BYTES + bit / 8] ^= 1 << (bit % 8);
-            if let Ok(h) = read_all(&b) {
-                assert_ne!(h, v[..m]);
+            b[0] ^= 1; // count
+            assert!(read_all(&b).is_err());
+            let mut b = bytes.clone();
+            b[8] ^= 1; // parameter
+            assert!(read_all(&b).is_err());
+            let mut b = bytes.clone();
+            b[9] = 1; // reserved
+            assert!(read_all(&b).is_err());
+            // Any flipped bit in the stream: an error or different hashes, never a
+            // panic; a run that decodes is in bucket order without repeats.
+            for bit in 0..8 * (bytes.len() - RUN_HEADER_BYTES) {
+                let mut b = bytes.clone();
+                b[RUN_HEADER_BYTES + bit / 8] ^= 1 << (bit % 8);
+                if let Ok(h) = read_all(&b) {
+                    assert_ne!(h, v[..m]);
+                    assert!(h.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])));
+                }
             }
+            assert!(read_all(&[]).is_err());
         }
-        assert!(read_all(&[]).is_err());
     }
 }
+
 

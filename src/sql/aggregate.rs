@@ -8,9 +8,10 @@
 //! signature, pgrx issue 2351).
 //!
 //! Parallel plans: each process's partial state is serialized as its distinct
-//! hashes, sorted in bucket order and Rice-coded (`filter::build`): about
-//! `66 − log2 n` bits per distinct key, however many rows repeat them, so a worker
-//! that reads billions of rows over a hundred million keys still fits a bytea. The
+//! hashes, sorted in bucket order (`filter::build`): raw up to 2^24 of them,
+//! Rice-coded beyond (about `66 − log2 n` bits per distinct key), however many rows
+//! repeat them, so a worker that reads billions of rows over a hundred million
+//! keys still fits a bytea. The
 //! sorting happens in the workers; the leader merges the sorted runs (bucket order
 //! does not depend on the table size, which only the merged count decides) and
 //! builds. A serial and a parallel plan build byte-identical filters.
@@ -25,7 +26,7 @@ use pgrx::prelude::*;
 
 use super::datatype::{bytea_datum, call_cache, filter_arg_once, max_value_buckets, value_from_filter, MAX_VALUE_BYTES};
 use super::value_fns::{full_error, sizing_error, union_filters};
-use crate::filter::build::{build_filter, encode_run, merge_dedup, sort_dedup, RunReader};
+use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
 
@@ -199,23 +200,17 @@ impl AggState {
             // SAFETY: the first `len` elements are initialised.
             return Distinct::Own(unsafe { std::slice::from_raw_parts(self.data, self.len) });
         }
-        let mut readers = Vec::new();
-        let mut total = own as u64;
+        let mut decoded = Vec::with_capacity(self.nruns);
         for r in self.runs() {
             // SAFETY: each run was copied into the aggregate context by add_run.
             let bytes = unsafe { std::slice::from_raw_parts(r.data, r.len) };
-            let reader = RunReader::new(bytes).unwrap_or_else(|e| malformed_partial(e.0));
-            total += reader.len();
-            readers.push(reader);
+            decoded.push(run_hashes(bytes).unwrap_or_else(|e| malformed_partial(e.0)));
         }
-        let mut out = Vec::with_capacity(total as usize);
-        // SAFETY: as above.
-        let own_iter = unsafe { std::slice::from_raw_parts(self.data, self.len) }.iter().copied();
-        let mut sources: Vec<Box<dyn Iterator<Item = u64> + '_>> = vec![Box::new(own_iter)];
-        for reader in readers {
-            sources.push(Box::new(reader.map(|r| r.unwrap_or_else(|e| malformed_partial(e.0)))));
-        }
-        merge_dedup(sources, &mut out);
+        // SAFETY: the first `len` elements are initialised.
+        let own = unsafe { std::slice::from_raw_parts(self.data, self.len) };
+        let mut sources: Vec<&[u64]> = vec![own];
+        sources.extend(decoded.iter().map(|d| &d[..]));
+        let out = merge_dedup(&sources).unwrap_or_else(|e| malformed_partial(e.0));
         Distinct::Merged(out)
     }
 }
@@ -397,8 +392,9 @@ v1_functions! {
             }
             let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap());
             let run = &bytes[PARTIAL_HEADER..];
-            // The run's header is checked now, its contents as it is merged.
-            RunReader::new(run).unwrap_or_else(|e| malformed_partial(e.0));
+            // The run's header and length are checked now, its contents as it is
+            // decoded for the merge.
+            check_run(run).unwrap_or_else(|e| malformed_partial(e.0));
             let s = &mut *AggState::new_in(cx, 0);
             s.merge_settings(f64::from_bits(word(1)), word(2));
             // The run stays in the deserialized bytea (this context) until the
