@@ -129,13 +129,14 @@ fn main() {
     // of the table's size, indices from a cheap generator (no hashing).
     let mut f = || {
         timed(|| {
-            let mask = words - 1;
+            let m = words as u64;
             let mut x = 7u64;
             let mut acc = 0u64;
             for _ in 0..probe.len() {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let i1 = (x >> 24) as usize & mask;
-                let i2 = i1 ^ ((x >> 44) as usize & mask);
+                // Two indices over the whole table (any size: multiply-shift).
+                let i1 = (((x >> 32) * m) >> 32) as usize;
+                let i2 = ((((x >> 16) & 0xffff_ffff) * m) >> 32) as usize;
                 acc = acc.wrapping_add(raw[i1] ^ raw[i2]);
             }
             black_box(acc);
@@ -169,8 +170,8 @@ fn main() {
     // The same limit with the same prefetch distance as `contains_many`.
     let mut r = || {
         timed(|| {
-            let mask = words - 1;
-            let idx = |x: u64| ((x >> 24) as usize & mask, ((x >> 24) as usize & mask) ^ ((x >> 44) as usize & mask));
+            let m = words as u64;
+            let idx = |x: u64| ((((x >> 32) * m) >> 32) as usize, ((((x >> 16) & 0xffff_ffff) * m) >> 32) as usize);
             let step = |x: u64| x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let (mut x, mut ahead) = (7u64, 7u64);
             for _ in 0..16 {
