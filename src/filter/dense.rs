@@ -45,7 +45,7 @@
 //! Every encoding is canonical (sorted fingerprints, zero padding), so equal
 //! contents give equal bytes, and input validation rejects anything else.
 
-use super::layout::{FormatError, Geometry, Mapping, Params, FORMAT_V2, HASH_XXH3_64, MAGIC};
+use super::layout::{check_header_start, FormatError, Geometry, Mapping, Params, FORMAT_V2, HASH_XXH3_64, MAGIC};
 
 pub const V2_HEADER_BYTES: usize = 48;
 
@@ -129,18 +129,7 @@ fn le64(b: &[u8], at: usize) -> u64 {
 /// Reads and validates a format-2 header and checks that `bytes` is exactly as
 /// long as it describes. The buckets are checked by [`Dense::validate`].
 pub fn parse_v2(bytes: &[u8]) -> Result<DenseHeader, FormatError> {
-    if bytes.len() < V2_HEADER_BYTES {
-        return Err(FormatError::TooShort(bytes.len()));
-    }
-    if bytes[0..4] != MAGIC {
-        return Err(FormatError::BadMagic);
-    }
-    if bytes[4] != FORMAT_V2 {
-        return Err(FormatError::UnsupportedVersion(bytes[4]));
-    }
-    if bytes[5] != HASH_XXH3_64 {
-        return Err(FormatError::UnsupportedHash(bytes[5]));
-    }
+    check_header_start(bytes, V2_HEADER_BYTES, FORMAT_V2)?;
     if bytes[10..16].iter().any(|&b| b != 0) {
         return Err(FormatError::ReservedNotZero);
     }

@@ -290,22 +290,29 @@ pub fn format_version(bytes: &[u8]) -> Result<u8, FormatError> {
     Ok(bytes[4])
 }
 
-/// Reads and validates a format-1 header (its first 32 serialized, little-endian
-/// bytes); returns the parameters, the item count and the length the whole
-/// filter must have.
-pub fn parse_v1_header(bytes: &[u8]) -> Result<(Params, u64, u64), FormatError> {
-    if bytes.len() < V1_HEADER_BYTES {
+/// The start every format shares: at least `header_len` bytes, the magic, this
+/// format's version, the hash algorithm.
+pub fn check_header_start(bytes: &[u8], header_len: usize, version: u8) -> Result<(), FormatError> {
+    if bytes.len() < header_len {
         return Err(FormatError::TooShort(bytes.len()));
     }
     if bytes[0..4] != MAGIC {
         return Err(FormatError::BadMagic);
     }
-    if bytes[4] != FORMAT_V1 {
+    if bytes[4] != version {
         return Err(FormatError::UnsupportedVersion(bytes[4]));
     }
     if bytes[5] != HASH_XXH3_64 {
         return Err(FormatError::UnsupportedHash(bytes[5]));
     }
+    Ok(())
+}
+
+/// Reads and validates a format-1 header (its first 32 serialized, little-endian
+/// bytes); returns the parameters, the item count and the length the whole
+/// filter must have.
+pub fn parse_v1_header(bytes: &[u8]) -> Result<(Params, u64, u64), FormatError> {
+    check_header_start(bytes, V1_HEADER_BYTES, FORMAT_V1)?;
     if bytes[9..16].iter().any(|&b| b != 0) {
         return Err(FormatError::ReservedNotZero);
     }

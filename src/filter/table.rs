@@ -396,74 +396,49 @@ impl<'a> Table<'a> {
         }
         // Third pass, for keys whose two buckets are both full (about a tenth at
         // 95% load): a path of one move, a resident of either bucket moving to its
-        // own other bucket if that has room. Keys go in batches whose buckets, then
-        // whose residents' other buckets, are prefetched together, so that the
-        // cache misses of a batch overlap instead of following one another.
-        const BATCH: usize = 32;
-        const BATCH2: usize = 16;
+        // own other bucket if that has room. Fourth pass, for keys without one:
+        // paths of two moves.
         let mut hard: Vec<u64> = Vec::new();
-        for batch in rest.chunks(BATCH) {
-            for &h in batch {
-                let i1 = g.primary(h);
-                self.prefetch(i1);
-                self.prefetch(g.alternate(i1, g.fingerprint(h)));
-            }
-            for &h in batch {
-                let i1 = g.primary(h);
-                for b in [i1, g.alternate(i1, g.fingerprint(h))] {
-                    let w = self.buckets[b as usize].load(Ordering::Relaxed);
-                    for s in 0..g.slots {
-                        self.prefetch(g.alternate(b, g.slot(w, s)));
-                    }
-                }
-            }
-            'keys: for &h in batch {
-                let (i1, fp) = (g.primary(h), g.fingerprint(h));
-                let i2 = g.alternate(i1, fp);
-                if place(i1, fp) || place(i2, fp) {
-                    placed += 1;
-                    continue;
-                }
-                for b in [i1, i2] {
-                    let w = self.buckets[b as usize].load(Ordering::Relaxed);
-                    for s in 0..g.slots {
-                        // Both buckets are full, so every slot holds a fingerprint,
-                        // whose pair is {b, to} (the alternate is an involution).
-                        let r = g.slot(w, s);
-                        let to = g.alternate(b, r);
-                        if to != b && place(to, r) {
-                            self.buckets[b as usize].store(g.with_slot(w, s, fp), Ordering::Relaxed);
-                            placed += 1;
-                            continue 'keys;
-                        }
-                    }
-                }
-                hard.push(h);
-            }
-        }
-        // Fourth pass, for keys without a one-move path: paths of two moves (a
-        // resident of a key's bucket moves to its other bucket after a resident
-        // of that one moved on), batched the same way, one level of buckets at a
-        // time.
+        placed += self.place_by_short_paths(&rest, 1, 32, &place, &mut hard);
         let mut harder: Vec<u64> = Vec::new();
-        for batch in hard.chunks(BATCH2) {
+        placed += self.place_by_short_paths(&hard, 2, 16, &place, &mut harder);
+        self.item_count.fetch_add(placed, Ordering::Relaxed);
+        // The rest take the general insert (breadth-first path search).
+        harder.iter().try_for_each(|&h| self.insert(h))
+    }
+
+    /// For [`Table::bulk_insert_exclusive`]: places each key by a path of at most
+    /// `moves` moves (1 or 2): into a free slot of its buckets, else a resident of
+    /// one moves to its other bucket, if need be after a resident of that one moved
+    /// on. Keys go in batches whose buckets are prefetched one level at a time (the
+    /// keys' buckets, their residents' other buckets, and for two moves those
+    /// buckets' residents' other buckets), so that the cache misses of a batch
+    /// overlap instead of following one another. Keys without such a path go to
+    /// `left`. Plain loads and stores (exclusive access); a fingerprint only ever
+    /// moves between the two buckets of its pair. Returns the keys placed.
+    fn place_by_short_paths(&self, keys: &[u64], moves: u32, batch: usize, place: &impl Fn(u64, u64) -> bool, left: &mut Vec<u64>) -> u64 {
+        let g = &self.g;
+        let load = |i: u64| self.buckets[i as usize].load(Ordering::Relaxed);
+        let pair = |h: u64| {
+            let i1 = g.primary(h);
+            [i1, g.alternate(i1, g.fingerprint(h))]
+        };
+        let mut placed = 0;
+        for batch in keys.chunks(batch) {
             for &h in batch {
-                let i1 = g.primary(h);
-                self.prefetch(i1);
-                self.prefetch(g.alternate(i1, g.fingerprint(h)));
+                pair(h).into_iter().for_each(|b| self.prefetch(b));
             }
-            for level in 0..2 {
+            for level in 1..=moves {
                 for &h in batch {
-                    let i1 = g.primary(h);
-                    for b in [i1, g.alternate(i1, g.fingerprint(h))] {
-                        let w = self.buckets[b as usize].load(Ordering::Relaxed);
+                    for b in pair(h) {
+                        let w = load(b);
                         for s in 0..g.slots {
                             let c = g.alternate(b, g.slot(w, s));
-                            if level == 0 {
+                            if level == 1 {
                                 self.prefetch(c);
                                 continue;
                             }
-                            let wc = self.buckets[c as usize].load(Ordering::Relaxed);
+                            let wc = load(c);
                             for s2 in 0..g.slots {
                                 self.prefetch(g.alternate(c, g.slot(wc, s2)));
                             }
@@ -471,16 +446,18 @@ impl<'a> Table<'a> {
                     }
                 }
             }
-            'keys2: for &h in batch {
-                let (i1, fp) = (g.primary(h), g.fingerprint(h));
-                let i2 = g.alternate(i1, fp);
+            'keys: for &h in batch {
+                let fp = g.fingerprint(h);
+                let [i1, i2] = pair(h);
                 if place(i1, fp) || place(i2, fp) {
                     placed += 1;
                     continue;
                 }
                 for b in [i1, i2] {
-                    let w = self.buckets[b as usize].load(Ordering::Relaxed);
+                    let w = load(b);
                     for s in 0..g.slots {
+                        // Both buckets are full, so every slot holds a fingerprint,
+                        // whose pair is {b, c} (the alternate is an involution).
                         let r = g.slot(w, s);
                         let c = g.alternate(b, r);
                         if c == b {
@@ -489,9 +466,12 @@ impl<'a> Table<'a> {
                         if place(c, r) {
                             self.buckets[b as usize].store(g.with_slot(w, s, fp), Ordering::Relaxed);
                             placed += 1;
-                            continue 'keys2;
+                            continue 'keys;
                         }
-                        let wc = self.buckets[c as usize].load(Ordering::Relaxed);
+                        if moves < 2 {
+                            continue;
+                        }
+                        let wc = load(c);
                         for s2 in 0..g.slots {
                             let r2 = g.slot(wc, s2);
                             let d = g.alternate(c, r2);
@@ -502,17 +482,15 @@ impl<'a> Table<'a> {
                                 self.buckets[c as usize].store(g.with_slot(wc, s2, r), Ordering::Relaxed);
                                 self.buckets[b as usize].store(g.with_slot(w, s, fp), Ordering::Relaxed);
                                 placed += 1;
-                                continue 'keys2;
+                                continue 'keys;
                             }
                         }
                     }
                 }
-                harder.push(h);
+                left.push(h);
             }
         }
-        self.item_count.fetch_add(placed, Ordering::Relaxed);
-        // The rest take the general insert (breadth-first path search).
-        harder.iter().try_for_each(|&h| self.insert(h))
+        placed
     }
 
     /// `w` with slot `s` set to `fp` (0 clears it) and the counter advanced by one:
