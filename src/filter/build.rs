@@ -388,6 +388,11 @@ impl<'a> RunReader<'a> {
         }
         let n = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
         let l = bytes[8] as u32;
+        // Every code takes at least one bit: a larger count is a lie (and would
+        // overflow the arithmetic below).
+        if n > 8 * (bytes.len() - RUN_HEADER_BYTES) as u64 {
+            return Err(RunError("run count larger than its bits"));
+        }
         if bytes[9..16].iter().any(|&b| b != 0) || l != rice_param(n) {
             return Err(RunError("bad run header"));
         }
@@ -587,6 +592,11 @@ mod tests {
             assert!(read_all(&[bytes.clone(), vec![0; 8]].concat()).is_err(), "extra word");
             let mut b = bytes.clone();
             b[0] ^= 1; // count
+            assert!(read_all(&b).is_err());
+            let mut b = bytes.clone();
+            b[0..8].copy_from_slice(&u64::MAX.to_le_bytes()); // a count no run can hold
+            assert!(read_all(&b).is_err());
+            b[8] = 0;
             assert!(read_all(&b).is_err());
             let mut b = bytes.clone();
             b[8] ^= 1; // parameter

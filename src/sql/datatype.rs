@@ -182,13 +182,6 @@ impl FilterValue {
         }
     }
 
-    /// Writes the bucket words into `out` (one per bucket): a publish.
-    pub fn write_words(&self, out: &mut [u64]) {
-        for (o, w) in out.iter_mut().zip(self.words()) {
-            *o = w;
-        }
-    }
-
     /// A private copy as bucket words, to change (insert, delete, union).
     pub fn to_owned_filter(&self) -> OwnedFilter {
         OwnedFilter::from_words(self.params(), self.capacity(), self.words())
@@ -501,9 +494,11 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
         let cache = call_cache(fcinfo);
         let (ptr, checked) = resolve_filter_arg(fcinfo, n, &mut cache.filter);
         let len = pgrx::varlena::varsize_4b(ptr);
-        let body = std::slice::from_raw_parts((ptr as *const u8).add(VALUE_PREFIX), len - VALUE_PREFIX);
+        let body_at = (ptr as *const u8).add(VALUE_PREFIX);
         let lc = &mut cache.layout;
-        let hit = lc.valid && lc.len == len && body.len() >= V2_HEADER_BYTES && body[..V2_HEADER_BYTES] == lc.header;
+        // A cached length is that of a checked format-2 value, longer than the
+        // prefix and header, so the header is read only once the lengths match.
+        let hit = lc.valid && lc.len == len && std::slice::from_raw_parts(body_at, V2_HEADER_BYTES) == lc.header;
         if !hit {
             let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
             if v.version != FORMAT_V2 {
@@ -512,13 +507,14 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
             }
             lc.valid = false;
             lc.layout.write(DenseLayout::new(&v.params()));
-            lc.header.copy_from_slice(&body[..V2_HEADER_BYTES]);
+            lc.header.copy_from_slice(std::slice::from_raw_parts(body_at, V2_HEADER_BYTES));
             lc.len = len;
             lc.valid = true;
         }
         let layout = lc.layout.assume_init();
         let h = cache.key.hash_arg(fcinfo, key_arg, layout.seed());
-        Dense::with_layout(layout, &body[V2_HEADER_BYTES..]).contains(h)
+        let buckets = std::slice::from_raw_parts(body_at.add(V2_HEADER_BYTES), len - VALUE_PREFIX - V2_HEADER_BYTES);
+        Dense::with_layout(layout, buckets).contains(h)
     }
 }
 

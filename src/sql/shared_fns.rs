@@ -496,9 +496,10 @@ v1_functions! {
         let params = v.params();
         let capacity = v.capacity();
         let fpp = published_fpp(&params, capacity);
-        // The value's buckets expanded into bucket words, under the registry lock
-        // (one linear pass, like the copy it replaces).
-        let contents = |out: &mut [u64]| v.write_words(out);
+        // The value's buckets expanded into bucket words before the registry lock
+        // is taken (decoding a large value takes a while), then copied under it.
+        let words: Vec<u64> = v.words().collect();
+        let contents = |out: &mut [u64]| out.copy_from_slice(&words);
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp };
         purge_dropped_databases();
         registry_change(
