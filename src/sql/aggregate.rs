@@ -24,8 +24,8 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{bytea_datum, call_cache, filter_arg_once, max_value_buckets, value_from_filter, MAX_VALUE_BYTES};
-use super::value_fns::{full_error, sizing_error, union_filters};
+use super::datatype::{bytea_datum, call_cache, filter_arg_once, value_from_filter, MAX_VALUE_BYTES};
+use super::value_fns::{full_error, sizing_error, union_filters, value_max_buckets};
 use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
@@ -167,7 +167,7 @@ impl AggState {
 
     fn set_fpp(&mut self, fpp: f64) {
         if self.fpp == 0.0 {
-            if let Err(e) = crate::filter::sizing::shape_for(fpp) {
+            if let Err(e) = shape_for(fpp) {
                 sizing_error(e);
             }
             self.fpp = fpp;
@@ -272,10 +272,7 @@ fn build_from_state(state: Option<&mut AggState>) -> pg_sys::Datum {
     let n = hashes.len() as u64;
     // Keys that are all known pack to the shape's load; a named capacity plans
     // for keys inserted later, as cf_empty does.
-    let max_buckets = match shape_for(fpp) {
-        Ok(shape) => max_value_buckets(&shape),
-        Err(e) => sizing_error(e),
-    };
+    let max_buckets = value_max_buckets(fpp);
     let sized = if capacity > 0 {
         size_for_capacity(capacity.max(n), fpp, max_buckets)
     } else {

@@ -562,10 +562,25 @@ unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: 
             return (cache.store(key, detoasted, (*(*fcinfo).flinfo).fn_mcxt), true);
         }
         // In memory already, or short, compressed, in-memory-external: no cache.
+        (in_memory(raw), false)
+    }
+}
+
+/// A filter datum that is not stored out of line, as a 4-byte-header varlena: in
+/// place when it is one (plain and 8-aligned), else a detoasted copy in the
+/// current memory context (short, compressed and in-memory-external forms are
+/// small or rare).
+///
+/// # Safety
+/// `raw` must be a non-null `cuckoofilter` datum.
+unsafe fn in_memory(raw: *mut pg_sys::varlena) -> *mut pg_sys::varlena {
+    // SAFETY: the caller guarantees a varlena in one of its storage forms;
+    // pg_detoast_datum_copy returns a new palloc'd 4-byte-header varlena.
+    unsafe {
         if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
-            return (raw, false);
+            return raw;
         }
-        (pg_sys::pg_detoast_datum_copy(raw), false)
+        pg_sys::pg_detoast_datum_copy(raw)
     }
 }
 
@@ -576,16 +591,9 @@ unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: 
 /// # Safety
 /// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`.
 pub unsafe fn filter_arg_once(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> FilterValue {
-    // SAFETY: the caller guarantees a cuckoofilter at `n`; a plain, aligned 4-byte-header value is read in
-    // place, any other form is detoasted into a new palloc'd copy (short, compressed
-    // and external forms are small, rare, or read once here).
-    unsafe {
-        let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
-        if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
-            return FilterValue::from_ptr(raw);
-        }
-        FilterValue::from_ptr(pg_sys::pg_detoast_datum_copy(raw))
-    }
+    // SAFETY: the caller guarantees a cuckoofilter at `n`; `in_memory` gives a
+    // 4-byte-header varlena that lives at least as long as this call.
+    unsafe { FilterValue::from_ptr(in_memory(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr())) }
 }
 
 v1_functions! {

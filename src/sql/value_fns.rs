@@ -10,6 +10,12 @@ use crate::filter::layout::FORMAT_V1;
 use crate::filter::sizing::{self, size_for_capacity, SizingError};
 use crate::filter::{Full, Mapping, OwnedFilter};
 
+/// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
+/// 22023 for an unusable rate.
+pub fn value_max_buckets(fpp: f64) -> u64 {
+    sizing::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e))
+}
+
 /// Raises 22023 for a sizing error.
 pub fn sizing_error(e: SizingError) -> ! {
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string());
@@ -121,8 +127,7 @@ v1_functions! {
         if capacity < 1 {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
-        let max_buckets = sizing::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e));
-        let s = size_for_capacity(capacity as u64, fpp, max_buckets).unwrap_or_else(|e| sizing_error(e));
+        let s = size_for_capacity(capacity as u64, fpp, value_max_buckets(fpp)).unwrap_or_else(|e| sizing_error(e));
         value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity)).as_datum()
     }
 
