@@ -111,28 +111,31 @@ COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filter
 
 -- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
 -- They are not transactional: a change is visible to every session at once and
--- is not undone by ROLLBACK. Functions that read or change a filter are volatile
--- (other sessions change it during a statement); lookups, inserts and deletes are
--- parallel safe (lock-free, from any process); create, drop, publish and grants
--- take the registry lock and run in the leader only.
-CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002) RETURNS void
+-- is not undone by ROLLBACK (like nextval). Durable filters (the default) are
+-- WAL-logged: they survive restarts and crashes and are replayed on standbys.
+-- Functions that read or change a filter are volatile (other sessions change it
+-- during a statement); lookups are parallel safe (lock-free, from any process);
+-- inserts and deletes are parallel unsafe, since a durable change assigns the
+-- transaction an ID as nextval does; create, drop, publish and grants take the
+-- registry lock.
+CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_create' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_create(text, bigint, float8) IS 'creates an empty named filter in shared memory for capacity keys at false-positive rate fpp';
+COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean) IS 'creates an empty named filter in shared memory for capacity keys at false-positive rate fpp; durable filters are WAL-logged and survive restarts, crashes and failover';
 CREATE FUNCTION cf_drop(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_drop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not exist';
 CREATE FUNCTION cf_insert(name text, key anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_insert(text, anyelement) IS 'adds a key to a named filter; false (and nothing lost) when it is full';
 CREATE FUNCTION cf_contains(name text, key anyelement) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION cf_contains(text, anyelement) IS 'false: the key is definitely not in the named filter; true: it may be';
 CREATE FUNCTION cf_delete(name text, key anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_delete(text, anyelement) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';
-CREATE FUNCTION cf_publish(name text, f cuckoofilter) RETURNS void
+CREATE FUNCTION cf_publish(name text, f cuckoofilter, durable boolean DEFAULT true) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_publish' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_publish(text, cuckoofilter) IS 'creates a named filter as a copy of a value, or replaces its contents atomically';
+COMMENT ON FUNCTION cf_publish(text, cuckoofilter, boolean) IS 'creates a named filter as a copy of a value, or replaces its contents atomically; durable filters are WAL-logged';
 CREATE FUNCTION cf_snapshot(name text) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_snapshot' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION cf_snapshot(text) IS 'a cuckoofilter value holding every key the named filter held throughout the call';
@@ -146,7 +149,7 @@ COMMENT ON FUNCTION cf_revoke_lookup(text) IS 'withdraws the lookup grant of a n
 -- The current database's named filters that the current role may look up.
 CREATE VIEW cuckoo_filters AS
     SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
-           failed_inserts, lookup_retries, kicks, owner, lookup_grantee
+           failed_inserts, lookup_retries, kicks, owner, lookup_grantee, durable, state, reason
     FROM cuckoo_filters_rows();
 GRANT SELECT ON cuckoo_filters TO PUBLIC;
 COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The upgrade path: CREATE EXTENSION cuckoo VERSION '0.1.0' then ALTER EXTENSION
-# cuckoo UPDATE gives the same catalog as a fresh install of the current version
-# (every member object with its definition, properties, comment and privileges),
-# and values stored before the update still answer as 0.1.0 answered.
+# The upgrade paths: CREATE EXTENSION cuckoo VERSION '0.1.0' (and '0.2.0') then
+# ALTER EXTENSION cuckoo UPDATE gives the same catalog as a fresh install of the
+# current version (every member object with its definition, properties, comment
+# and privileges), values stored before the update still answer as 0.1.0
+# answered, and privileges changed on functions whose declaration the update
+# replaces carry over.
 # Expects the cluster of tests/cluster.sh to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,25 +16,6 @@ fail() { echo "upgrade: FAIL: $*" >&2; exit 1; }
 version=$(sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -1)
 work=$(mktemp -d /tmp/cuckoo-upgrade.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-
-q -d postgres -c "DROP DATABASE IF EXISTS up_old" -c "DROP DATABASE IF EXISTS up_new" -c "CREATE DATABASE up_old" -c "CREATE DATABASE up_new"
-
-# 0.1.0, with values made by 0.1.0 stored in a table, then the update.
-q -d up_old -c "CREATE EXTENSION cuckoo VERSION '0.1.0'" \
-  -c "CREATE TABLE v1 (id int PRIMARY KEY, note text, f cuckoofilter)" \
-  -c "\\copy v1 FROM 'tests/pg_regress/data/v1_values.tsv'"
-[ "$(q -d up_old -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = 0.1.0 ] || fail "0.1.0 not installed"
-answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
-before=$(q -d up_old -c "$answers")
-q -d up_old -c "ALTER EXTENSION cuckoo UPDATE"
-[ "$(q -d up_old -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$version" ] || fail "not updated to $version"
-[ "$(q -d up_old -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update"
-# New values are format 2 and combine with each other after the update.
-[ "$(q -d up_old -c "SELECT cf_info(cf_union(cf_agg(g, 0.01, 100), cf_agg(g + 50, 0.01, 100))) ->> 'format_version' FROM generate_series(1, 50) g")" = 2 ] \
-  || fail "cf_agg after the update does not write format 2"
-echo "upgrade: 0.1.0 -> $version keeps stored values' answers"
-
-q -d up_new -c "CREATE EXTENSION cuckoo"
 
 # Every object that belongs to the extension, described with everything that
 # defines it, one line each, sorted.
@@ -66,12 +49,47 @@ SELECT line FROM (
     FROM pg_extension e WHERE e.extname = 'cuckoo'
 ) x ORDER BY line;
 SQL
-q -d up_old -f "$work/catalog.sql" > "$work/updated.txt"
+
+q -d postgres -c "DROP DATABASE IF EXISTS up_new" -c "CREATE DATABASE up_new"
+q -d up_new -c "CREATE EXTENSION cuckoo"
 q -d up_new -f "$work/catalog.sql" > "$work/fresh.txt"
 lines=$(wc -l < "$work/fresh.txt")
 [ "$lines" -gt 50 ] || fail "catalog description too short ($lines lines)"
-if ! diff -u "$work/fresh.txt" "$work/updated.txt"; then
-  fail "the updated catalog differs from a fresh install's (diff above: - fresh, + updated)"
-fi
-echo "upgrade: catalog after ALTER EXTENSION UPDATE equals a fresh install ($lines lines compared)"
-q -d postgres -c "DROP DATABASE up_old" -c "DROP DATABASE up_new"
+
+answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
+for from in 0.1.0 0.2.0; do
+  db="up_${from//./_}"
+  q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+  # The old version, with values made by 0.1.0 stored in a table, then the update.
+  q -d "$db" -c "CREATE EXTENSION cuckoo VERSION '$from'" \
+    -c "CREATE TABLE v1 (id int PRIMARY KEY, note text, f cuckoofilter)" \
+    -c "\\copy v1 FROM 'tests/pg_regress/data/v1_values.tsv'"
+  [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$from" ] || fail "$from not installed"
+  before=$(q -d "$db" -c "$answers")
+  q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE"
+  [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$version" ] || fail "$from not updated to $version"
+  [ "$(q -d "$db" -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update from $from"
+  # New values are format 2 and combine with each other after the update.
+  [ "$(q -d "$db" -c "SELECT cf_info(cf_union(cf_agg(g, 0.01, 100), cf_agg(g + 50, 0.01, 100))) ->> 'format_version' FROM generate_series(1, 50) g")" = 2 ] \
+    || fail "cf_agg after the update from $from does not write format 2"
+  echo "upgrade: $from -> $version keeps stored values' answers"
+  q -d "$db" -f "$work/catalog.sql" > "$work/updated.txt"
+  if ! diff -u "$work/fresh.txt" "$work/updated.txt"; then
+    fail "the catalog updated from $from differs from a fresh install's (diff above: - fresh, + updated)"
+  fi
+  echo "upgrade: catalog after ALTER EXTENSION UPDATE from $from equals a fresh install ($lines lines compared)"
+  q -d postgres -c "DROP DATABASE $db"
+done
+
+# Privileges on a function whose declaration 0.3.0 replaces (cf_create gained
+# an argument) carry over: revoked from PUBLIC and granted to one role before.
+q -d postgres -c "DROP DATABASE IF EXISTS up_acl" -c "CREATE DATABASE up_acl" \
+  -c "DROP ROLE IF EXISTS cuckoo_maker" -c "CREATE ROLE cuckoo_maker"
+q -d up_acl -c "CREATE EXTENSION cuckoo VERSION '0.2.0'" \
+  -c "REVOKE EXECUTE ON FUNCTION cf_create(text, bigint, float8) FROM PUBLIC" \
+  -c "GRANT EXECUTE ON FUNCTION cf_create(text, bigint, float8) TO cuckoo_maker" \
+  -c "ALTER EXTENSION cuckoo UPDATE"
+acl=$(q -d up_acl -c "SELECT has_function_privilege('public', 'cf_create(text,bigint,float8,boolean)', 'EXECUTE') || ' ' || has_function_privilege('cuckoo_maker', 'cf_create(text,bigint,float8,boolean)', 'EXECUTE') || ' ' || has_function_privilege('public', 'cf_publish(text,cuckoofilter,boolean)', 'EXECUTE')")
+[ "$acl" = "false true true" ] || fail "privileges did not carry over to the new cf_create (public, cuckoo_maker, cf_publish public: $acl)"
+echo "upgrade: privileges on cf_create carry over to its new declaration"
+q -d postgres -c "DROP DATABASE up_acl" -c "DROP DATABASE up_new" -c "DROP ROLE cuckoo_maker"

@@ -5,5 +5,7 @@
 pub mod allocator;
 pub mod epoch;
 pub mod registry;
+pub mod saved;
+pub mod wal;
 
-pub use registry::{EntryInfo, Layout, Locked, NewFilter, Region, RegionError, SnapshotBusy, StatTotals};
+pub use registry::{EntryInfo, Layout, Locked, NewFilter, Region, RegionError, SnapshotBusy, Stamp, StatTotals};

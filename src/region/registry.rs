@@ -67,7 +67,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 1;
+const REGION_VERSION: u64 = 2;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -89,8 +89,18 @@ struct RegionHeader {
     next_tag: AtomicU64,
     pending_tag: AtomicU64,
     retired_count: AtomicU64,
+    /// Whether durable filters may be changed: [`DURABLE_CLOSED`],
+    /// [`DURABLE_OPEN`] or [`DURABLE_FROZEN`] (see `sql::durability`).
+    durable_state: AtomicU64,
     epoch: CachePadded<AtomicU64>,
 }
+
+/// Durable filters cannot be changed yet (nobody logs checkpoint images).
+pub const DURABLE_CLOSED: u64 = 0;
+/// Durable filters may be changed.
+pub const DURABLE_OPEN: u64 = 1;
+/// Durable filters were saved for shutdown and must not change again.
+pub const DURABLE_FROZEN: u64 = 2;
 
 /// Per-filter counters of one stripe.
 #[repr(C)]
@@ -122,6 +132,16 @@ struct Entry {
     tag: AtomicU64,
     capacity: AtomicU64,
     fpp_bits: AtomicU64,
+    /// 1 for a durable (WAL-logged) filter.
+    durable: AtomicU64,
+    /// A durable filter's generation: the end of the WAL record that created or
+    /// published its contents (0 for other filters).
+    gen: AtomicU64,
+    /// Why the filter must be published again before use (0: it need not).
+    reload_reason: AtomicU64,
+    /// The filter's parameters (kept here too, for placeholders without blocks):
+    /// bucket count, seed, and fingerprint bits | slots << 8 | mapping << 16.
+    params: [AtomicU64; 3],
     /// Snapshots in progress that wait for (and hold off) this filter's writers.
     writers_paused: AtomicU64,
     stats: [CachePadded<Stats>; STAT_STRIPES],
@@ -209,6 +229,9 @@ pub enum RegionError {
     BadParams(String),
     /// Readers kept old copies pinned for longer than a change may wait.
     Busy,
+    /// Durable filters cannot be changed now (nobody is logging their
+    /// checkpoint images).
+    Closed,
 }
 
 impl std::fmt::Display for RegionError {
@@ -227,6 +250,7 @@ impl std::fmt::Display for RegionError {
             RegionError::BadName(why) => write!(f, "{why}"),
             RegionError::BadParams(why) => write!(f, "bad filter parameters: {why}"),
             RegionError::Busy => write!(f, "old copies of filters are still being read; try again"),
+            RegionError::Closed => write!(f, "durable filters cannot be changed while the cuckoo durability worker is not running"),
         }
     }
 }
@@ -257,6 +281,17 @@ pub struct EntryInfo {
     pub tag: u64,
     pub capacity: u64,
     pub fpp: f64,
+    pub durable: bool,
+    pub gen: u64,
+    pub reload_reason: u64,
+    pub params: Option<Params>,
+}
+
+impl EntryInfo {
+    /// Whether the filter has contents that may be used.
+    pub fn usable(&self) -> bool {
+        self.reload_reason == 0 && self.blocks > 0
+    }
 }
 
 /// Totals of a filter's counters over all stripes.
@@ -281,7 +316,23 @@ pub struct NewFilter<'n> {
     pub name: &'n str,
     pub capacity: u64,
     pub fpp: f64,
+    pub durable: bool,
 }
+
+fn pack_params(p: &Params) -> [u64; 3] {
+    [p.bucket_count, p.seed, p.fingerprint_bits as u64 | (p.slots_per_bucket as u64) << 8 | (p.mapping as u64) << 16]
+}
+
+fn unpack_params(w: [u64; 3]) -> Option<Params> {
+    let mapping = crate::filter::layout::Mapping::from_code((w[2] >> 16) as u8)?;
+    Some(Params { bucket_count: w[0], seed: w[1], fingerprint_bits: w[2] as u8, slots_per_bucket: (w[2] >> 8) as u8, mapping })
+}
+
+/// Called by create and replace after the new filter's words are written and
+/// before it is linked, with the words and their item count: returns the
+/// filter's generation (a durable filter's creation or contents are logged
+/// there, so that nobody can use the filter before its record exists).
+pub type Stamp<'s> = &'s mut dyn FnMut(&[u64], u64) -> u64;
 
 /// A process's attachment to the region.
 #[derive(Clone, Copy)]
@@ -472,6 +523,17 @@ impl Region {
                 return Ok(t.occupied_in(out));
             }
         }
+        self.image(info, slot, out, patience, |_, items| items)
+    }
+
+    /// Copies filter `info`'s bucket words into `out` with its writers paused (as
+    /// [`Self::snapshot`] does after failed attempts) and runs `then` on the copy
+    /// and its item count *before* lifting the pause: a durable filter's
+    /// checkpoint image is logged there, so that every change logged before the
+    /// image is in it and every change after it is logged after it. Call pinned
+    /// (slot `slot`) after `still_current`.
+    pub fn image<R>(&self, info: &EntryInfo, slot: usize, out: &mut [u64], patience: u64, then: impl FnOnce(&[u64], u64) -> R) -> Result<R, SnapshotBusy> {
+        let t = self.table(info);
         let e = &self.entries()[info.index];
         let me = &*self.slots()[slot].pinned;
         struct Paused<'p>(&'p AtomicU64, &'p AtomicU64);
@@ -497,7 +559,8 @@ impl Region {
             spin(&backoff);
         }
         t.copy_words(out);
-        Ok(t.occupied_in(out))
+        let items = t.occupied_in(out);
+        Ok(then(out, items))
     }
 
     /// Whether entry `index` is still at sequence number `seq` (call while pinned:
@@ -535,6 +598,10 @@ impl Region {
                 tag: e.tag.load(Ordering::Relaxed),
                 capacity: e.capacity.load(Ordering::Relaxed),
                 fpp: f64::from_bits(e.fpp_bits.load(Ordering::Relaxed)),
+                durable: e.durable.load(Ordering::Relaxed) != 0,
+                gen: e.gen.load(Ordering::Relaxed),
+                reload_reason: e.reload_reason.load(Ordering::Relaxed),
+                params: unpack_params([&e.params[0], &e.params[1], &e.params[2]].map(|w| w.load(Ordering::Relaxed))),
             };
             fence(Ordering::Acquire);
             if e.seq.load(Ordering::Relaxed) != seq {
@@ -734,13 +801,46 @@ impl Region {
     /// Creates filter `spec` with parameters `params` and nothing in it, or, with
     /// `contents`, the bucket words it writes (a published value's). Returns the
     /// entry.
-    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, contents: Option<Contents<'_>>) -> Result<EntryInfo, RegionError> {
+    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, contents: Option<Contents<'_>>, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let name = encode_name(spec.name)?;
         if self.find(spec.db, spec.name).is_some() {
             return Err(RegionError::Exists);
         }
         let index = self.free_entry(lk)?;
         let (start, blocks, tag) = self.fill(lk, params, spec.capacity, contents)?;
+        let gen = self.stamp(lk, start, params, stamp);
+        self.link_entry(lk, index, spec, params, name, (start, blocks, tag), gen, 0);
+        self.linked(lk);
+        Ok(self.entry_info(index).expect("just linked"))
+    }
+
+    /// Records a filter that exists but whose contents were lost (recovery could
+    /// not restore them, or they did not fit): it keeps its name, owner and
+    /// parameters, holds no blocks, and must be published again before use.
+    pub fn create_placeholder(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
+        debug_assert!(reason != 0);
+        let name = encode_name(spec.name)?;
+        if self.find(spec.db, spec.name).is_some() {
+            return Err(RegionError::Exists);
+        }
+        let index = self.free_entry(lk)?;
+        self.recover_pending(lk);
+        self.link_entry(lk, index, spec, params, name, (0, 0, 0), gen, reason);
+        Ok(self.entry_info(index).expect("just linked"))
+    }
+
+    /// Runs `stamp` over the words of the filled allocation at `start`.
+    fn stamp(&self, lk: &Locked, start: u64, params: &Params, stamp: Stamp<'_>) -> u64 {
+        let bytes = self.block_bytes(lk, start, WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count);
+        // SAFETY: as in `fill`: 8-aligned, `bucket_count` words after the header,
+        // reachable by nobody else until linked.
+        let words = unsafe { std::slice::from_raw_parts(bytes[WORDS_HEADER_BYTES..].as_ptr() as *const u64, params.bucket_count as usize) };
+        let items = crate::filter::Geometry::new(params).occupied_total(words.iter().copied());
+        stamp(words, items)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn link_entry(&self, lk: &Locked, index: usize, spec: &NewFilter<'_>, params: &Params, name: [u64; NAME_WORDS], (start, blocks, tag): (u64, u64, u64), gen: u64, reason: u64) {
         let e = &self.entries()[index];
         self.rewrite(lk, e, |e| {
             e.db.store(spec.db as u64, Ordering::Relaxed);
@@ -754,6 +854,12 @@ impl Region {
             e.tag.store(tag, Ordering::Relaxed);
             e.capacity.store(spec.capacity, Ordering::Relaxed);
             e.fpp_bits.store(spec.fpp.to_bits(), Ordering::Relaxed);
+            e.durable.store(spec.durable as u64, Ordering::Relaxed);
+            e.gen.store(gen, Ordering::Relaxed);
+            e.reload_reason.store(reason, Ordering::Relaxed);
+            for (w, v) in e.params.iter().zip(pack_params(params)) {
+                w.store(v, Ordering::Relaxed);
+            }
             for s in &e.stats {
                 for c in [&s.inserts, &s.lookups, &s.deletes, &s.failed_inserts, &s.lookup_retries, &s.kicks] {
                     c.store(0, Ordering::Relaxed);
@@ -761,8 +867,6 @@ impl Region {
             }
             e.state.store(STATE_LIVE, Ordering::Relaxed);
         });
-        self.linked(lk);
-        Ok(self.entry_info(index).expect("just linked"))
     }
 
     /// Claims and fills the blocks of a new filter: its words header, then its
@@ -790,19 +894,27 @@ impl Region {
 
     /// Replaces live filter `info`'s contents with the bucket words `contents`
     /// writes: readers see the old filter or the new one.
-    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64) -> Result<EntryInfo, RegionError> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let e = &self.entries()[info.index];
         if e.seq.load(Ordering::Relaxed) != info.seq {
             return Err(RegionError::NotFound);
         }
         self.retired_room(lk)?;
         let (start, blocks, tag) = self.fill(lk, params, capacity, Some(contents))?;
+        let gen = self.stamp(lk, start, params, stamp);
         self.rewrite(lk, e, |e| {
             e.start_block.store(start, Ordering::Relaxed);
             e.blocks.store(blocks, Ordering::Relaxed);
             e.tag.store(tag, Ordering::Relaxed);
             e.capacity.store(capacity, Ordering::Relaxed);
             e.fpp_bits.store(fpp.to_bits(), Ordering::Relaxed);
+            e.gen.store(gen, Ordering::Relaxed);
+            e.durable.store(durable as u64, Ordering::Relaxed);
+            e.reload_reason.store(0, Ordering::Relaxed);
+            for (w, v) in e.params.iter().zip(pack_params(params)) {
+                w.store(v, Ordering::Relaxed);
+            }
         });
         // The old blocks stay recorded (as retired) before the new tag stops being
         // pending, so recovery can never free either.
@@ -819,8 +931,61 @@ impl Region {
         }
         self.retired_room(lk)?;
         self.rewrite(lk, e, |e| e.state.store(STATE_RETIRED, Ordering::Relaxed));
+        // A placeholder holds no blocks; its entry is still retired, since
+        // lookups may be reading it.
         self.retire(lk, info.start_block, info.blocks, info.tag, Some(info.index));
         Ok(())
+    }
+
+    /// Marks filter `info` as needing a new publish before use (`reason` != 0);
+    /// its contents stay allocated until then.
+    pub fn set_reload_reason(&self, lk: &Locked, info: &EntryInfo, reason: u64) -> Result<(), RegionError> {
+        let e = &self.entries()[info.index];
+        if e.seq.load(Ordering::Relaxed) != info.seq {
+            return Err(RegionError::NotFound);
+        }
+        self.rewrite(lk, e, |e| e.reload_reason.store(reason, Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// The live filter whose generation is `gen` (durable filters only).
+    pub fn find_gen(&self, gen: u64) -> Option<EntryInfo> {
+        if gen == 0 {
+            return None;
+        }
+        (0..self.entries().len()).find_map(|i| {
+            let e = &self.entries()[i];
+            if e.state.load(Ordering::Relaxed) != STATE_LIVE || e.gen.load(Ordering::Relaxed) != gen {
+                return None;
+            }
+            self.entry_info(i).filter(|info| info.gen == gen)
+        })
+    }
+
+    /// Whether durable filters may be changed now (see [`DURABLE_OPEN`]).
+    #[inline]
+    pub fn durable_state(&self) -> u64 {
+        self.header().durable_state.load(Ordering::SeqCst)
+    }
+
+    /// Sets the durable state; closing or freezing then waits (up to `patience`
+    /// spins) until no process that may have seen the old state is still inside
+    /// a filter operation, so that no durable change is in flight afterwards.
+    /// Call unpinned. False if processes stayed pinned.
+    pub fn set_durable_state(&self, state: u64, patience: u64) -> bool {
+        self.header().durable_state.store(state, Ordering::SeqCst);
+        if state == DURABLE_OPEN {
+            return true;
+        }
+        let target = epoch::advance(&self.header().epoch);
+        let backoff = crossbeam_utils::Backoff::new();
+        for _ in 0..patience {
+            if epoch::drained(self.slot_words(), target) {
+                return true;
+            }
+            spin(&backoff);
+        }
+        false
     }
 
     /// Sets who besides the owner may look up filter `info`.
@@ -876,7 +1041,9 @@ impl Region {
             let fields = [&r.start_block, &r.blocks, &r.tag, &r.epoch, &r.entry].map(|f| f.load(Ordering::Relaxed));
             let [start, blocks, tag, epoch, entry] = fields;
             if oldest_pin >= epoch {
-                self.allocator().free(start, blocks, tag);
+                if blocks > 0 {
+                    self.allocator().free(start, blocks, tag);
+                }
                 if entry != 0 {
                     let e = &self.entries()[entry as usize - 1];
                     self.rewrite(lk, e, |e| {
@@ -903,11 +1070,11 @@ impl Region {
         self.allocator().check()?;
         let mut owned: Vec<(u64, u64, u64)> = Vec::new();
         // A dropped entry's blocks are accounted for by its retired record.
-        for e in self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) == STATE_LIVE) {
+        for e in self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) == STATE_LIVE && e.blocks.load(Ordering::Relaxed) > 0) {
             owned.push((e.start_block.load(Ordering::Relaxed), e.blocks.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed)));
         }
         let n = self.header().retired_count.load(Ordering::Relaxed) as usize;
-        for r in &self.retired()[..n] {
+        for r in self.retired()[..n].iter().filter(|r| r.blocks.load(Ordering::Relaxed) > 0) {
             owned.push((r.start_block.load(Ordering::Relaxed), r.blocks.load(Ordering::Relaxed), r.tag.load(Ordering::Relaxed)));
         }
         owned.sort_unstable();
@@ -969,7 +1136,7 @@ mod tests {
     }
 
     fn spec(db: u32, name: &str) -> NewFilter<'_> {
-        NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP }
+        NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP, durable: false }
     }
 
     fn params(capacity: u64) -> Params {
@@ -995,10 +1162,10 @@ mod tests {
     fn create_find_drop_and_names_per_database() {
         let (_m, r) = region(4 << 20);
         let lk = lock();
-        let a = r.create(&lk, &spec(1, "a"), &params(1000), None).unwrap();
-        assert_eq!(r.create(&lk, &spec(1, "a"), &params(1000), None), Err(RegionError::Exists));
+        let a = r.create(&lk, &spec(1, "a"), &params(1000), None, &mut |_, _| 0).unwrap();
+        assert_eq!(r.create(&lk, &spec(1, "a"), &params(1000), None, &mut |_, _| 0), Err(RegionError::Exists));
         // Same name in another database: a different filter.
-        let b = r.create(&lk, &spec(2, "a"), &params(1000), None).unwrap();
+        let b = r.create(&lk, &spec(2, "a"), &params(1000), None, &mut |_, _| 0).unwrap();
         assert_ne!(a.index, b.index);
         assert_eq!(r.find(1, "a").unwrap().index, a.index);
         assert_eq!(r.find(2, "a").unwrap().index, b.index);
@@ -1013,11 +1180,11 @@ mod tests {
         assert!(!r.still_current(a.index, a.seq));
         r.check().unwrap();
         // Bad names are refused before anything happens.
-        assert!(matches!(r.create(&lk, &spec(1, ""), &params(10), None), Err(RegionError::BadName(_))));
+        assert!(matches!(r.create(&lk, &spec(1, ""), &params(10), None, &mut |_, _| 0), Err(RegionError::BadName(_))));
         let long = "x".repeat(64);
-        assert!(matches!(r.create(&lk, &spec(1, &long), &params(10), None), Err(RegionError::BadName(_))));
+        assert!(matches!(r.create(&lk, &spec(1, &long), &params(10), None, &mut |_, _| 0), Err(RegionError::BadName(_))));
         let max = "y".repeat(63);
-        r.create(&lk, &spec(1, &max), &params(10), None).unwrap();
+        r.create(&lk, &spec(1, &max), &params(10), None, &mut |_, _| 0).unwrap();
         assert_eq!(r.find(1, &max).unwrap().name, max);
         r.check().unwrap();
     }
@@ -1029,7 +1196,7 @@ mod tests {
         let p = params(200_000); // 1 MiB of buckets
         let mut made = Vec::new();
         for i in 0.. {
-            match r.create(&lk, &spec(1, &format!("f{i}")), &p, None) {
+            match r.create(&lk, &spec(1, &format!("f{i}")), &p, None, &mut |_, _| 0) {
                 Ok(info) => made.push(info),
                 Err(RegionError::NoSpace { requested, free, .. }) => {
                     assert_eq!(requested, Region::bytes_for(&p));
@@ -1046,7 +1213,7 @@ mod tests {
             assert!(r.still_current(info.index, info.seq));
         }
         r.drop_filter(&lk, &made[0]).unwrap();
-        r.create(&lk, &spec(1, "again"), &p, None).unwrap();
+        r.create(&lk, &spec(1, "again"), &p, None, &mut |_, _| 0).unwrap();
         r.check().unwrap();
     }
 
@@ -1054,7 +1221,7 @@ mod tests {
     fn pinned_reader_delays_reuse() {
         let (_m, r) = region(4 << 20);
         let lk = lock();
-        let a = r.create(&lk, &spec(1, "a"), &params(1000), None).unwrap();
+        let a = r.create(&lk, &spec(1, "a"), &params(1000), None, &mut |_, _| 0).unwrap();
         let pin = r.pin(3).unwrap();
         assert!(r.still_current(a.index, a.seq));
         r.drop_filter(&lk, &a).unwrap();
@@ -1067,7 +1234,7 @@ mod tests {
         assert_eq!(r.reclaim(&lk), 1);
         assert!(r.allocator().allocations().is_empty());
         // A pin taken after a drop does not hold that drop's space back.
-        let b = r.create(&lk, &spec(1, "b"), &params(1000), None).unwrap();
+        let b = r.create(&lk, &spec(1, "b"), &params(1000), None, &mut |_, _| 0).unwrap();
         let early = r.pin(2).unwrap();
         r.drop_filter(&lk, &b).unwrap();
         let _late = r.pin(4).unwrap();
@@ -1083,12 +1250,12 @@ mod tests {
         let (_m, r) = region(4 << 20);
         let lk = lock();
         let p = params(1000);
-        let a = r.create(&lk, &spec(1, "a"), &p, None).unwrap();
+        let a = r.create(&lk, &spec(1, "a"), &p, None, &mut |_, _| 0).unwrap();
         let src = crate::filter::OwnedFilter::new(p);
         src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
         let words = words_of(&src);
         let pin = r.pin(0).unwrap();
-        let b = r.replace(&lk, &a, &p, &copy_from(&words), 1000, 0.001).unwrap();
+        let b = r.replace(&lk, &a, &p, &copy_from(&words), 1000, 0.001, false, &mut |_, _| 0).unwrap();
         assert_eq!(a.index, b.index);
         assert!(!r.still_current(a.index, a.seq));
         assert!(r.table(&b).contains(hash_i64(DEFAULT_SEED, 42)));
@@ -1106,13 +1273,13 @@ mod tests {
     fn interrupted_claim_is_recovered_by_the_next_lock_holder() {
         let (_m, r) = region(4 << 20);
         let lk = lock();
-        r.create(&lk, &spec(1, "keep"), &params(1000), None).unwrap();
+        r.create(&lk, &spec(1, "keep"), &params(1000), None, &mut |_, _| 0).unwrap();
         // A lock holder claims blocks and stops before linking them.
         let (start, n, _tag) = r.claim(&lk, 100_000).unwrap();
         assert!(n > 0 && start < r.lay.blocks);
         assert!(r.check().is_err(), "phantom allocation is visible to the check");
         // The next change recovers it first.
-        r.create(&lk, &spec(1, "next"), &params(1000), None).unwrap();
+        r.create(&lk, &spec(1, "next"), &params(1000), None, &mut |_, _| 0).unwrap();
         r.check().unwrap();
         assert_eq!(r.allocator().allocations().len(), 2);
     }
@@ -1124,11 +1291,11 @@ mod tests {
         let max = r.lay.entries;
         let mut last = None;
         for i in 0..max {
-            last = Some(r.create(&lk, &spec(1, &format!("e{i}")), &params(10), None).unwrap());
+            last = Some(r.create(&lk, &spec(1, &format!("e{i}")), &params(10), None, &mut |_, _| 0).unwrap());
         }
-        assert_eq!(r.create(&lk, &spec(1, "one more"), &params(10), None), Err(RegionError::NoEntries { max }));
+        assert_eq!(r.create(&lk, &spec(1, "one more"), &params(10), None, &mut |_, _| 0), Err(RegionError::NoEntries { max }));
         r.drop_filter(&lk, &last.unwrap()).unwrap();
-        r.create(&lk, &spec(1, "one more"), &params(10), None).unwrap();
+        r.create(&lk, &spec(1, "one more"), &params(10), None, &mut |_, _| 0).unwrap();
         r.check().unwrap();
     }
 
@@ -1153,7 +1320,7 @@ mod tests {
         let lock_mutex = Arc::new(Mutex::new(()));
         {
             let _g = lock_mutex.lock().unwrap();
-            r.create(&lock(), &spec(1, "hot"), &p, Some(&contents)).unwrap();
+            r.create(&lock(), &spec(1, "hot"), &p, Some(&contents), &mut |_, _| 0).unwrap();
         }
         let stop = Arc::new(AtomicBool::new(false));
         let total = Arc::new(AtomicU64::new(0));
@@ -1200,16 +1367,16 @@ mod tests {
         while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
             round += 1;
             if round % 2 == 0 {
-                change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &p, &contents, 5000, DEFAULT_FPP));
+                change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &p, &contents, 5000, DEFAULT_FPP, false, &mut |_, _| 0));
             } else {
                 change(&|lk| {
                     let hot = r.find(1, "hot").unwrap();
                     r.drop_filter(lk, &hot).map(|()| hot)
                 });
                 // Reuse freed space for something else with different words.
-                let other = change(&|lk| r.create(lk, &spec(1, "other"), &p, None));
+                let other = change(&|lk| r.create(lk, &spec(1, "other"), &p, None, &mut |_, _| 0));
                 r.table(&other).insert(12345).unwrap();
-                change(&|lk| r.create(lk, &spec(1, "hot"), &p, Some(&contents)));
+                change(&|lk| r.create(lk, &spec(1, "hot"), &p, Some(&contents), &mut |_, _| 0));
                 change(&|lk| r.drop_filter(lk, &other).map(|()| other.clone()));
             }
         }
@@ -1231,7 +1398,7 @@ mod tests {
     fn snapshots_hold_every_key_under_shifting_writers() {
         let (m, r) = region(8 << 20);
         let p = params(200_000);
-        let info = r.create(&lock(), &spec(1, "s"), &p, None).unwrap();
+        let info = r.create(&lock(), &spec(1, "s"), &p, None, &mut |_, _| 0).unwrap();
         // 75% of the slots always stored: inserts of other keys move fingerprints.
         let always: Vec<u64> = (0..p.slot_count() * 3 / 4).map(|k| hash_i64(DEFAULT_SEED, k as i64)).collect();
         for &h in &always {

@@ -35,3 +35,5 @@ pub mod keys;
 pub mod value_fns;
 pub mod aggregate;
 pub mod shared_fns;
+pub mod wal;
+pub mod durability;

@@ -14,11 +14,13 @@ use pgrx::prelude::*;
 use super::datatype::{filter_arg_once, value_from_words};
 use super::keys::KeyHasher;
 use super::value_fns::sizing_error;
+use super::wal::{log, log_content};
 use crate::filter::dense::DenseHeader;
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::{OpStats, Table};
-use crate::region::registry::{published_fpp, READERS_NONE, READERS_PUBLIC};
+use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::registry::Pin;
+use crate::region::wal::{ContentKind, Record};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
 
 /// `cuckoo.shared_memory`, in megabytes.
@@ -69,6 +71,8 @@ pub fn init() {
         PREV_SHMEM_STARTUP = pg_sys::shmem_startup_hook;
         pg_sys::shmem_startup_hook = Some(shmem_startup);
     }
+    super::wal::register();
+    super::durability::register_worker();
 }
 
 fn region_bytes() -> u64 {
@@ -119,7 +123,15 @@ unsafe extern "C-unwind" fn shmem_startup() {
         REGISTRY_LOCK = &raw mut (*pg_sys::GetNamedLWLockTranche(TRANCHE.as_ptr())).lock;
         pg_sys::LWLockRelease(init_lock);
         match region {
-            Ok(r) => REGION = Some(r),
+            Ok(r) => {
+                REGION = Some(r);
+                if !found {
+                    // A new region (server start, or reinitialisation after a
+                    // crash): the saved durable filters come back first; WAL
+                    // replay, if any, continues from them.
+                    super::durability::restore(&r);
+                }
+            }
             Err(why) => fail(
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("cannot set up the cuckoo shared region: {why}"),
@@ -130,7 +142,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
 }
 
 /// The region, or the error that explains how to get one.
-fn region() -> &'static Region {
+pub(super) fn region() -> &'static Region {
     // SAFETY: REGION is written once, before any backend runs SQL.
     match unsafe { (*(&raw const REGION)).as_ref() } {
         Some(r) => r,
@@ -143,7 +155,7 @@ fn region() -> &'static Region {
 }
 
 /// This process's epoch slot and statistics stripe.
-fn my_slot() -> usize {
+pub(super) fn my_slot() -> usize {
     // SAFETY: MyProc is set for every process that runs SQL functions.
     unsafe {
         if pg_sys::MyProc.is_null() {
@@ -163,7 +175,7 @@ fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
 
 /// Runs `f` holding the registry lock. An error inside releases the lock through
 /// PostgreSQL's error cleanup (which releases every LWLock).
-fn with_registry_lock<T>(f: impl FnOnce(&Region, &Locked) -> T) -> T {
+pub(super) fn with_registry_lock<T>(f: impl FnOnce(&Region, &Locked) -> T) -> T {
     let r = region();
     // SAFETY: the lock was set up with the region; LWLockAcquire holds interrupts
     // until the release, so no cancel lands in between.
@@ -222,7 +234,64 @@ fn region_error(name: &str, e: RegionError) -> ! {
             format!("cuckoo filter \"{name}\" cannot be changed now: {e}"),
             None,
         ),
+        RegionError::Closed => closed_error(),
     }
+}
+
+fn closed_error() -> ! {
+    fail(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "durable cuckoo filters cannot be changed now: the cuckoo durability worker is not running".into(),
+        Some("It starts with the server and restarts within a second after an error; see the server log. It needs a free max_worker_processes slot."),
+    )
+}
+
+/// The error for a filter whose contents were lost.
+fn needs_reload(info: &EntryInfo) -> ! {
+    fail(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("cuckoo filter \"{}\" needs a reload: {}", info.name, super::wal::reason::text(info.reload_reason)),
+        Some("Publish its contents again with cf_publish (for example from cf_agg over the source table), or drop it."),
+    )
+}
+
+/// Sleeps, answering cancel requests (never pinned or holding the registry lock).
+pub(super) fn wait_for(d: std::time::Duration) {
+    pgrx::check_for_interrupts!();
+    // SAFETY: a plain sleep.
+    unsafe { pg_sys::pg_usleep(d.as_micros() as std::ffi::c_long) };
+}
+
+/// Checks that this session may change filters now, and for a durable filter
+/// prepares the commit: like `nextval`, the change is refused in a read-only
+/// transaction, on a standby and in parallel mode, and a transaction ID is
+/// assigned so that the commit is logged, flushed and waits for synchronous
+/// standbys.
+fn prepare_write(durable: bool, what: &CStr) {
+    // SAFETY: these raise 25006 (or 0A000 for parallel mode) with PostgreSQL's
+    // own messages; GetTopTransactionId assigns an xid once per transaction.
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            pg_sys::PreventCommandDuringRecovery(what.as_ptr());
+        }
+        if durable {
+            pg_sys::PreventCommandIfReadOnly(what.as_ptr());
+            pg_sys::PreventCommandIfParallelMode(what.as_ptr());
+            pg_sys::GetTopTransactionId();
+        }
+    }
+}
+
+/// Waits (up to ten seconds, cancellable) for durable changes to be accepted;
+/// raises the error that explains why not. Never pinned or holding the lock.
+fn wait_durable_open(r: &Region) {
+    for _ in 0..10_000 {
+        if r.durable_state() == DURABLE_OPEN {
+            return;
+        }
+        wait_for(std::time::Duration::from_millis(1));
+    }
+    closed_error()
 }
 
 /// Text argument `n` as a string (names are short; detoasted if need be).
@@ -322,6 +391,8 @@ struct NamedCall {
     key: KeyHasher,
     resolved: bool,
     write: bool,
+    /// The resolved filter's generation if it is durable, else 0.
+    gen: u64,
     name_len: usize,
     name: [u8; 64],
     user: pg_sys::Oid,
@@ -352,6 +423,12 @@ impl NamedCall {
         loop {
             let Some(info) = r.find(db(), name) else { not_found(name) };
             require_access(&info, self.write);
+            if !info.usable() {
+                needs_reload(&info);
+            }
+            if self.write {
+                prepare_write(info.durable, if info.durable { c"cf_insert() or cf_delete() on a durable filter" } else { c"cf_insert() or cf_delete()" });
+            }
             let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
             let table = r.table(&info);
             self.seed = table.params().seed;
@@ -359,6 +436,7 @@ impl NamedCall {
             drop(pin);
             self.index = info.index;
             self.seq = info.seq;
+            self.gen = if info.durable { info.gen } else { 0 };
             self.user = who;
             self.name[..name.len()].copy_from_slice(name.as_bytes());
             self.name_len = name.len();
@@ -373,13 +451,16 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with non-null text and key arguments.
-    unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'static>, u64, &Region, usize, usize) -> T) -> T {
+    unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'static>, u64, &Region, usize, usize, u64) -> T) -> T {
         let r = region();
         // SAFETY: as documented.
         let name = unsafe { text_arg(fcinfo, 0) };
         let who = user();
         if !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes() {
             self.resolve(r, name, who);
+        } else if self.gen != 0 {
+            // Each transaction that changes a durable filter needs its xid.
+            prepare_write(true, c"cf_insert() or cf_delete() on a durable filter");
         }
         let slot = my_slot();
         loop {
@@ -393,9 +474,15 @@ impl NamedCall {
                     wait_while(|| r.writers_paused(self.index));
                     continue;
                 }
+                if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
+                    // Durable changes are frozen or not yet open.
+                    drop(pin);
+                    wait_durable_open(r);
+                    continue;
+                }
                 // SAFETY: `resolved` implies `table` was written; the entry is
                 // unchanged and we are pinned, so its memory cannot be reused.
-                let out = op(unsafe { self.table.assume_init_ref() }, h, r, self.index, slot);
+                let out = op(unsafe { self.table.assume_init_ref() }, h, r, self.index, slot, self.gen);
                 drop(pin);
                 return out;
             }
@@ -409,7 +496,7 @@ v1_functions! {
     fn cf_contains_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let found = named_call(fcinfo, false).run(fcinfo, |t, h, r, index, slot| {
+            let found = named_call(fcinfo, false).run(fcinfo, |t, h, r, index, slot, _| {
                 let mut st = OpStats::default();
                 let found = t.contains_counted(h, &mut st);
                 r.count_lookup(index, slot, &st);
@@ -423,9 +510,15 @@ v1_functions! {
     fn cf_insert_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot| {
+            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot, gen| {
+                // Durable: logged before it takes effect, and if the filter is
+                // full, the refusal too (see `wal`).
+                let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));
                 let mut st = OpStats::default();
                 let ok = t.insert_counted(h, &mut st).is_ok();
+                if let (false, Some(insert_end)) = (ok, logged) {
+                    log(&Record::Refused { gen, hash: h, insert_end });
+                }
                 r.count_insert(index, slot, ok, &st);
                 ok
             });
@@ -438,9 +531,13 @@ v1_functions! {
     fn cf_delete_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot| {
+            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot, gen| {
                 let ok = t.delete(h);
                 if ok {
+                    // Durable: logged after the copy is gone (see `wal`).
+                    if gen != 0 {
+                        log(&Record::Delete { gen, hash: h });
+                    }
                     r.count_delete(index, slot);
                 }
                 ok
@@ -449,23 +546,43 @@ v1_functions! {
         }
     }
 
-    /// `cf_create(name text, capacity bigint, fpp float8) -> void`.
+    /// `cf_create(name text, capacity bigint, fpp float8, durable boolean) -> void`.
     fn cf_create(fcinfo) {
-        // SAFETY: strict; text, int8, float8.
-        let (name, capacity, fpp) = unsafe {
+        // SAFETY: strict; text, int8, float8, and bool unless called through the
+        // 0.2.0 declaration (three arguments: not durable, as then).
+        let (name, capacity, fpp, durable) = unsafe {
             (
                 text_arg(fcinfo, 0),
                 pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64,
                 f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64),
+                bool_arg(fcinfo, 3),
             )
         };
         if capacity < 1 {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
         let sized = size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT).unwrap_or_else(|e| sizing_error(e));
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp };
+        prepare_write(durable, c"cf_create()");
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable };
         purge_dropped_databases();
-        registry_change(name, |_| {}, |r, lk, _| r.create(lk, &spec, &sized.params, None));
+        registry_change(name, |_| {}, |r, lk, _| {
+            durable_open(r, durable)?;
+            r.create(lk, &spec, &sized.params, None, &mut |_, _| {
+                if !durable {
+                    return 0;
+                }
+                let meta = crate::region::wal::Meta {
+                    db: spec.db,
+                    owner: spec.owner,
+                    readers: READERS_NONE,
+                    capacity: spec.capacity,
+                    fpp,
+                    params: sized.params,
+                    name: name.to_string(),
+                };
+                log(&Record::Create(meta))
+            })
+        });
         pg_sys::Datum::from(0)
     }
 
@@ -478,21 +595,31 @@ v1_functions! {
             |found| {
                 if let Some(info) = found {
                     require_access(info, true);
+                    prepare_write(info.durable, c"cf_drop()");
                 }
             },
             |r, lk, found| match found {
-                Some(info) => r.drop_filter(lk, info).map(|()| true),
+                Some(info) => {
+                    durable_open(r, info.durable)?;
+                    r.drop_filter(lk, info)?;
+                    if info.durable {
+                        log(&Record::Drop { gen: info.gen });
+                    }
+                    Ok(true)
+                }
                 None => Ok(false),
             },
         );
         pg_sys::Datum::from(dropped)
     }
 
-    /// `cf_publish(name text, f cuckoofilter) -> void`: creates the filter as a
-    /// copy of `f`, or replaces its contents in one step.
+    /// `cf_publish(name text, f cuckoofilter, durable boolean) -> void`: creates
+    /// the filter as a copy of `f`, or replaces its contents in one step.
     fn cf_publish(fcinfo) {
-        // SAFETY: strict; text, cuckoofilter (validated when read).
-        let (name, v) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1)) };
+        // SAFETY: strict; text, cuckoofilter (validated when read), and bool
+        // unless called through the 0.2.0 declaration.
+        let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
+        prepare_write(durable, c"cf_publish()");
         let params = v.params();
         let capacity = v.capacity();
         let fpp = published_fpp(&params, capacity);
@@ -500,18 +627,46 @@ v1_functions! {
         // is taken (decoding a large value takes a while), then copied under it.
         let words: Vec<u64> = v.words().collect();
         let contents = |out: &mut [u64]| out.copy_from_slice(&words);
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp };
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable };
         purge_dropped_databases();
         registry_change(
             name,
             |found| {
                 if let Some(info) = found {
                     require_access(info, true);
+                    prepare_write(info.durable, c"cf_publish()");
                 }
             },
-            |r, lk, found| match found {
-                Some(info) => r.replace(lk, info, &params, &contents, capacity, fpp),
-                None => r.create(lk, &spec, &params, Some(&contents)),
+            |r, lk, found| {
+                durable_open(r, durable || found.is_some_and(|i| i.durable))?;
+                // A durable publish logs the contents before they are linked;
+                // the generation is the end of their first record.
+                let mut stamp = |words: &[u64], items: u64| {
+                    if !durable {
+                        return 0;
+                    }
+                    let meta = crate::region::wal::Meta {
+                        db: spec.db,
+                        owner: found.map_or(spec.owner, |i| i.owner),
+                        readers: found.map_or(READERS_NONE, |i| i.readers),
+                        capacity,
+                        fpp,
+                        params,
+                        name: name.to_string(),
+                    };
+                    log_content(ContentKind::Publish, 0, &meta, words, items)
+                };
+                match found {
+                    Some(info) => {
+                        let made = r.replace(lk, info, &params, &contents, capacity, fpp, durable, &mut stamp)?;
+                        if info.durable && !durable {
+                            // No longer durable: replay forgets it.
+                            log(&Record::Drop { gen: info.gen });
+                        }
+                        Ok(made)
+                    }
+                    None => r.create(lk, &spec, &params, Some(&contents), &mut stamp),
+                }
             },
         );
         pg_sys::Datum::from(0)
@@ -526,6 +681,9 @@ v1_functions! {
         loop {
             let Some(info) = r.find(db(), name) else { not_found(name) };
             require_access(&info, false);
+            if !info.usable() {
+                needs_reload(&info);
+            }
             let params = {
                 let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
                 r.table(&info).params()
@@ -587,11 +745,42 @@ fn set_readers(name: &str, readers: u64) {
     registry_change(
         name,
         |found| match found {
-            Some(info) => require_access(info, true),
+            Some(info) => {
+                require_access(info, true);
+                prepare_write(info.durable, c"cf_grant_lookup() or cf_revoke_lookup()");
+            }
             None => not_found(name),
         },
-        |r, lk, found| r.set_readers(lk, found.expect("checked before the lock"), readers),
+        |r, lk, found| {
+            let info = found.expect("checked before the lock");
+            durable_open(r, info.durable)?;
+            r.set_readers(lk, info, readers)?;
+            if info.durable {
+                log(&Record::Grant { gen: info.gen, readers });
+            }
+            Ok(())
+        },
     );
+}
+
+/// Under the registry lock: a change to a durable filter needs durable changes
+/// to be open (the caller waits outside the lock and tries again).
+fn durable_open(r: &Region, durable: bool) -> Result<(), RegionError> {
+    if durable && r.durable_state() != DURABLE_OPEN {
+        Err(RegionError::Closed)
+    } else {
+        Ok(())
+    }
+}
+
+/// Boolean argument `n`, or false if the function was declared with fewer
+/// arguments (an older extension version's declaration).
+///
+/// # Safety
+/// `fcinfo` is a valid frame; argument `n`, if passed, is a non-null bool.
+unsafe fn bool_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> bool {
+    // SAFETY: as documented.
+    unsafe { ((*fcinfo).nargs as usize) > n && pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).value() != 0 }
 }
 
 /// Changes the registry for filter `name`: looks it up and runs `check` (which
@@ -619,6 +808,10 @@ fn registry_change<T>(
         match attempt {
             None => continue,
             Some(Ok(v)) => return v,
+            Some(Err(RegionError::Closed)) => {
+                wait_durable_open(r);
+                continue;
+            }
             Some(Err(e)) => {
                 let releasing = match e {
                     RegionError::Busy => true,
@@ -696,6 +889,9 @@ fn cuckoo_filters_rows() -> TableIterator<
         name!(kicks, i64),
         name!(owner, Option<String>),
         name!(lookup_grantee, Option<String>),
+        name!(durable, bool),
+        name!(state, String),
+        name!(reason, Option<String>),
     ),
 > {
     let r = region();
@@ -705,7 +901,9 @@ fn cuckoo_filters_rows() -> TableIterator<
         if !may_access(&info, false, who) {
             continue;
         }
-        let (items, slots) = {
+        let (items, slots) = if !info.usable() {
+            (0, info.params.map_or(1, |p| p.slot_count()))
+        } else {
             let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
             let t = r.table(&info);
             // The count is changed after each bucket word, so it can lag (even
@@ -734,6 +932,9 @@ fn cuckoo_filters_rows() -> TableIterator<
             s.kicks as i64,
             role_name(info.owner as u64),
             grantee,
+            info.durable,
+            if info.usable() { "ready" } else { "needs reload" }.to_string(),
+            (!info.usable()).then(|| super::wal::reason::text(info.reload_reason).to_string()),
         ));
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,0 +1,363 @@
+//! The WAL records of durable named filters: their kinds and byte layouts, with
+//! encoding and strict decoding (a record whose length or fields do not match its
+//! kind is refused with a message, never applied). No pgrx here: the glue in
+//! `sql::wal` writes and replays them.
+//!
+//! Every record is little-endian and fixed-layout, so the same bytes decode on
+//! any server that runs this release. A filter is named in records by its
+//! generation (the end of the record that created or published its contents), so
+//! a record logged for contents that a later publish replaced can never touch the
+//! new contents during replay.
+
+use crate::filter::layout::{Mapping, Params};
+
+/// The high four bits of `xl_info` (the low four are PostgreSQL's).
+pub mod kind {
+    /// An empty filter: its metadata.
+    pub const CREATE: u8 = 0x00;
+    /// The start of a filter's full contents: metadata and the word count.
+    pub const CONTENT_BEGIN: u8 = 0x10;
+    /// A run of bucket words of the contents begun at `begin`.
+    pub const CONTENT_CHUNK: u8 = 0x20;
+    /// The end of the contents begun at `begin`.
+    pub const CONTENT_END: u8 = 0x30;
+    /// An insert about to take effect (its hash).
+    pub const INSERT: u8 = 0x40;
+    /// The insert logged at `insert_end` found the filter full and changed nothing.
+    pub const REFUSED: u8 = 0x50;
+    /// A delete that removed a copy.
+    pub const DELETE: u8 = 0x60;
+    pub const DROP: u8 = 0x70;
+    /// The role allowed to look the filter up.
+    pub const GRANT: u8 = 0x80;
+    /// A checkpoint image pass begins: every durable filter's contents follow.
+    pub const PASS_BEGIN: u8 = 0x90;
+    /// The image pass that began at `begin` is complete.
+    pub const PASS_DONE: u8 = 0xA0;
+    /// A filter that must be published again (its contents were lost): logged
+    /// by image passes so that it survives as such.
+    pub const PLACEHOLDER: u8 = 0xB0;
+}
+
+/// Why contents are logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentKind {
+    /// `cf_publish`: new contents, a new generation.
+    Publish = 1,
+    /// A checkpoint image of the contents of generation `gen`.
+    Image = 2,
+}
+
+/// What a filter is, as logged with its creation or contents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    pub db: u32,
+    pub owner: u32,
+    pub readers: u64,
+    pub capacity: u64,
+    pub fpp: f64,
+    pub params: Params,
+    pub name: String,
+}
+
+/// A decoded record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Create(Meta),
+    ContentBegin { kind: ContentKind, gen: u64, meta: Meta },
+    ContentChunk { begin: u64, offset: u64, words: Vec<u64> },
+    ContentEnd { begin: u64, items: u64 },
+    Insert { gen: u64, hash: u64 },
+    Refused { gen: u64, hash: u64, insert_end: u64 },
+    Delete { gen: u64, hash: u64 },
+    Drop { gen: u64 },
+    Grant { gen: u64, readers: u64 },
+    PassBegin,
+    PassDone { begin: u64, filters: u64 },
+    Placeholder { gen: u64, reason: u64, meta: Meta },
+}
+
+/// Bucket words per content chunk record (256 kB).
+pub const CHUNK_WORDS: usize = 32 * 1024;
+
+pub(crate) struct Writer(pub(crate) Vec<u8>);
+
+impl Writer {
+    pub(crate) fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub(crate) fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    pub(crate) fn meta(&mut self, m: &Meta) -> &mut Self {
+        self.u32(m.db).u32(m.owner).u64(m.readers).u64(m.capacity).u64(m.fpp.to_bits());
+        let p = &m.params;
+        self.u64(p.bucket_count).u64(p.seed).u8(p.fingerprint_bits).u8(p.slots_per_bucket).u8(p.mapping as u8);
+        self.u8(m.name.len() as u8);
+        self.0.extend_from_slice(m.name.as_bytes());
+        self
+    }
+}
+
+pub(crate) struct Reader<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.b.len() < n {
+            return Err(format!("{} record is truncated", self.what));
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    pub(crate) fn meta(&mut self) -> Result<Meta, String> {
+        let (db, owner, readers, capacity, fpp) = (self.u32()?, self.u32()?, self.u64()?, self.u64()?, f64::from_bits(self.u64()?));
+        let (bucket_count, seed, f, b, mapping) = (self.u64()?, self.u64()?, self.u8()?, self.u8()?, self.u8()?);
+        let mapping = Mapping::from_code(mapping).ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
+        let params = Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count, seed, mapping };
+        params.check().map_err(|e| format!("{} record has bad filter parameters: {e}", self.what))?;
+        if !(fpp > 0.0 && fpp < 1.0) || capacity == 0 {
+            return Err(format!("{} record has a bad capacity or fpp", self.what));
+        }
+        let n = self.u8()? as usize;
+        let name = std::str::from_utf8(self.take(n)?).map_err(|_| format!("{} record has a name that is not UTF-8", self.what))?;
+        if name.is_empty() || n > super::registry::MAX_NAME_BYTES || name.contains('\0') {
+            return Err(format!("{} record has a bad filter name", self.what));
+        }
+        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string() })
+    }
+    pub(crate) fn end(self) -> Result<(), String> {
+        if self.b.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} record has {} bytes too many", self.what, self.b.len()))
+        }
+    }
+}
+
+impl Record {
+    /// The record's kind (for `xl_info`) and body.
+    pub fn encode(&self) -> (u8, Vec<u8>) {
+        let mut w = Writer(Vec::with_capacity(64));
+        let k = match self {
+            Record::Create(m) => {
+                w.meta(m);
+                kind::CREATE
+            }
+            Record::ContentBegin { kind: ck, gen, meta } => {
+                w.u8(*ck as u8).u64(*gen).meta(meta);
+                kind::CONTENT_BEGIN
+            }
+            Record::ContentChunk { begin, offset, words } => {
+                w.u64(*begin).u64(*offset);
+                for &x in words {
+                    w.u64(x);
+                }
+                kind::CONTENT_CHUNK
+            }
+            Record::ContentEnd { begin, items } => {
+                w.u64(*begin).u64(*items);
+                kind::CONTENT_END
+            }
+            Record::Insert { gen, hash } => {
+                w.u64(*gen).u64(*hash);
+                kind::INSERT
+            }
+            Record::Refused { gen, hash, insert_end } => {
+                w.u64(*gen).u64(*hash).u64(*insert_end);
+                kind::REFUSED
+            }
+            Record::Delete { gen, hash } => {
+                w.u64(*gen).u64(*hash);
+                kind::DELETE
+            }
+            Record::Drop { gen } => {
+                w.u64(*gen);
+                kind::DROP
+            }
+            Record::Grant { gen, readers } => {
+                w.u64(*gen).u64(*readers);
+                kind::GRANT
+            }
+            Record::PassBegin => kind::PASS_BEGIN,
+            Record::PassDone { begin, filters } => {
+                w.u64(*begin).u64(*filters);
+                kind::PASS_DONE
+            }
+            Record::Placeholder { gen, reason, meta } => {
+                w.u64(*gen).u64(*reason).meta(meta);
+                kind::PLACEHOLDER
+            }
+        };
+        (k, w.0)
+    }
+
+    /// Decodes a record of kind `k` (the high bits of `xl_info`).
+    pub fn decode(k: u8, body: &[u8]) -> Result<Record, String> {
+        let what = name_of(k).unwrap_or("unknown");
+        let mut r = Reader { b: body, what };
+        let rec = match k {
+            kind::CREATE => Record::Create(r.meta()?),
+            kind::CONTENT_BEGIN => {
+                let ck = match r.u8()? {
+                    1 => ContentKind::Publish,
+                    2 => ContentKind::Image,
+                    other => return Err(format!("CONTENT_BEGIN record has an unknown content kind {other}")),
+                };
+                let gen = r.u64()?;
+                Record::ContentBegin { kind: ck, gen, meta: r.meta()? }
+            }
+            kind::CONTENT_CHUNK => {
+                let (begin, offset) = (r.u64()?, r.u64()?);
+                if r.b.len() % 8 != 0 || r.b.is_empty() || r.b.len() / 8 > CHUNK_WORDS {
+                    return Err(format!("CONTENT_CHUNK record carries {} bytes, not 1 to {CHUNK_WORDS} words", r.b.len()));
+                }
+                let words = r.b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                r.b = &[];
+                Record::ContentChunk { begin, offset, words }
+            }
+            kind::CONTENT_END => Record::ContentEnd { begin: r.u64()?, items: r.u64()? },
+            kind::INSERT => Record::Insert { gen: r.u64()?, hash: r.u64()? },
+            kind::REFUSED => Record::Refused { gen: r.u64()?, hash: r.u64()?, insert_end: r.u64()? },
+            kind::DELETE => Record::Delete { gen: r.u64()?, hash: r.u64()? },
+            kind::DROP => Record::Drop { gen: r.u64()? },
+            kind::GRANT => Record::Grant { gen: r.u64()?, readers: r.u64()? },
+            kind::PASS_BEGIN => Record::PassBegin,
+            kind::PASS_DONE => Record::PassDone { begin: r.u64()?, filters: r.u64()? },
+            kind::PLACEHOLDER => {
+                let (gen, reason) = (r.u64()?, r.u64()?);
+                if reason == 0 {
+                    return Err("PLACEHOLDER record without a reason".into());
+                }
+                Record::Placeholder { gen, reason, meta: r.meta()? }
+            }
+            other => return Err(format!("unknown cuckoo WAL record kind 0x{other:02X}")),
+        };
+        r.end()?;
+        Ok(rec)
+    }
+
+    /// A one-line description for `pg_waldump`-style output (after the kind).
+    pub fn describe(&self) -> String {
+        let meta = |m: &Meta| {
+            format!(
+                "db {} name \"{}\" owner {} capacity {} fpp {} buckets {} x {} fingerprint bits {}",
+                m.db, m.name, m.owner, m.capacity, m.fpp, m.params.bucket_count, m.params.slots_per_bucket, m.params.fingerprint_bits
+            )
+        };
+        match self {
+            Record::Create(m) => meta(m),
+            Record::ContentBegin { kind, gen, meta: m } => format!("{kind:?} gen {gen:X} {}", meta(m)),
+            Record::ContentChunk { begin, offset, words } => format!("begin {begin:X} words {offset}..{}", offset + words.len() as u64),
+            Record::ContentEnd { begin, items } => format!("begin {begin:X} items {items}"),
+            Record::Insert { gen, hash } | Record::Delete { gen, hash } => format!("gen {gen:X} hash {hash:016X}"),
+            Record::Refused { gen, hash, insert_end } => format!("gen {gen:X} hash {hash:016X} insert {insert_end:X}"),
+            Record::Drop { gen } => format!("gen {gen:X}"),
+            Record::Grant { gen, readers } => format!("gen {gen:X} readers {readers}"),
+            Record::PassBegin => String::new(),
+            Record::PassDone { begin, filters } => format!("begin {begin:X} filters {filters}"),
+            Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
+        }
+    }
+}
+
+/// The name of record kind `k`, as `pg_waldump` and error contexts show it.
+pub fn name_of(k: u8) -> Option<&'static str> {
+    Some(match k {
+        kind::CREATE => "CREATE",
+        kind::CONTENT_BEGIN => "CONTENT_BEGIN",
+        kind::CONTENT_CHUNK => "CONTENT_CHUNK",
+        kind::CONTENT_END => "CONTENT_END",
+        kind::INSERT => "INSERT",
+        kind::REFUSED => "REFUSED",
+        kind::DELETE => "DELETE",
+        kind::DROP => "DROP",
+        kind::GRANT => "GRANT",
+        kind::PASS_BEGIN => "PASS_BEGIN",
+        kind::PASS_DONE => "PASS_DONE",
+        kind::PLACEHOLDER => "PLACEHOLDER",
+        _ => return None,
+    })
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            db: 5,
+            owner: 10,
+            readers: 0,
+            capacity: 1000,
+            fpp: 0.002,
+            params: Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange },
+            name: "f".into(),
+        }
+    }
+
+    fn all() -> Vec<Record> {
+        vec![
+            Record::Create(meta()),
+            Record::ContentBegin { kind: ContentKind::Image, gen: 99, meta: meta() },
+            Record::ContentChunk { begin: 3, offset: 8, words: vec![1, 2, 3] },
+            Record::ContentEnd { begin: 3, items: 17 },
+            Record::Insert { gen: 1, hash: 2 },
+            Record::Refused { gen: 1, hash: 2, insert_end: 3 },
+            Record::Delete { gen: 1, hash: 2 },
+            Record::Drop { gen: 1 },
+            Record::Grant { gen: 1, readers: u64::MAX },
+            Record::PassBegin,
+            Record::PassDone { begin: 4, filters: 2 },
+            Record::Placeholder { gen: 4, reason: 2, meta: meta() },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        for r in all() {
+            let (k, body) = r.encode();
+            assert_eq!(Record::decode(k, &body).unwrap(), r);
+            assert!(name_of(k).is_some());
+        }
+    }
+
+    #[test]
+    fn truncated_extended_or_mislabelled_records_are_refused() {
+        for r in all() {
+            let (k, body) = r.encode();
+            for cut in 0..body.len() {
+                // A chunk may be cut at a word boundary and stay a valid chunk.
+                if let Ok(d) = Record::decode(k, &body[..cut]) {
+                    assert!(matches!(d, Record::ContentChunk { .. }), "{r:?} cut at {cut} decoded as {d:?}");
+                    assert_eq!((cut - 16) % 8, 0);
+                }
+            }
+            let mut longer = body.clone();
+            longer.push(0);
+            assert!(Record::decode(k, &longer).is_err(), "{r:?} with a byte too many");
+        }
+        assert!(Record::decode(0xC0, &[]).is_err());
+        let (k, mut body) = Record::Create(meta()).encode();
+        body[49] = 0; // slots per bucket
+        assert!(Record::decode(k, &body).unwrap_err().contains("parameters"));
+    }
+}

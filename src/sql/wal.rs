@@ -1,0 +1,485 @@
+//! Durable named filters in PostgreSQL's WAL: the custom resource manager
+//! (`cuckoo`, ID [`RM_CUCKOO_ID`]), the functions that log, and replay.
+//!
+//! # What is logged
+//!
+//! Registry changes are logged under the registry lock: a creation
+//! (`CREATE`, before the new entry is linked, so nobody can use a filter whose
+//! record does not exist yet; the record's end position becomes the filter's
+//! *generation*), a publish (`CONTENT_BEGIN`, chunks, `CONTENT_END`, also
+//! before linking; the generation is the end of `CONTENT_BEGIN`), a drop and a
+//! grant (after they are applied: they cannot fail after that). Inserts and
+//! deletes log one small record each, naming the generation and the key's
+//! 64-bit hash, never the key; lookups log nothing.
+//!
+//! # Ordering: why replay never loses an acknowledged key
+//!
+//! An insert logs `INSERT` *before* it changes the table, and a delete logs
+//! `DELETE` only *after* it removed a copy; both while pinned (see
+//! `region::epoch`). So if a delete removed the copy that an insert stored, the
+//! insert's record precedes the delete's in the WAL, whatever the order in which
+//! concurrent operations reached the table: in WAL order, every delete finds
+//! the copy it removed on the primary, and the multiset of fingerprints (per
+//! bucket pair) that replay produces is the primary's. An insert that finds the
+//! filter full changed nothing on the primary; it then logs `REFUSED` naming its
+//! `INSERT`, and replay takes back the copy it stored (or, if replay could not
+//! store it either, forgets the failure). If replay cannot store a key that the
+//! primary stored (a nearly full table filled in another order), the filter is
+//! marked as needing a reload: probes raise 55000 instead of answering without
+//! the key. Records of an older generation (a publish replaced it) never touch
+//! newer contents.
+//!
+//! A transaction whose only change is `cf_insert` must still make its commit
+//! wait for the WAL flush (and synchronous standbys): durable writes assign a
+//! transaction ID, as `nextval` does, so the commit is logged and flushed like
+//! any other; with `synchronous_commit = off` the usual window applies.
+//!
+//! # Checkpoints
+//!
+//! Replay starts at a checkpoint's redo position, and the region starts empty
+//! (or as the saved file left it, see `durability`). So after every redo
+//! position a complete *image pass* follows in the WAL: `PASS_BEGIN`, each
+//! durable filter's contents (`CONTENT_*` of kind image, each logged with that
+//! filter's writers paused, so the image holds exactly the changes logged before
+//! it), `PASS_DONE`. The durability worker writes the passes and holds the
+//! checkpoint back until the pass for its redo position is in the WAL (the
+//! argument is in `durability`). Replay installs images of filters it has not
+//! rebuilt from their creation, and at `PASS_DONE` drops filters that the pass
+//! did not mention and that no later record created.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{c_char, CString};
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::shared_fns::{region, wait_for, with_registry_lock};
+use crate::filter::layout::Params;
+use crate::filter::{Geometry, Table};
+use crate::region::wal::{kind, name_of, ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::{EntryInfo, NewFilter, Region, RegionError};
+
+/// The resource manager ID. PostgreSQL reserves 128 (`RM_EXPERIMENTAL_ID`) for
+/// extensions in development and hands out 129–255 through its wiki page
+/// "CustomWALResourceManagers"; cuckoo uses 128 until it has an assigned ID.
+/// Another extension that also uses 128 cannot be preloaded with cuckoo (the
+/// server refuses to start, naming both).
+pub const RM_CUCKOO_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
+
+/// Reasons a filter must be published again (the registry stores the code).
+pub mod reason {
+    pub const REPLAY_FULL: u64 = 1;
+    pub const NO_ROOM: u64 = 2;
+    pub const NOT_SAVED: u64 = 3;
+
+    pub fn text(code: u64) -> &'static str {
+        match code {
+            REPLAY_FULL => "recovery could not re-insert a key (the filter was too full to replay its changes in log order)",
+            NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
+            NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
+            _ => "its contents were lost",
+        }
+    }
+}
+
+/// Registers the resource manager (from `_PG_init`, while preloading).
+pub fn register() {
+    let mut rm = pg_sys::RmgrData {
+        rm_name: c"cuckoo".as_ptr(),
+        rm_redo: Some(redo),
+        rm_desc: Some(desc),
+        rm_identify: Some(identify),
+        rm_startup: Some(startup),
+        rm_cleanup: Some(cleanup),
+        rm_mask: None,
+        rm_decode: None,
+    };
+    // SAFETY: called while preloading; PostgreSQL copies the struct, and the name
+    // is a static string.
+    unsafe { pg_sys::RegisterCustomRmgr(RM_CUCKOO_ID, &mut rm) };
+}
+
+/// Writes one record; returns its end position.
+pub fn log(rec: &Record) -> u64 {
+    let (k, body) = rec.encode();
+    // SAFETY: the body outlives XLogInsert, which copies it; callers checked that
+    // WAL may be written (not in recovery).
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        if !body.is_empty() {
+            pg_sys::XLogRegisterData(body.as_ptr() as *mut c_char, body.len() as i32);
+        }
+        pg_sys::XLogInsert(RM_CUCKOO_ID, k)
+    }
+}
+
+/// Writes a filter's contents in chunks; returns the end of `CONTENT_BEGIN`.
+pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, words: &[u64], items: u64) -> u64 {
+    let begin = log(&Record::ContentBegin { kind: ck, gen, meta: meta.clone() });
+    for (i, chunk) in words.chunks(CHUNK_WORDS).enumerate() {
+        log(&Record::ContentChunk { begin, offset: (i * CHUNK_WORDS) as u64, words: chunk.to_vec() });
+    }
+    log(&Record::ContentEnd { begin, items });
+    begin
+}
+
+/// A filter's metadata as logged.
+pub fn meta_of(info: &EntryInfo, params: Params) -> Meta {
+    Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone() }
+}
+
+/// # Safety
+/// `record` is the reader state PostgreSQL passes to a resource manager.
+unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64) {
+    // SAFETY: as documented; the decoded record and its main data live as long
+    // as the callback.
+    unsafe {
+        let d = (*record).record;
+        let info = (*d).header.xl_info & 0xF0;
+        let len = (*d).main_data_len as usize;
+        let body = if len == 0 { &[][..] } else { std::slice::from_raw_parts((*d).main_data as *const u8, len) };
+        (info, body, (*record).EndRecPtr)
+    }
+}
+
+fn lsn(x: u64) -> String {
+    format!("{:X}/{:X}", x >> 32, x as u32)
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: called by PostgreSQL's replay with a decoded record.
+    let (info, body, end) = unsafe { parts(record) };
+    let rec = match Record::decode(info, body) {
+        Ok(r) => r,
+        Err(why) => corrupt(end, why),
+    };
+    if end <= super::durability::file_stamp() {
+        // Already in the saved file the region was restored from.
+        return;
+    }
+    REPLAY.with(|s| s.borrow_mut().get_or_insert_with(Replay::default).apply(rec, end));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: as for redo; `buf` is a valid StringInfo.
+    unsafe {
+        let (info, body, _) = parts(record);
+        let text = match Record::decode(info, body) {
+            Ok(r) => r.describe(),
+            Err(why) => format!("corrupt: {why}"),
+        };
+        let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
+        pg_sys::appendStringInfoString(buf, c.as_ptr());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
+    let name: &'static std::ffi::CStr = match info & 0xF0 {
+        kind::CREATE => c"CREATE",
+        kind::CONTENT_BEGIN => c"CONTENT_BEGIN",
+        kind::CONTENT_CHUNK => c"CONTENT_CHUNK",
+        kind::CONTENT_END => c"CONTENT_END",
+        kind::INSERT => c"INSERT",
+        kind::REFUSED => c"REFUSED",
+        kind::DELETE => c"DELETE",
+        kind::DROP => c"DROP",
+        kind::GRANT => c"GRANT",
+        kind::PASS_BEGIN => c"PASS_BEGIN",
+        kind::PASS_DONE => c"PASS_DONE",
+        kind::PLACEHOLDER => c"PLACEHOLDER",
+        _ => return std::ptr::null(),
+    };
+    debug_assert_eq!(name_of(info & 0xF0), name.to_str().ok());
+    name.as_ptr()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn startup() {
+    REPLAY.with(|s| *s.borrow_mut() = Some(Replay::default()));
+}
+
+/// The end of replay: incomplete contents are dropped (their publish never
+/// finished), and the replayed filters are saved, so that a crash before the
+/// durability worker logs its first pass restores them from the file.
+#[pg_guard]
+unsafe extern "C-unwind" fn cleanup() {
+    REPLAY.with(|s| *s.borrow_mut() = None);
+    // SAFETY: plain read of the replay position.
+    let end = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
+    super::durability::save_after_recovery(end);
+}
+
+thread_local! {
+    static REPLAY: RefCell<Option<Replay>> = const { RefCell::new(None) };
+}
+
+/// Contents being received in chunks.
+struct Build {
+    kind: ContentKind,
+    gen: u64,
+    meta: Meta,
+    /// Empty if the contents cannot fit in the region (or in memory).
+    words: Vec<u64>,
+    filled: u64,
+}
+
+/// What replay knows besides the region (the startup process's memory).
+#[derive(Default)]
+struct Replay {
+    builds: HashMap<u64, Build>,
+    /// Inserts replay could not store, by their record's end: the generation.
+    refusals: HashMap<u64, u64>,
+    /// Generations whose contents this replay built from their creation,
+    /// publish or image, with that record's end.
+    based: HashMap<u64, u64>,
+    /// The image pass in progress: its start and the generations it logged.
+    pass: Option<(u64, HashSet<u64>)>,
+}
+
+/// Refuses a record that does not decode or does not fit what replay holds,
+/// before it changes anything.
+fn corrupt(end: u64, why: String) -> ! {
+    pgrx::pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!("cuckoo: cannot replay the WAL record ending at {}: {why}", lsn(end)),
+        "cuckoo",
+    )
+    .set_detail("The record was refused before it changed any filter.")
+    .report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// New contents for a filter being installed by replay.
+enum Content<'w> {
+    Empty,
+    Words(&'w [u64]),
+    Lost(u64),
+}
+
+impl Replay {
+    fn apply(&mut self, rec: Record, end: u64) {
+        let r = region();
+        match rec {
+            Record::Create(meta) => {
+                self.install(r, &meta, end, Content::Empty);
+                self.based.insert(end, end);
+            }
+            Record::ContentBegin { kind: ck, gen, meta } => {
+                let gen = if ck == ContentKind::Publish { end } else { gen };
+                let n = meta.params.bucket_count;
+                let mut words = Vec::new();
+                if n.saturating_mul(8) <= r.layout().data_bytes() && words.try_reserve_exact(n as usize).is_ok() {
+                    words.resize(n as usize, 0);
+                }
+                self.builds.insert(end, Build { kind: ck, gen, meta, words, filled: 0 });
+            }
+            Record::ContentChunk { begin, offset, words } => {
+                let Some(b) = self.builds.get_mut(&begin) else { return };
+                let n = b.meta.params.bucket_count;
+                if offset != b.filled || offset + words.len() as u64 > n {
+                    corrupt(end, format!("contents chunk at word {offset} of {n} after {} words were received", b.filled));
+                }
+                if !b.words.is_empty() {
+                    b.words[offset as usize..offset as usize + words.len()].copy_from_slice(&words);
+                }
+                b.filled += words.len() as u64;
+            }
+            Record::ContentEnd { begin, items } => {
+                let Some(b) = self.builds.remove(&begin) else { return };
+                if b.filled != b.meta.params.bucket_count {
+                    corrupt(end, format!("contents end after {} of {} words", b.filled, b.meta.params.bucket_count));
+                }
+                let content = if b.words.is_empty() {
+                    Content::Lost(super::wal::reason::NO_ROOM)
+                } else {
+                    let counted = Geometry::new(&b.meta.params).occupied_total(b.words.iter().copied());
+                    if counted != items {
+                        corrupt(end, format!("contents hold {counted} fingerprints, the record says {items}"));
+                    }
+                    Content::Words(&b.words)
+                };
+                if b.kind == ContentKind::Image {
+                    if let Some((_, seen)) = &mut self.pass {
+                        seen.insert(b.gen);
+                    }
+                    // Contents rebuilt record by record in this replay are those
+                    // of the image already.
+                    if self.based.contains_key(&b.gen) && r.find_gen(b.gen).is_some_and(|i| i.usable()) {
+                        return;
+                    }
+                }
+                self.install(r, &b.meta, b.gen, content);
+                self.based.insert(b.gen, end);
+                self.refusals.retain(|_, g| *g != b.gen);
+            }
+            Record::Placeholder { gen, reason, meta } => {
+                if let Some((_, seen)) = &mut self.pass {
+                    seen.insert(gen);
+                }
+                self.install(r, &meta, gen, Content::Lost(reason));
+                self.based.insert(gen, end);
+            }
+            Record::Insert { gen, hash } => {
+                if let Some(stored) = self.write(r, gen, |t| t.insert(hash).is_ok()) {
+                    if !stored {
+                        self.refusals.insert(end, gen);
+                        set_reason(r, gen, reason::REPLAY_FULL);
+                    }
+                }
+            }
+            Record::Refused { gen, hash, insert_end } => {
+                if self.refusals.remove(&insert_end).is_some() {
+                    // The primary refused it too: nothing was lost.
+                    if !self.refusals.values().any(|g| *g == gen) {
+                        if let Some(info) = r.find_gen(gen).filter(|i| i.reload_reason == reason::REPLAY_FULL) {
+                            with_registry_lock(|r, lk| {
+                                let _ = r.set_reload_reason(lk, &info, 0);
+                            });
+                        }
+                    }
+                } else if self.based.contains_key(&gen) {
+                    // Replay stored the key the primary refused: take it back.
+                    self.write(r, gen, |t| t.delete(hash));
+                }
+            }
+            Record::Delete { gen, hash } => {
+                self.write(r, gen, |t| t.delete(hash));
+            }
+            Record::Drop { gen } => {
+                if let Some(info) = r.find_gen(gen) {
+                    drop_now(&info);
+                }
+                self.based.remove(&gen);
+                self.refusals.retain(|_, g| *g != gen);
+            }
+            Record::Grant { gen, readers } => {
+                if let Some(info) = r.find_gen(gen) {
+                    with_registry_lock(|r, lk| {
+                        let _ = r.set_readers(lk, &info, readers);
+                    });
+                }
+            }
+            Record::PassBegin => self.pass = Some((end, HashSet::new())),
+            Record::PassDone { begin, .. } => {
+                let Some((b, seen)) = self.pass.take() else { return };
+                if b != begin {
+                    return;
+                }
+                // Durable filters the pass did not mention were dropped before
+                // it began (unless a record after its start made them).
+                for info in r.list_all() {
+                    if info.durable && !seen.contains(&info.gen) && self.based.get(&info.gen).is_none_or(|at| *at < begin) {
+                        drop_now(&info);
+                        self.based.remove(&info.gen);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes filter (`meta.db`, `meta.name`) generation `gen` with `content`,
+    /// replacing any filter of that name; a placeholder if it cannot fit.
+    fn install(&mut self, _r: &Region, meta: &Meta, gen: u64, content: Content<'_>) {
+        let spec = NewFilter { db: meta.db, owner: meta.owner, name: &meta.name, capacity: meta.capacity, fpp: meta.fpp, durable: true };
+        let lost = match content {
+            Content::Lost(why) => Some(why),
+            _ => None,
+        };
+        let words = match content {
+            Content::Words(w) => Some(w),
+            _ => None,
+        };
+        let fill = |out: &mut [u64]| match words {
+            Some(w) => out.copy_from_slice(w),
+            None => out.fill(0),
+        };
+        loop {
+            let outcome = with_registry_lock(|r, lk| {
+                let existing = r.find(meta.db, &meta.name);
+                if let Some(why) = lost {
+                    if let Some(e) = &existing {
+                        r.drop_filter(lk, e)?;
+                    }
+                    return r.create_placeholder(lk, &spec, &meta.params, gen, why).map(|_| ());
+                }
+                let made = match &existing {
+                    Some(e) => r.replace(lk, e, &meta.params, &fill, meta.capacity, meta.fpp, true, &mut |_, _| gen),
+                    None => r.create(lk, &spec, &meta.params, words.is_some().then_some(&fill as &dyn Fn(&mut [u64])), &mut |_, _| gen),
+                };
+                match made {
+                    Ok(_) => {
+                        if let Some(info) = r.find(meta.db, &meta.name) {
+                            let _ = r.set_readers(lk, &info, meta.readers);
+                        }
+                        Ok(())
+                    }
+                    Err(RegionError::NoSpace { .. }) | Err(RegionError::NoEntries { .. }) => {
+                        if let Some(e) = &existing {
+                            r.drop_filter(lk, e)?;
+                        }
+                        r.create_placeholder(lk, &spec, &meta.params, gen, reason::NO_ROOM).map(|_| ())?;
+                        Err(RegionError::NoSpace { requested: 0, free: 0, largest: 0, pending: 0 })
+                    }
+                    Err(e) => Err(e),
+                }
+            });
+            match outcome {
+                Ok(()) => return,
+                Err(RegionError::NoSpace { requested: 0, .. }) => {
+                    pgrx::warning!(
+                        "cuckoo: durable filter \"{}\" (database {}) does not fit in cuckoo.shared_memory; it must be published again",
+                        meta.name,
+                        meta.db
+                    );
+                    return;
+                }
+                // Readers on a standby still hold old copies: wait for them.
+                Err(RegionError::Busy) => wait_for(std::time::Duration::from_millis(1)),
+                Err(e) => {
+                    pgrx::warning!("cuckoo: could not restore durable filter \"{}\" (database {}): {e}", meta.name, meta.db);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs `op` on generation `gen`'s table if it is usable, pinned as a writer
+    /// (waiting while a snapshot on a hot standby pauses writers).
+    fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Table<'_>) -> T) -> Option<T> {
+        let slot = super::shared_fns::my_slot();
+        loop {
+            let info = r.find_gen(gen).filter(|i| i.usable())?;
+            let pin = r.pin(slot)?;
+            if !r.still_current(info.index, info.seq) {
+                continue;
+            }
+            if r.writers_paused(info.index) {
+                drop(pin);
+                wait_for(std::time::Duration::from_micros(100));
+                continue;
+            }
+            return Some(op(&r.table(&info)));
+        }
+    }
+}
+
+fn set_reason(r: &Region, gen: u64, why: u64) {
+    if let Some(info) = r.find_gen(gen) {
+        with_registry_lock(|r, lk| {
+            let _ = r.set_reload_reason(lk, &info, why);
+        });
+    }
+}
+
+fn drop_now(info: &EntryInfo) {
+    loop {
+        match with_registry_lock(|r, lk| r.drop_filter(lk, info)) {
+            Err(RegionError::Busy) => wait_for(std::time::Duration::from_millis(1)),
+            _ => return,
+        }
+    }
+}
