@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-regress test-shared bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-regress test-shared test-durable bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -16,7 +16,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-pg test-regress test-shared
+test: setup test-core loom test-pg test-regress test-shared test-durable
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
@@ -41,6 +41,10 @@ test-regress: install
 # Named filters: many-backend stress, cancellation, region exhaustion, no preload.
 test-shared: install
 	bash tests/concurrency/run.sh
+
+# Durable filters: restarts, crashes, a streaming standby, corrupt WAL.
+test-durable: install
+	bash tests/durability.sh
 
 bench: install bench-core
 	bash tests/bench/run.sh

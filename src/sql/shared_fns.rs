@@ -391,7 +391,8 @@ struct NamedCall {
     key: KeyHasher,
     resolved: bool,
     write: bool,
-    /// The resolved filter's generation if it is durable, else 0.
+    /// For inserts and deletes, the resolved filter's generation if it is
+    /// durable, else 0.
     gen: u64,
     name_len: usize,
     name: [u8; 64],
@@ -436,7 +437,7 @@ impl NamedCall {
             drop(pin);
             self.index = info.index;
             self.seq = info.seq;
-            self.gen = if info.durable { info.gen } else { 0 };
+            self.gen = if info.durable && self.write { info.gen } else { 0 };
             self.user = who;
             self.name[..name.len()].copy_from_slice(name.as_bytes());
             self.name_len = name.len();

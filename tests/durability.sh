@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# Durable named filters, against the installed extension in throwaway clusters:
+#   1. clean restart: durable filters (filled, published, with deletes and a
+#      grant) come back exactly; non-durable ones are gone;
+#   2. kill -9 of one backend while 4 sessions insert (and CHECKPOINTs run), ten
+#      times: every key whose insert a committed transaction acknowledged is
+#      found, and the item count is that of the acknowledged keys plus at most
+#      the batches in flight; the durability worker stopped by
+#      pg_terminate_backend: writers wait for its restart and nothing is lost;
+#   3. kill -9 of the postmaster and all its processes during inserts, restart,
+#      an immediate CHECKPOINT, then a crash again: the same checks;
+#   4. a streaming hot standby made with pg_basebackup: filters created, filled,
+#      published, deleted from, granted and dropped on the primary look the same
+#      there (items, snapshots, every lookup); writes there fail with 25006;
+#      after promotion it accepts writes and keeps its filters across a restart;
+#   5. a region too small at restart: the filters that do not fit are listed in
+#      the log and kept as 'needs reload' (probes raise 55000), the server runs,
+#      and cf_publish brings them back;
+#   6. a corrupt WAL record (valid CRC, bad contents) stops replay with a clear
+#      message instead of being applied;
+#   7. without the durability worker (no background worker slot), durable
+#      changes fail with 55000 and non-durable filters still work.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-durable} PGPORT=${PGPORT:-5480}
+SB_DIR=${CLUSTER_DIR}-standby SB_PORT=$((PGPORT + 1))
+as_pg() { runuser -u postgres -- "$@"; }
+psql() { tests/cluster.sh psql -q -At "$@"; }
+sbpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SB_DIR" -p "$SB_PORT" -U postgres "$@"; }
+fail() { echo "durability: FAIL: $*" >&2; tail -30 "$CLUSTER_DIR/server.log" >&2 || true; exit 1; }
+ok() { echo "durability: $*"; }
+cleanup() {
+  tests/cluster.sh stop 2>/dev/null || true
+  [ -d "$SB_DIR/data" ] && as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+  rm -rf "$SB_DIR"
+}
+trap cleanup EXIT
+cleanup
+rm -rf "$CLUSTER_DIR"
+tests/cluster.sh start
+
+pg_ctl_() { as_pg "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" "$@" >/dev/null; }
+restart() { pg_ctl_ -m fast -w restart; }
+wait_ready() {
+  for _ in $(seq 1 600); do
+    psql -d postgres -c "SELECT 1" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  fail "the server did not come back"
+}
+# Expects SQL $2 to fail with SQLSTATE $1.
+expect_error() {
+  local code=$1 sql=$2 out
+  if out=$("$PGBIN/psql" -X -At -v ON_ERROR_STOP=1 -v VERBOSITY=verbose -h "${3:-$CLUSTER_DIR}" -p "${4:-$PGPORT}" -U postgres -c "\\set VERBOSITY verbose" -c "$sql" 2>&1); then
+    fail "expected $code from: $sql"
+  fi
+  grep -q "ERROR:  $code" <<<"$out" || fail "expected $code from: $sql; got: $out"
+}
+
+psql -c "CREATE EXTENSION cuckoo" -c "CREATE ROLE reader"
+
+# ---- 1. clean restart ---------------------------------------------------------
+psql -c "SELECT cf_create('filled', 200000)" \
+     -c "SELECT count(*) FROM generate_series(1, 100000) g WHERE cf_insert('filled', g)" \
+     -c "SELECT count(*) FROM generate_series(1, 20000) g WHERE cf_delete('filled', g)" \
+     -c "SELECT cf_publish('published', cf_agg(g)) FROM generate_series(1, 50000) g" \
+     -c "SELECT cf_grant_lookup('published', 'reader')" \
+     -c "SELECT cf_create('volatile', 1000, durable => false)" \
+     -c "SELECT cf_insert('volatile', 1)" >/dev/null
+view="SELECT string_agg(concat_ws(',', name, capacity, items, bytes, fpp, durable, state, owner, lookup_grantee), ' ' ORDER BY name) FROM cuckoo_filters WHERE durable"
+before=$(psql -c "$view")
+snaps="SELECT string_agg(name || ':' || md5(cf_snapshot(name)::text), ' ' ORDER BY name) FROM cuckoo_filters WHERE durable"
+snaps_before=$(psql -c "$snaps")
+restart
+[ "$(psql -c "$view")" = "$before" ] || fail "filters after a restart: $(psql -c "$view"), before: $before"
+[ "$(psql -c "$snaps")" = "$snaps_before" ] || fail "snapshots differ after a restart"
+[ "$(psql -c "SELECT count(*) FROM generate_series(20001, 100000) g WHERE NOT cf_contains('filled', g)")" = 0 ] || fail "keys lost in a restart"
+[ "$(psql -c "SELECT count(*) FROM cuckoo_filters WHERE name = 'volatile'")" = 0 ] || fail "a non-durable filter survived a restart"
+ok "clean restart keeps durable filters exactly ($before)"
+
+# ---- 2. crashes of one backend during inserts ------------------------------
+psql -c "CREATE TABLE acked (k bigint)" -c "SELECT cf_create('c', 3000000)" >/dev/null
+# Each session inserts up to 1000 batches of 50 keys, one transaction per batch,
+# and records in the same transaction the keys that were acknowledged (at most
+# 2.2M keys in all, so the filter cannot fill up however fast the machine).
+batch_script() { # iteration client
+  local base=$(( ($1 * 10 + $2) * 1000000 ))
+  for b in $(seq 0 999); do
+    local lo=$((base + b * 50)) hi=$((base + b * 50 + 49))
+    echo "INSERT INTO acked SELECT g FROM generate_series($lo, $hi) g WHERE cf_insert('c', g);"
+  done
+}
+slack=0   # keys of transactions in flight at crashes: logged, never acknowledged
+verify_c() { # label
+  local acked items missing state
+  acked=$(psql -c "SELECT count(*) FROM acked")
+  missing=$(psql -c "SELECT count(*) FROM acked WHERE NOT cf_contains('c', k)")
+  read -r items state < <(psql -F ' ' -c "SELECT items, state FROM cuckoo_filters WHERE name = 'c'")
+  [ "$state" = ready ] || fail "$1: filter c is '$state'"
+  [ "$missing" = 0 ] || fail "$1: $missing of $acked acknowledged keys are missing"
+  [ "$items" -ge "$acked" ] && [ "$items" -le $((acked + slack)) ] || fail "$1: $items items for $acked acknowledged keys (at most $slack in flight)"
+  echo "$acked $items"
+}
+for i in $(seq 1 10); do
+  pids=()
+  for c in 1 2 3 4; do
+    batch_script "$i" "$c" > "/tmp/cuckoo-durable-$c.sql"
+    psql -f "/tmp/cuckoo-durable-$c.sql" >/dev/null 2>&1 & pids+=($!)
+  done
+  ( for _ in 1 2 3; do psql -c "CHECKPOINT" >/dev/null 2>&1 || true; sleep 0.2; done ) & pids+=($!)
+  psql -c "SELECT pg_sleep(600)" >/dev/null 2>&1 & pids+=($!)
+  # Crash once the sessions are under way: 5000 more keys acknowledged.
+  target=$(( $(psql -c "SELECT count(*) FROM acked") + 5000 ))
+  for _ in $(seq 1 600); do
+    [ "$(psql -c "SELECT count(*) >= $target FROM acked")" = t ] && break
+    sleep 0.05
+  done
+  victim=$(psql -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(600)'")
+  [ -n "$victim" ] || fail "no victim session"
+  kill -9 "$victim"
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  wait_ready
+  slack=$((slack + 4 * 50))
+  read -r acked items < <(verify_c "crash $i")
+  echo "  crash $i: $acked acknowledged keys, $items items"
+done
+grep -q "all server processes terminated; reinitializing" "$CLUSTER_DIR/server.log" || fail "the backend crashes did not reinitialise the server"
+ok "10 backend crashes during inserts lose no acknowledged key"
+
+# The worker stopped by an administrator: writers wait for its restart.
+psql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'cuckoo durability'" >/dev/null
+psql -c "INSERT INTO acked SELECT g FROM generate_series(900000000, 900000099) g WHERE cf_insert('c', g)"
+pg_ctl_ -m immediate -w stop; pg_ctl_ -w start; wait_ready
+verify_c "worker terminated" >/dev/null
+ok "inserts wait for a restarted durability worker and survive a crash"
+
+# ---- 3. kill -9 of the postmaster ------------------------------------------
+pids=()
+for c in 1 2 3 4; do
+  batch_script 11 "$c" > "/tmp/cuckoo-durable-$c.sql"
+  psql -f "/tmp/cuckoo-durable-$c.sql" >/dev/null 2>&1 & pids+=($!)
+done
+sleep 0.7
+pm=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
+kids=$(pgrep -P "$pm" || true)
+# shellcheck disable=SC2086
+kill -9 "$pm" $kids
+for p in "${pids[@]}"; do wait "$p" || true; done
+# Wait for the processes to go. Where nothing reaps orphans (some containers'
+# init), the dead postmaster stays a zombie that PostgreSQL would take for a
+# running server: its lock files are then removed by hand.
+for _ in $(seq 1 50); do
+  [ -z "$(ps -o stat= -p "$pm" $kids 2>/dev/null | grep -v Z)" ] && break
+  sleep 0.1
+done
+if ps -o stat= -p "$pm" 2>/dev/null | grep -q Z; then rm -f "$CLUSTER_DIR/data/postmaster.pid" "$CLUSTER_DIR/.s.PGSQL.$PGPORT.lock"; fi
+pg_ctl_ -w start
+psql -c "CHECKPOINT"
+slack=$((slack + 4 * 50))
+verify_c "postmaster killed" >/dev/null
+victim_session() { psql -c "SELECT pg_sleep(600)" >/dev/null 2>&1 & }
+victim_session; sleep 0.5
+kill -9 "$(psql -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(600)'")"; wait || true
+wait_ready
+read -r acked items < <(verify_c "crash after the post-recovery checkpoint")
+ok "postmaster kill, restart, CHECKPOINT, crash: $acked acknowledged keys all found, $items items"
+
+# ---- 4. streaming standby ----------------------------------------------------
+install -d -o postgres -g postgres "$SB_DIR"
+as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$SB_DIR/data" -R -X stream -c fast
+cat >> "$SB_DIR/data/postgresql.conf" <<CONF
+port = $SB_PORT
+unix_socket_directories = '$SB_DIR'
+hot_standby = on
+CONF
+as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -l "$SB_DIR/server.log" -w start >/dev/null
+psql -c "SELECT cf_create('s_seq', 100000)" \
+     -c "SELECT count(*) FROM generate_series(1, 60000) g WHERE cf_insert('s_seq', g)" \
+     -c "SELECT count(*) FROM generate_series(1, 10000) g WHERE cf_delete('s_seq', g)" \
+     -c "SELECT cf_publish('s_pub', cf_agg(g)) FROM generate_series(1, 70000) g" \
+     -c "SELECT cf_publish('published', cf_agg(g)) FROM generate_series(100, 200) g" \
+     -c "SELECT cf_grant_lookup('s_seq', 'public')" \
+     -c "SELECT cf_create('s_gone', 1000)" -c "SELECT cf_drop('s_gone')" \
+     -c "SELECT cf_create('s_volatile', 1000, durable => false)" >/dev/null
+pids=()
+for c in 1 2 3 4; do
+  psql -c "SELECT count(*) FROM generate_series($c * 100000, $c * 100000 + 19999) g WHERE cf_insert('c', g)" >/dev/null & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+target=$(psql -c "SELECT pg_current_wal_lsn()")
+for _ in $(seq 1 600); do
+  [ "$(sbpsql -d postgres -c "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break
+  sleep 0.1
+done
+[ "$(sbpsql -c "SELECT pg_is_in_recovery()")" = t ] || fail "the standby is not in recovery"
+primary_view=$(psql -c "$view")
+standby_view=$(sbpsql -c "$view")
+[ "$primary_view" = "$standby_view" ] || fail "standby filters differ: $standby_view; primary: $primary_view"
+for f in s_seq s_pub published; do
+  [ "$(psql -c "SELECT md5(cf_snapshot('$f')::text)")" = "$(sbpsql -c "SELECT md5(cf_snapshot('$f')::text)")" ] || fail "snapshot of $f differs on the standby"
+done
+[ "$(sbpsql -c "SELECT count(*) FROM acked WHERE NOT cf_contains('c', k)")" = 0 ] || fail "standby lookups miss keys"
+[ "$(sbpsql -c "SELECT count(*) FROM generate_series(100000, 499999) g WHERE g % 100000 < 20000 AND NOT cf_contains('c', g)")" = 0 ] || fail "standby misses concurrently inserted keys"
+[ "$(sbpsql -c "SELECT count(*) FROM cuckoo_filters WHERE name IN ('s_gone', 's_volatile')")" = 0 ] || fail "dropped or non-durable filters on the standby"
+for sql in "SELECT cf_insert('s_seq', 1)" "SELECT cf_delete('s_seq', 1)" "SELECT cf_create('x', 10)" "SELECT cf_create('x', 10, durable => false)" \
+           "SELECT cf_drop('s_seq')" "SELECT cf_publish('x', cf_agg(1))" "SELECT cf_grant_lookup('s_seq', 'reader')"; do
+  expect_error 25006 "$sql" "$SB_DIR" "$SB_PORT"
+done
+ok "standby: $(sbpsql -c "SELECT count(*) FROM cuckoo_filters") filters identical to the primary's, lookups agree, writes fail with 25006"
+as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -w promote >/dev/null
+for _ in $(seq 1 100); do sbpsql -c "SELECT cf_insert('s_seq', -1)" >/dev/null 2>&1 && break; sleep 0.1; done
+[ "$(sbpsql -c "SELECT cf_insert('s_seq', -2)")" = t ] || fail "the promoted standby does not accept writes"
+as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m fast -w restart >/dev/null
+[ "$(sbpsql -c "SELECT cf_contains('s_seq', -1) AND cf_contains('s_seq', -2) AND cf_contains('s_seq', 50000)")" = t ] || fail "the promoted standby lost keys in a restart"
+as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m fast -w stop >/dev/null
+ok "promoted standby accepts writes and keeps them across a restart"
+
+# ---- 5. region too small at restart ----------------------------------------
+psql -c "SELECT cf_create('big', 10000000)" -c "SELECT cf_insert('big', 42)" >/dev/null
+echo "cuckoo.shared_memory = 16MB" >> "$CLUSTER_DIR/data/postgresql.conf"
+restart
+grep -q 'durable filter "big" (database [0-9]*, [0-9]* bytes) does not fit in cuckoo.shared_memory' "$CLUSTER_DIR/server.log" \
+  || fail "no log line names the filter that did not fit"
+[ "$(psql -c "SELECT state || ': ' || reason FROM cuckoo_filters WHERE name = 'big'")" = "needs reload: it did not fit in cuckoo.shared_memory when it was restored" ] \
+  || fail "big is not marked for reload: $(psql -c "SELECT state, reason FROM cuckoo_filters WHERE name = 'big'")"
+expect_error 55000 "SELECT cf_contains('big', 42)"
+expect_error 55000 "SELECT cf_snapshot('big')"
+[ "$(psql -c "SELECT cf_contains('published', 150)")" = t ] || fail "a filter that fits was not restored"
+restart
+[ "$(psql -c "SELECT state FROM cuckoo_filters WHERE name = 'big'")" = "needs reload" ] || fail "the placeholder did not survive a restart"
+psql -c "SELECT cf_publish('big', cf_agg(g, 0.01)) FROM generate_series(1, 1000) g" >/dev/null
+[ "$(psql -c "SELECT state FROM cuckoo_filters WHERE name = 'big'")|$(psql -c "SELECT cf_contains('big', 999)")" = "ready|t" ] || fail "cf_publish did not bring big back"
+sed -i '/cuckoo.shared_memory = 16MB/d' "$CLUSTER_DIR/data/postgresql.conf"
+ok "filters that do not fit at restart are reported, kept as 'needs reload', and restored by cf_publish"
+
+# ---- 6. a corrupt WAL record -----------------------------------------------
+psql -c "CHECKPOINT"
+start_lsn=$(psql -c "SELECT pg_current_wal_lsn()")
+psql -c "SELECT cf_create('corrupt_me', 1000)" >/dev/null
+end_lsn=$(psql -c "SELECT pg_current_wal_lsn()")
+segment=$(psql -c "SELECT pg_walfile_name('$start_lsn')")
+pg_ctl_ -m immediate -w stop
+python3 - "$CLUSTER_DIR/data/pg_wal/$segment" "$start_lsn" "$end_lsn" <<'PY'
+import struct, sys
+path, start, end = sys.argv[1], sys.argv[2], sys.argv[3]
+lsn = lambda s: (int(s.split('/')[0], 16) << 32) | int(s.split('/')[1], 16)
+seg = 16 << 20
+def crc32c(data, crc=0xFFFFFFFF):
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc
+buf = bytearray(open(path, 'rb').read())
+pos = lsn(start) % seg
+found = False
+while pos < lsn(end) % seg:
+    if pos % 8192 == 0:
+        pos += 40 if pos % seg == 0 else 24      # page header (long on the first page)
+        continue
+    tot, xid, prev, info, rmid = struct.unpack_from('<IIQBB', buf, pos)
+    if tot == 0:
+        break
+    if rmid == 128 and info & 0xF0 == 0x00 and (pos % 8192) + tot <= 8192:
+        body = pos + 24 + 2                         # XLR_BLOCK_ID_DATA_SHORT, length
+        buf[body + 49] = 0                          # slots per bucket
+        rec = bytes(buf[pos:pos + tot])
+        crc = crc32c(rec[24:]); crc = crc32c(rec[:20], crc) ^ 0xFFFFFFFF
+        struct.pack_into('<I', buf, pos + 20, crc)
+        found = True
+        break
+    pos += (tot + 7) & ~7
+if not found:
+    sys.exit("no CREATE record found on one page")
+open(path, 'wb').write(buf)
+PY
+if pg_ctl_ -w start 2>/dev/null; then fail "the server started past a corrupt cuckoo record"; fi
+grep -q 'cuckoo: cannot replay the WAL record ending at .*: CREATE record has bad filter parameters' "$CLUSTER_DIR/server.log" \
+  || fail "no clear message for the corrupt record"
+grep -q "startup process .* exited with exit code 1" "$CLUSTER_DIR/server.log" || fail "replay did not stop at the corrupt record"
+ok "a corrupt record stops replay: $(grep -o 'cuckoo: cannot replay[^"]*' "$CLUSTER_DIR/server.log" | tail -1)"
+
+# ---- 7. no durability worker -------------------------------------------------
+tests/cluster.sh stop 2>/dev/null || true; rm -rf "$CLUSTER_DIR"
+CLUSTER_CONF="max_worker_processes = 0" tests/cluster.sh start
+psql -c "CREATE EXTENSION cuckoo"
+grep -q 'too many background workers' "$CLUSTER_DIR/server.log" || fail "the worker was registered despite max_worker_processes = 0"
+expect_error 55000 "SELECT cf_create('d', 100)"
+psql -c "SELECT cf_create('v', 100, durable => false)" -c "SELECT cf_insert('v', 1)" >/dev/null
+[ "$(psql -c "SELECT cf_contains('v', 1)")" = t ] || fail "non-durable filters do not work without the worker"
+ok "without the durability worker durable changes fail with 55000; non-durable filters work"
+echo "durability tests passed"
