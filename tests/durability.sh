@@ -128,6 +128,47 @@ done
 grep -q "all server processes terminated; reinitializing" "$CLUSTER_DIR/server.log" || fail "the backend crashes did not reinitialise the server"
 ok "10 backend crashes during inserts lose no acknowledged key"
 
+# Full filters: refused inserts change nothing on the primary and nothing in
+# replay. One session (replay order = the primary's: exact answers), then four
+# at once (every acknowledged key found, or the filter marked for reload).
+crash_backend() {
+  psql -c "SELECT pg_sleep(600)" >/dev/null 2>&1 &
+  local p=$! victim=""
+  for _ in $(seq 1 100); do
+    victim=$(psql -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(600)'")
+    [ -n "$victim" ] && break
+    sleep 0.05
+  done
+  kill -9 "$victim"; wait "$p" || true
+  wait_ready
+}
+psql -c "SELECT cf_create('tiny', 100)" -c "CREATE TABLE acked2 (k bigint)" >/dev/null
+stored=$(psql -c "SELECT count(*) FROM generate_series(1, 2000) g WHERE cf_insert('tiny', g)")
+psql -c "SELECT count(*) FROM generate_series(1, 30) g WHERE cf_delete('tiny', g)" >/dev/null
+answers="SELECT md5(string_agg(cf_contains('tiny', g)::text, ',' ORDER BY g)) || ' ' || (SELECT items || ' ' || state FROM cuckoo_filters WHERE name = 'tiny') FROM generate_series(1, 5000) g"
+before=$(psql -c "$answers")
+[ "$(psql -c "SELECT failed_inserts > 0 FROM cuckoo_filters WHERE name = 'tiny'")" = t ] || fail "tiny did not fill up"
+crash_backend
+[ "$(psql -c "$answers")" = "$before" ] || fail "a full filter answers differently after a crash: $(psql -c "$answers"), before: $before"
+psql -c "SELECT cf_create('tiny4', 1000)" >/dev/null
+pids=()
+for c in 1 2 3 4; do
+  psql -c "INSERT INTO acked2 SELECT g FROM generate_series($c * 10000, $c * 10000 + 999) g WHERE cf_insert('tiny4', g)" >/dev/null & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+crash_backend
+read -r state items < <(psql -F ' ' -c "SELECT state, items FROM cuckoo_filters WHERE name = 'tiny4'")
+if [ "$state" = ready ]; then
+  [ "$(psql -c "SELECT count(*) FROM acked2 WHERE NOT cf_contains('tiny4', k)")" = 0 ] || fail "tiny4 lost acknowledged keys"
+  [ "$items" = "$(psql -c "SELECT count(*) FROM acked2")" ] || fail "tiny4 holds $items items for $(psql -c "SELECT count(*) FROM acked2") acknowledged keys"
+  full4="exact"
+else
+  [ "$state" = "needs reload" ] || fail "tiny4 is '$state'"
+  expect_error 55000 "SELECT cf_contains('tiny4', 1)"
+  full4="marked for reload ($(psql -c "SELECT reason FROM cuckoo_filters WHERE name = 'tiny4'"))"
+fi
+ok "full filters: $stored of 2000 keys stored by one session, same answers after a crash; four sessions: $full4"
+
 # The worker stopped by an administrator: writers wait for its restart.
 psql -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'cuckoo durability'" >/dev/null
 psql -c "INSERT INTO acked SELECT g FROM generate_series(900000000, 900000099) g WHERE cf_insert('c', g)"

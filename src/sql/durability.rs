@@ -237,6 +237,9 @@ fn stop(r: &Region) {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
+    // SAFETY: the process is exiting; an error may have left the registry lock
+    // held (this callback runs before PostgreSQL's own cleanup would release it).
+    unsafe { pg_sys::LWLockReleaseAll() };
     stop(super::shared_fns::region());
 }
 

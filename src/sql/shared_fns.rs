@@ -854,7 +854,14 @@ fn purge_dropped_databases() {
         if !exists {
             with_registry_lock(|r, lk| {
                 for info in r.list(db) {
-                    let _ = r.drop_filter(lk, &info);
+                    // A durable one is dropped only while its drop can be logged
+                    // (else a later purge does it).
+                    if info.durable && r.durable_state() != DURABLE_OPEN {
+                        continue;
+                    }
+                    if r.drop_filter(lk, &info).is_ok() && info.durable {
+                        log(&Record::Drop { gen: info.gen });
+                    }
                 }
             });
         }

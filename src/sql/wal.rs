@@ -231,8 +231,9 @@ struct Build {
 #[derive(Default)]
 struct Replay {
     builds: HashMap<u64, Build>,
-    /// Inserts replay could not store, by their record's end: the generation.
-    refusals: HashMap<u64, u64>,
+    /// Inserts replay could not store, by their record's end: the generation
+    /// and the hash. Retried whenever a delete makes room.
+    refusals: HashMap<u64, (u64, u64)>,
     /// Generations whose contents this replay built from their creation,
     /// publish or image, with that record's end.
     based: HashMap<u64, u64>,
@@ -314,7 +315,7 @@ impl Replay {
                 }
                 self.install(r, &b.meta, b.gen, content);
                 self.based.insert(b.gen, end);
-                self.refusals.retain(|_, g| *g != b.gen);
+                self.refusals.retain(|_, (g, _)| *g != b.gen);
             }
             Record::Placeholder { gen, reason, meta } => {
                 if let Some((_, seen)) = &mut self.pass {
@@ -326,7 +327,9 @@ impl Replay {
             Record::Insert { gen, hash } => {
                 if let Some(stored) = self.write(r, gen, |t| t.insert(hash).is_ok()) {
                     if !stored {
-                        self.refusals.insert(end, gen);
+                        // Until the primary's refusal of the same insert shows up,
+                        // or a delete makes room for it, a key may be missing.
+                        self.refusals.insert(end, (gen, hash));
                         set_reason(r, gen, reason::REPLAY_FULL);
                     }
                 }
@@ -334,27 +337,25 @@ impl Replay {
             Record::Refused { gen, hash, insert_end } => {
                 if self.refusals.remove(&insert_end).is_some() {
                     // The primary refused it too: nothing was lost.
-                    if !self.refusals.values().any(|g| *g == gen) {
-                        if let Some(info) = r.find_gen(gen).filter(|i| i.reload_reason == reason::REPLAY_FULL) {
-                            with_registry_lock(|r, lk| {
-                                let _ = r.set_reload_reason(lk, &info, 0);
-                            });
-                        }
-                    }
+                    self.settle(r, gen);
                 } else if self.based.contains_key(&gen) {
                     // Replay stored the key the primary refused: take it back.
-                    self.write(r, gen, |t| t.delete(hash));
+                    if self.write(r, gen, |t| t.delete(hash)) == Some(true) {
+                        self.retry_refused(r, gen);
+                    }
                 }
             }
             Record::Delete { gen, hash } => {
-                self.write(r, gen, |t| t.delete(hash));
+                if self.write(r, gen, |t| t.delete(hash)) == Some(true) {
+                    self.retry_refused(r, gen);
+                }
             }
             Record::Drop { gen } => {
                 if let Some(info) = r.find_gen(gen) {
                     drop_now(&info);
                 }
                 self.based.remove(&gen);
-                self.refusals.retain(|_, g| *g != gen);
+                self.refusals.retain(|_, (g, _)| *g != gen);
             }
             Record::Grant { gen, readers } => {
                 if let Some(info) = r.find_gen(gen) {
@@ -378,6 +379,34 @@ impl Replay {
                     }
                 }
             }
+        }
+    }
+
+    /// After a delete on generation `gen`: inserts replay could not store may
+    /// fit now.
+    fn retry_refused(&mut self, r: &Region, gen: u64) {
+        let pending: Vec<(u64, u64)> = self.refusals.iter().filter(|(_, (g, _))| *g == gen).map(|(at, (_, h))| (*at, *h)).collect();
+        if pending.is_empty() {
+            return;
+        }
+        for (at, hash) in pending {
+            if self.write(r, gen, |t| t.insert(hash).is_ok()) == Some(true) {
+                self.refusals.remove(&at);
+            }
+        }
+        self.settle(r, gen);
+    }
+
+    /// Clears the replay-full mark of generation `gen` once no insert that
+    /// replay could not store is pending.
+    fn settle(&mut self, r: &Region, gen: u64) {
+        if self.refusals.values().any(|(g, _)| *g == gen) {
+            return;
+        }
+        if let Some(info) = r.find_gen(gen).filter(|i| i.reload_reason == reason::REPLAY_FULL) {
+            with_registry_lock(|r, lk| {
+                let _ = r.set_reload_reason(lk, &info, 0);
+            });
         }
     }
 
@@ -447,12 +476,13 @@ impl Replay {
         }
     }
 
-    /// Runs `op` on generation `gen`'s table if it is usable, pinned as a writer
-    /// (waiting while a snapshot on a hot standby pauses writers).
+    /// Runs `op` on generation `gen`'s table if it has one (also while it is
+    /// marked replay-full: its contents are kept up to date), pinned as a
+    /// writer (waiting while a snapshot on a hot standby pauses writers).
     fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Table<'_>) -> T) -> Option<T> {
         let slot = super::shared_fns::my_slot();
         loop {
-            let info = r.find_gen(gen).filter(|i| i.usable())?;
+            let info = r.find_gen(gen).filter(|i| i.blocks > 0)?;
             let pin = r.pin(slot)?;
             if !r.still_current(info.index, info.seq) {
                 continue;
