@@ -72,6 +72,7 @@ pub fn init() {
         pg_sys::shmem_startup_hook = Some(shmem_startup);
     }
     super::wal::register();
+    super::wal::register_commit_flush();
     super::durability::register_worker();
 }
 
@@ -262,14 +263,13 @@ pub(super) fn wait_for(d: std::time::Duration) {
     unsafe { pg_sys::pg_usleep(d.as_micros() as std::ffi::c_long) };
 }
 
-/// Checks that this session may change filters now, and for a durable filter
-/// prepares the commit: like `nextval`, the change is refused in a read-only
-/// transaction, on a standby and in parallel mode, and a transaction ID is
-/// assigned so that the commit is logged, flushed and waits for synchronous
-/// standbys.
+/// Checks that this session may change filters now: like `nextval` on a
+/// logged sequence, a change to a durable filter is refused in a read-only
+/// transaction, on a standby and in parallel mode (its commit is made durable
+/// by `wal::at_commit`).
 fn prepare_write(durable: bool, what: &CStr) {
     // SAFETY: these raise 25006 (or 0A000 for parallel mode) with PostgreSQL's
-    // own messages; GetTopTransactionId assigns an xid once per transaction.
+    // own messages.
     unsafe {
         if pg_sys::RecoveryInProgress() {
             pg_sys::PreventCommandDuringRecovery(what.as_ptr());
@@ -277,7 +277,6 @@ fn prepare_write(durable: bool, what: &CStr) {
         if durable {
             pg_sys::PreventCommandIfReadOnly(what.as_ptr());
             pg_sys::PreventCommandIfParallelMode(what.as_ptr());
-            pg_sys::GetTopTransactionId();
         }
     }
 }
@@ -460,7 +459,8 @@ impl NamedCall {
         if !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes() {
             self.resolve(r, name, who);
         } else if self.gen != 0 {
-            // Each transaction that changes a durable filter needs its xid.
+            // The transaction may have become read-only since the call site
+            // was resolved.
             prepare_write(true, c"cf_insert() or cf_delete() on a durable filter");
         }
         let slot = my_slot();

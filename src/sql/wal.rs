@@ -30,9 +30,14 @@
 //! newer contents.
 //!
 //! A transaction whose only change is `cf_insert` must still make its commit
-//! wait for the WAL flush (and synchronous standbys): durable writes assign a
-//! transaction ID, as `nextval` does, so the commit is logged and flushed like
-//! any other; with `synchronous_commit = off` the usual window applies.
+//! wait for the WAL flush and synchronous standbys, as a committed row's would.
+//! `nextval` gets this by assigning the transaction an ID (so a commit record
+//! is written and flushed); here a pre-commit callback does what
+//! `RecordTransactionCommit` does for such a commit, for the last record the
+//! transaction wrote: with `synchronous_commit` on (or local, remote_write,
+//! remote_apply) it flushes up to it and waits for synchronous standbys, with
+//! `off` it only tells the WAL writer. No transaction ID is consumed, so a
+//! stream of inserts neither writes commit records nor ages the XID horizon.
 //!
 //! # Checkpoints
 //!
@@ -100,17 +105,61 @@ pub fn register() {
     unsafe { pg_sys::RegisterCustomRmgr(RM_CUCKOO_ID, &mut rm) };
 }
 
-/// Writes one record; returns its end position.
+/// Writes one record; returns its end position, which the current
+/// transaction's commit will flush (see [`at_commit`]).
 pub fn log(rec: &Record) -> u64 {
     let (k, body) = rec.encode();
     // SAFETY: the body outlives XLogInsert, which copies it; callers checked that
     // WAL may be written (not in recovery).
-    unsafe {
+    let end = unsafe {
         pg_sys::XLogBeginInsert();
         if !body.is_empty() {
             pg_sys::XLogRegisterData(body.as_ptr() as *mut c_char, body.len() as i32);
         }
         pg_sys::XLogInsert(RM_CUCKOO_ID, k)
+    };
+    // SAFETY: a backend-local variable, set and read by this process only.
+    unsafe { FLUSH_AT_COMMIT = FLUSH_AT_COMMIT.max(end) };
+    end
+}
+
+/// The end of the last record this transaction logged (0: none).
+static mut FLUSH_AT_COMMIT: u64 = 0;
+
+/// Registers [`at_commit`] (from `_PG_init`).
+pub fn register_commit_flush() {
+    // SAFETY: called once per process from _PG_init.
+    unsafe { pg_sys::RegisterXactCallback(Some(at_commit), std::ptr::null_mut()) };
+}
+
+/// Before a transaction commits (or prepares): makes its cuckoo records as
+/// durable as its commit would make a row, per `synchronous_commit`.
+#[pg_guard]
+unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    // SAFETY: backend-local state and PostgreSQL's own commit-path functions,
+    // called where a commit may still fail (before it is recorded).
+    unsafe {
+        match event {
+            pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
+                let end = FLUSH_AT_COMMIT;
+                if end == 0 {
+                    return;
+                }
+                if pg_sys::synchronous_commit > pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32 {
+                    pg_sys::XLogFlush(end);
+                    pg_sys::SyncRepWaitForLSN(end, true);
+                } else {
+                    pg_sys::XLogSetAsyncXactLSN(end);
+                }
+                FLUSH_AT_COMMIT = 0;
+            }
+            pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+                // The records stay (changes are not transactional) and are
+                // flushed in due time, as an aborted transaction's are.
+                FLUSH_AT_COMMIT = 0;
+            }
+            _ => {}
+        }
     }
 }
 
