@@ -41,6 +41,9 @@ CREATE FUNCTION cf_empty(capacity bigint, fpp float8) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_count(cuckoofilter) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_count' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoo_library_version() RETURNS text
+    AS 'MODULE_PATHNAME', 'cuckoo_library_version' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cuckoo_library_version() IS 'the version of the cuckoo shared library this session runs (the preloaded library changes at a server restart)';
 CREATE FUNCTION cf_info(cuckoofilter) RETURNS jsonb
     AS 'MODULE_PATHNAME', 'cf_info' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 

@@ -81,15 +81,24 @@ for from in 0.1.0 0.2.0; do
   q -d postgres -c "DROP DATABASE $db"
 done
 
-# Privileges on a function whose declaration 0.3.0 replaces (cf_create gained
-# an argument) carry over: revoked from PUBLIC and granted to one role before.
+# Privileges on objects whose declarations 0.3.0 replaces carry over: cf_create
+# (it gained an argument) revoked from PUBLIC and granted to a role whose name
+# needs quoting, with grant option; the view revoked from PUBLIC and granted to
+# one role.
 q -d postgres -c "DROP DATABASE IF EXISTS up_acl" -c "CREATE DATABASE up_acl" \
-  -c "DROP ROLE IF EXISTS cuckoo_maker" -c "CREATE ROLE cuckoo_maker"
+  -c 'DROP ROLE IF EXISTS "Cuckoo Maker"' -c 'CREATE ROLE "Cuckoo Maker"' \
+  -c "DROP ROLE IF EXISTS cuckoo_viewer" -c "CREATE ROLE cuckoo_viewer"
 q -d up_acl -c "CREATE EXTENSION cuckoo VERSION '0.2.0'" \
   -c "REVOKE EXECUTE ON FUNCTION cf_create(text, bigint, float8) FROM PUBLIC" \
-  -c "GRANT EXECUTE ON FUNCTION cf_create(text, bigint, float8) TO cuckoo_maker" \
+  -c 'GRANT EXECUTE ON FUNCTION cf_create(text, bigint, float8) TO "Cuckoo Maker" WITH GRANT OPTION' \
+  -c "REVOKE SELECT ON cuckoo_filters FROM PUBLIC" -c "GRANT SELECT ON cuckoo_filters TO cuckoo_viewer" \
   -c "ALTER EXTENSION cuckoo UPDATE"
-acl=$(q -d up_acl -c "SELECT has_function_privilege('public', 'cf_create(text,bigint,float8,boolean)', 'EXECUTE') || ' ' || has_function_privilege('cuckoo_maker', 'cf_create(text,bigint,float8,boolean)', 'EXECUTE') || ' ' || has_function_privilege('public', 'cf_publish(text,cuckoofilter,boolean)', 'EXECUTE')")
-[ "$acl" = "false true true" ] || fail "privileges did not carry over to the new cf_create (public, cuckoo_maker, cf_publish public: $acl)"
-echo "upgrade: privileges on cf_create carry over to its new declaration"
-q -d postgres -c "DROP DATABASE up_acl" -c "DROP DATABASE up_new" -c "DROP ROLE cuckoo_maker"
+acl=$(q -d up_acl -c "SELECT concat_ws(' ',
+  has_function_privilege('public', 'cf_create(text,bigint,float8,boolean)', 'EXECUTE'),
+  has_function_privilege('Cuckoo Maker', 'cf_create(text,bigint,float8,boolean)', 'EXECUTE WITH GRANT OPTION'),
+  has_function_privilege('public', 'cf_publish(text,cuckoofilter,boolean)', 'EXECUTE'),
+  has_table_privilege('public', 'cuckoo_filters', 'SELECT'),
+  has_table_privilege('cuckoo_viewer', 'cuckoo_filters', 'SELECT'))")
+[ "$acl" = "f t t f t" ] || fail "privileges did not carry over (cf_create public, Cuckoo Maker with grant option, cf_publish public, view public, view cuckoo_viewer: $acl)"
+echo "upgrade: privileges on the replaced cf_create and view carry over"
+q -d postgres -c "DROP DATABASE up_acl" -c "DROP DATABASE up_new" -c 'DROP ROLE "Cuckoo Maker"' -c "DROP ROLE cuckoo_viewer"

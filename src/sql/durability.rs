@@ -86,6 +86,8 @@ pub fn register_worker() {
 /// postmaster, before any other process runs). Never raises an error: a damaged
 /// file or filters that do not fit are reported in the log.
 pub fn restore(r: &Region) {
+    // SAFETY: single-threaded postmaster, before forking.
+    unsafe { FILE_STAMP = 0 };
     let bytes = match std::fs::read(FILE) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -213,6 +215,10 @@ fn set_delay(flags: i32, on: bool) {
         let v = std::ptr::read_volatile(p);
         std::ptr::write_volatile(p, if on { v | flags } else { v & !flags });
     }
+    // The flag must be visible before the redo position is read next (the
+    // argument above depends on that order); PostgreSQL gets the same barrier
+    // from the atomics of its WAL insertion.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
 static mut SAVED_ON_EXIT: bool = false;
@@ -227,8 +233,21 @@ fn stop(r: &Region) {
     unsafe { SAVED_ON_EXIT = true };
     with_registry_lock(|r, _| r.set_durable_state(DURABLE_FROZEN, 0));
     // Durable writers check the state while pinned: once every pin taken
-    // before the freeze is gone, nothing durable is being logged.
-    while !r.set_durable_state(DURABLE_FROZEN, 1 << 20) {}
+    // before the freeze is gone, nothing durable is being logged. Sessions
+    // stay pinned for one operation; after about ten seconds something is
+    // wrong, and the file is saved anyway, with a warning.
+    let mut drained = false;
+    for _ in 0..10_000 {
+        if r.set_durable_state(DURABLE_FROZEN, 1 << 10) {
+            drained = true;
+            break;
+        }
+        // SAFETY: a plain sleep.
+        unsafe { pg_sys::pg_usleep(1000) };
+    }
+    if !drained {
+        pgrx::warning!("cuckoo: sessions stayed inside filter operations while durable filters were being saved; a change in flight may be missing from {FILE}");
+    }
     // SAFETY: reads the WAL insert position.
     let stamp = unsafe { pg_sys::GetXLogInsertRecPtr() };
     save(r, FileKind::Saved, stamp);
@@ -244,7 +263,7 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
 }
 
 /// Logs a complete image pass; returns the redo position read before it began.
-fn pass(r: &Region) -> u64 {
+fn pass(_r: &Region) -> u64 {
     // SAFETY: reads the shared redo position.
     let redo = unsafe { pg_sys::GetRedoRecPtr() };
     // Under the registry lock, so that every creation or publish logged before
@@ -252,32 +271,49 @@ fn pass(r: &Region) -> u64 {
     let (begin, list) = with_registry_lock(|r, _| (log(&Record::PassBegin), r.list_all()));
     let slot = my_slot();
     let mut n = 0;
-    for info in list.into_iter().filter(|i| i.durable) {
-        let Some(params) = info.params else { continue };
-        let meta = meta_of(&info, params);
-        if !info.usable() {
-            log(&Record::Placeholder { gen: info.gen, reason: info.reload_reason, meta });
-            n += 1;
-            continue;
-        }
-        let mut buf = vec![0u64; params.bucket_count as usize];
+    for listed in list.into_iter().filter(|i| i.durable) {
+        let Some(params) = listed.params else { continue };
+        let mut buf = if listed.usable() { vec![0u64; params.bucket_count as usize] } else { Vec::new() };
+        let mut waits = 0u64;
         loop {
-            let Some(pin) = r.pin(slot) else { break };
-            if !r.still_current(info.index, info.seq) {
-                // Dropped or replaced since the listing: that change was logged
-                // after PASS_BEGIN and stands for itself.
-                break;
-            }
-            let logged = r.image(&info, slot, &mut buf, 1 << 22, |words, items| {
-                log_content(ContentKind::Image, info.gen, &meta, words, items);
+            // Each filter is logged under the registry lock: no publish, drop or
+            // grant can come between reading its entry and logging its image, so
+            // the image is of the generation that is current when it is logged,
+            // with its current grant. (Waiting for pinned writers under the lock
+            // cannot deadlock: nobody takes the lock while pinned.)
+            let logged = with_registry_lock(|r, _| {
+                let Some(now) = r.entry_info(listed.index).filter(|e| e.gen == listed.gen && e.durable) else {
+                    // Dropped or republished since PASS_BEGIN: that change was
+                    // logged after it and stands for itself.
+                    return Some(false);
+                };
+                let meta = meta_of(&now, params);
+                if !now.usable() {
+                    log(&Record::Placeholder { gen: now.gen, reason: now.reload_reason, meta });
+                    return Some(true);
+                }
+                let pin = r.pin(slot)?;
+                if !r.still_current(now.index, now.seq) {
+                    return None;
+                }
+                let imaged = r.image(&now, slot, &mut buf, 1 << 22, |words, items| {
+                    log_content(ContentKind::Image, now.gen, &meta, words, items);
+                });
+                drop(pin);
+                imaged.ok().map(|()| true)
             });
-            drop(pin);
             match logged {
-                Ok(()) => {
-                    n += 1;
+                Some(counted) => {
+                    n += counted as u64;
                     break;
                 }
-                Err(_) => {
+                None => {
+                    // Some process stayed inside a filter operation; the pass
+                    // must complete, so try again (checkpoints wait meanwhile).
+                    waits += 1;
+                    if waits % 1000 == 0 {
+                        pgrx::warning!("cuckoo: the checkpoint image of filter \"{}\" has waited {} s for sessions inside filter operations", listed.name, waits / 1000);
+                    }
                     pgrx::check_for_interrupts!();
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -300,11 +336,12 @@ fn pass_if_needed(r: &Region, covered: u64) -> u64 {
 
 /// Clears a checkpoint-delay flag long enough for a waiting checkpointer (it
 /// looks every 10 ms) to see it, then sets it again.
-fn release(flag: u32) -> bool {
+fn release(flag: u32) {
     set_delay(flag as i32, false);
-    let alive = BackgroundWorker::wait_latch(Some(Duration::from_millis(25)));
+    // A plain sleep: a latch set meanwhile must not cut the window short.
+    // SAFETY: a plain sleep.
+    unsafe { pg_sys::pg_usleep(25_000) };
     set_delay(flag as i32, true);
-    alive
 }
 
 #[pg_guard]
@@ -327,13 +364,9 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     pgrx::log!("cuckoo: durability worker started; durable filters accept changes");
     loop {
         covered = pass_if_needed(r, covered);
-        if !release(pg_sys::DELAY_CHKPT_START) {
-            break;
-        }
+        release(pg_sys::DELAY_CHKPT_START);
         covered = pass_if_needed(r, covered);
-        if !release(pg_sys::DELAY_CHKPT_COMPLETE) {
-            break;
-        }
+        release(pg_sys::DELAY_CHKPT_COMPLETE);
         if !BackgroundWorker::wait_latch(Some(Duration::from_millis(50))) {
             break;
         }

@@ -67,6 +67,16 @@ pub fn union_filters(a: &FilterValue, b: &FilterValue) -> OwnedFilter {
 }
 
 v1_functions! {
+    /// `cuckoo_library_version() -> text`: the version of the shared library
+    /// this session runs (after installing a new release, the preloaded library
+    /// changes only at the next server restart). Update scripts declare it
+    /// first, so that an update fails cleanly, before changing anything, when
+    /// the server still runs an older library.
+    fn cuckoo_library_version(_fcinfo) {
+        // SAFETY: a text datum built in the current memory context.
+        unsafe { pg_sys::Datum::from(pg_sys::cstring_to_text(concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const std::ffi::c_char)) }
+    }
+
     /// `cf_contains(cuckoofilter, anyelement) -> boolean`, reading the filter in
     /// place (or from this call site's detoast cache).
     fn cf_contains_value(fcinfo) {

@@ -32,12 +32,13 @@
 //! A transaction whose only change is `cf_insert` must still make its commit
 //! wait for the WAL flush and synchronous standbys, as a committed row's would.
 //! `nextval` gets this by assigning the transaction an ID (so a commit record
-//! is written and flushed); here a pre-commit callback does what
+//! is written and flushed); here a transaction callback does what
 //! `RecordTransactionCommit` does for such a commit, for the last record the
-//! transaction wrote: with `synchronous_commit` on (or local, remote_write,
-//! remote_apply) it flushes up to it and waits for synchronous standbys, with
-//! `off` it only tells the WAL writer. No transaction ID is consumed, so a
-//! stream of inserts neither writes commit records nor ages the XID horizon.
+//! transaction wrote (see [`at_commit`]): with `synchronous_commit` on (or
+//! local, remote_write, remote_apply) it flushes up to it before the commit and
+//! waits for synchronous standbys after it, with `off` it only tells the WAL
+//! writer. No transaction ID is consumed, so a stream of inserts neither writes
+//! commit records nor ages the XID horizon.
 //!
 //! # Checkpoints
 //!
@@ -132,30 +133,45 @@ pub fn register_commit_flush() {
     unsafe { pg_sys::RegisterXactCallback(Some(at_commit), std::ptr::null_mut()) };
 }
 
-/// Before a transaction commits (or prepares): makes its cuckoo records as
-/// durable as its commit would make a row, per `synchronous_commit`.
+/// Makes a committing transaction's cuckoo records as durable as its commit
+/// makes a row, in the order `RecordTransactionCommit` uses: before the commit
+/// (where an error still aborts cleanly) the WAL is flushed up to the last
+/// record, or with `synchronous_commit = off` the WAL writer is told; after the
+/// commit (interrupts held, as the wait requires) the session waits for
+/// synchronous standbys to have flushed it. (Records without a commit record do
+/// not make a standby report their apply, so under `remote_apply` the wait is
+/// for the standby's flush.) A prepared transaction's PREPARE record follows
+/// these records and its own wait covers them.
 #[pg_guard]
 unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     // SAFETY: backend-local state and PostgreSQL's own commit-path functions,
-    // called where a commit may still fail (before it is recorded).
+    // each at the point of the commit where PostgreSQL calls it.
     unsafe {
+        let end = FLUSH_AT_COMMIT;
+        if end == 0 {
+            return;
+        }
+        let synchronous = pg_sys::synchronous_commit > pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32;
         match event {
             pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
-                let end = FLUSH_AT_COMMIT;
-                if end == 0 {
-                    return;
-                }
-                if pg_sys::synchronous_commit > pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32 {
+                if synchronous {
                     pg_sys::XLogFlush(end);
-                    pg_sys::SyncRepWaitForLSN(end, true);
                 } else {
                     pg_sys::XLogSetAsyncXactLSN(end);
                 }
+            }
+            pg_sys::XactEvent::XACT_EVENT_COMMIT => {
+                if synchronous {
+                    pg_sys::SyncRepWaitForLSN(end, false);
+                }
                 FLUSH_AT_COMMIT = 0;
             }
-            pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
-                // The records stay (changes are not transactional) and are
-                // flushed in due time, as an aborted transaction's are.
+            pg_sys::XactEvent::XACT_EVENT_PREPARE
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+                // After an abort the records stay (changes are not
+                // transactional) and reach the disk in due time, as an aborted
+                // transaction's do.
                 FLUSH_AT_COMMIT = 0;
             }
             _ => {}
@@ -288,6 +304,8 @@ struct Replay {
     based: HashMap<u64, u64>,
     /// The image pass in progress: its start and the generations it logged.
     pass: Option<(u64, HashSet<u64>)>,
+    /// Where each generation's entry was last found (checked on every use).
+    entries: HashMap<u64, usize>,
 }
 
 /// Refuses a record that does not decode or does not fit what replay holds,
@@ -315,7 +333,7 @@ impl Replay {
         let r = region();
         match rec {
             Record::Create(meta) => {
-                self.install(r, &meta, end, Content::Empty);
+                self.install(r, &meta, end, Content::Empty, false);
                 self.based.insert(end, end);
             }
             Record::ContentBegin { kind: ck, gen, meta } => {
@@ -362,7 +380,7 @@ impl Replay {
                         return;
                     }
                 }
-                self.install(r, &b.meta, b.gen, content);
+                self.install(r, &b.meta, b.gen, content, b.kind == ContentKind::Image);
                 self.based.insert(b.gen, end);
                 self.refusals.retain(|_, (g, _)| *g != b.gen);
             }
@@ -370,7 +388,7 @@ impl Replay {
                 if let Some((_, seen)) = &mut self.pass {
                     seen.insert(gen);
                 }
-                self.install(r, &meta, gen, Content::Lost(reason));
+                self.install(r, &meta, gen, Content::Lost(reason), true);
                 self.based.insert(gen, end);
             }
             Record::Insert { gen, hash } => {
@@ -395,8 +413,18 @@ impl Replay {
                 }
             }
             Record::Delete { gen, hash } => {
-                if self.write(r, gen, |t| t.delete(hash)) == Some(true) {
-                    self.retry_refused(r, gen);
+                match self.write(r, gen, |t| t.delete(hash)) {
+                    Some(true) => self.retry_refused(r, gen),
+                    Some(false) => {
+                        // The primary deleted a copy replay could not store: the
+                        // insert and the delete cancel out.
+                        let pending = self.refusals.iter().find(|(_, (g, h))| *g == gen && *h == hash).map(|(at, _)| *at);
+                        if let Some(at) = pending {
+                            self.refusals.remove(&at);
+                            self.settle(r, gen);
+                        }
+                    }
+                    None => {}
                 }
             }
             Record::Drop { gen } => {
@@ -460,8 +488,16 @@ impl Replay {
     }
 
     /// Makes filter (`meta.db`, `meta.name`) generation `gen` with `content`,
-    /// replacing any filter of that name; a placeholder if it cannot fit.
-    fn install(&mut self, _r: &Region, meta: &Meta, gen: u64, content: Content<'_>) {
+    /// replacing any filter of that name (an image never replaces a newer
+    /// generation: generations are WAL positions); a placeholder if it cannot
+    /// fit, even after the filter it replaces has made room.
+    fn install(&mut self, _r: &Region, meta: &Meta, gen: u64, content: Content<'_>, image: bool) {
+        enum Outcome {
+            Done,
+            /// Wait for readers of dropped copies (a hot standby), then again.
+            Again,
+            NoRoom,
+        }
         let spec = NewFilter { db: meta.db, owner: meta.owner, name: &meta.name, capacity: meta.capacity, fpp: meta.fpp, durable: true };
         let lost = match content {
             Content::Lost(why) => Some(why),
@@ -475,39 +511,46 @@ impl Replay {
             Some(w) => out.copy_from_slice(w),
             None => out.fill(0),
         };
+        let mut waits = 0;
         loop {
-            let outcome = with_registry_lock(|r, lk| {
+            let outcome = with_registry_lock(|r, lk| -> Result<Outcome, RegionError> {
                 let existing = r.find(meta.db, &meta.name);
+                if image && existing.as_ref().is_some_and(|e| e.gen > gen) {
+                    return Ok(Outcome::Done);
+                }
                 if let Some(why) = lost {
                     if let Some(e) = &existing {
                         r.drop_filter(lk, e)?;
                     }
-                    return r.create_placeholder(lk, &spec, &meta.params, gen, why).map(|_| ());
+                    r.create_placeholder(lk, &spec, &meta.params, gen, why)?;
+                    return Ok(Outcome::Done);
                 }
                 let made = match &existing {
                     Some(e) => r.replace(lk, e, &meta.params, &fill, meta.capacity, meta.fpp, true, &mut |_, _| gen),
                     None => r.create(lk, &spec, &meta.params, words.is_some().then_some(&fill as &dyn Fn(&mut [u64])), &mut |_, _| gen),
                 };
                 match made {
-                    Ok(_) => {
-                        if let Some(info) = r.find(meta.db, &meta.name) {
-                            let _ = r.set_readers(lk, &info, meta.readers);
-                        }
-                        Ok(())
+                    Ok(info) => {
+                        r.set_readers(lk, &info, meta.readers)?;
+                        Ok(Outcome::Done)
                     }
+                    // A replace needs room for both copies: drop the old one
+                    // first (its contents are being replaced anyway) and retry.
+                    Err(RegionError::NoSpace { .. }) if existing.is_some() => {
+                        r.drop_filter(lk, existing.as_ref().unwrap())?;
+                        Ok(Outcome::Again)
+                    }
+                    Err(RegionError::NoSpace { pending, .. }) if pending > 0 => Ok(Outcome::Again),
                     Err(RegionError::NoSpace { .. }) | Err(RegionError::NoEntries { .. }) => {
-                        if let Some(e) = &existing {
-                            r.drop_filter(lk, e)?;
-                        }
-                        r.create_placeholder(lk, &spec, &meta.params, gen, reason::NO_ROOM).map(|_| ())?;
-                        Err(RegionError::NoSpace { requested: 0, free: 0, largest: 0, pending: 0 })
+                        r.create_placeholder(lk, &spec, &meta.params, gen, reason::NO_ROOM)?;
+                        Ok(Outcome::NoRoom)
                     }
                     Err(e) => Err(e),
                 }
             });
             match outcome {
-                Ok(()) => return,
-                Err(RegionError::NoSpace { requested: 0, .. }) => {
+                Ok(Outcome::Done) => return,
+                Ok(Outcome::NoRoom) => {
                     pgrx::warning!(
                         "cuckoo: durable filter \"{}\" (database {}) does not fit in cuckoo.shared_memory; it must be published again",
                         meta.name,
@@ -515,8 +558,15 @@ impl Replay {
                     );
                     return;
                 }
-                // Readers on a standby still hold old copies: wait for them.
-                Err(RegionError::Busy) => wait_for(std::time::Duration::from_millis(1)),
+                Ok(Outcome::Again) | Err(RegionError::Busy) if waits < 10_000 => {
+                    // Readers on a standby still hold old copies.
+                    waits += 1;
+                    wait_for(std::time::Duration::from_millis(1));
+                }
+                Ok(Outcome::Again) | Err(RegionError::Busy) => {
+                    pgrx::warning!("cuckoo: could not restore durable filter \"{}\" (database {}): old copies stayed in use", meta.name, meta.db);
+                    return;
+                }
                 Err(e) => {
                     pgrx::warning!("cuckoo: could not restore durable filter \"{}\" (database {}): {e}", meta.name, meta.db);
                     return;
@@ -531,7 +581,7 @@ impl Replay {
     fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Table<'_>) -> T) -> Option<T> {
         let slot = super::shared_fns::my_slot();
         loop {
-            let info = r.find_gen(gen).filter(|i| i.blocks > 0)?;
+            let info = self.find(r, gen).filter(|i| i.blocks > 0)?;
             let pin = r.pin(slot)?;
             if !r.still_current(info.index, info.seq) {
                 continue;
@@ -543,6 +593,22 @@ impl Replay {
             }
             return Some(op(&r.table(&info)));
         }
+    }
+}
+
+impl Replay {
+    /// The live entry of generation `gen`: where it was last found if it is
+    /// still there (a few loads), else by a scan of the registry.
+    fn find(&mut self, r: &Region, gen: u64) -> Option<EntryInfo> {
+        if let Some(info) = self.entries.get(&gen).and_then(|&i| r.entry_info(i)).filter(|i| i.gen == gen) {
+            return Some(info);
+        }
+        let info = r.find_gen(gen);
+        match &info {
+            Some(i) => self.entries.insert(gen, i.index),
+            None => self.entries.remove(&gen),
+        };
+        info
     }
 }
 

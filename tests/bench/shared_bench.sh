@@ -50,8 +50,8 @@ DB=bench
 KEYS=1000000            # rows in t and keys pre-filled into f and g
 F_CAPACITY=2000000
 G_CAPACITY=20000000     # ~64MB of shared memory: more than the 64MB default region
-D_CAPACITY=10000000     # insert targets: more than 8 clients insert in the runs
-SHMEM=256MB
+D_CAPACITY=30000000     # insert targets: room for what 8 clients insert in all the runs
+SHMEM=384MB
 CONTENDERS=(filter filter_d btree mix lookup_g ins_d ins_v ins_t ins_d_async ins_t_async)
 
 started=$(date +%s)

@@ -72,3 +72,7 @@ SELECT record_type, regexp_replace(regexp_replace(description, '(gen|begin|inser
  ORDER BY start_lsn;
 DROP EXTENSION pg_walinspect;
 SELECT cf_drop(name) FROM cuckoo_filters;
+
+-- The library this session runs is the extension's version (else a restart is
+-- pending after an upgrade).
+SELECT cuckoo_library_version() = (SELECT extversion FROM pg_extension WHERE extname = 'cuckoo') AS library_current;
