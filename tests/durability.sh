@@ -13,6 +13,8 @@
 #      published, deleted from, granted and dropped on the primary look the same
 #      there (items, snapshots, every lookup); writes there fail with 25006;
 #      after promotion it accepts writes and keeps its filters across a restart;
+#   4b. point-in-time recovery from a base backup and archived WAL to an LSN
+#      gives the filters as they were at that LSN;
 #   5. a region too small at restart: the filters that do not fit are listed in
 #      the log and kept as 'needs reload' (probes raise 55000), the server runs,
 #      and cf_publish brings them back;
@@ -33,7 +35,8 @@ ok() { echo "durability: $*"; }
 cleanup() {
   tests/cluster.sh stop 2>/dev/null || true
   [ -d "$SB_DIR/data" ] && as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
-  rm -rf "$SB_DIR"
+  [ -d "${CLUSTER_DIR}-pitr/data" ] && as_pg "$PGBIN/pg_ctl" -D "${CLUSTER_DIR}-pitr/data" -m immediate -w stop >/dev/null 2>&1 || true
+  rm -rf "$SB_DIR" "${CLUSTER_DIR}-pitr"
 }
 trap cleanup EXIT
 cleanup
@@ -305,6 +308,46 @@ as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m fast -w restart >/dev/null
 [ "$(sbpsql -c "SELECT cf_contains('s_seq', -1) AND cf_contains('s_seq', -2) AND cf_contains('s_seq', 50000)")" = t ] || fail "the promoted standby lost keys in a restart"
 as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m fast -w stop >/dev/null
 ok "promoted standby accepts writes and keeps them across a restart"
+
+# ---- 4b. point-in-time recovery ---------------------------------------------
+ARCHIVE=$CLUSTER_DIR/archive PITR_DIR=${CLUSTER_DIR}-pitr
+install -d -o postgres -g postgres "$ARCHIVE" "$PITR_DIR"
+psql -c "ALTER SYSTEM SET archive_mode = on" -c "ALTER SYSTEM SET archive_command = 'cp %p $ARCHIVE/%f'" >/dev/null
+restart
+as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$PITR_DIR/data" -X stream -c fast
+psql -c "SELECT cf_create('pitr_a', 10000)" -c "SELECT count(*) FROM generate_series(1, 1000) g WHERE cf_insert('pitr_a', g)" \
+     -c "SELECT cf_create('pitr_b', 100)" >/dev/null
+at_target=$(psql -c "SELECT md5(cf_snapshot('pitr_a')::text)")
+target=$(psql -c "SELECT pg_current_wal_insert_lsn()")
+psql -c "SELECT count(*) FROM generate_series(1001, 2000) g WHERE cf_insert('pitr_a', g)" -c "SELECT cf_drop('pitr_b')" >/dev/null
+last=$(psql -c "SELECT pg_walfile_name(pg_current_wal_lsn())")
+psql -c "SELECT pg_switch_wal()" >/dev/null
+for _ in $(seq 1 300); do
+  [ -f "$ARCHIVE/$last" ] && break
+  sleep 0.1
+done
+[ -f "$ARCHIVE/$last" ] || fail "WAL segment $last was not archived"
+cat >> "$PITR_DIR/data/postgresql.conf" <<CONF
+port = $SB_PORT
+unix_socket_directories = '$PITR_DIR'
+archive_mode = off
+restore_command = 'cp $ARCHIVE/%f %p'
+recovery_target_lsn = '$target'
+recovery_target_action = 'promote'
+recovery_target_inclusive = off
+CONF
+as_pg touch "$PITR_DIR/data/recovery.signal"
+as_pg "$PGBIN/pg_ctl" -D "$PITR_DIR/data" -l "$PITR_DIR/server.log" -w start >/dev/null
+pitr() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PITR_DIR" -p "$SB_PORT" -U postgres "$@"; }
+for _ in $(seq 1 300); do [ "$(pitr -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && break; sleep 0.1; done
+[ "$(pitr -c "SELECT pg_is_in_recovery()")" = f ] || fail "point-in-time recovery did not finish"
+got=$(pitr -c "SELECT md5(cf_snapshot('pitr_a')::text) || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'pitr_a') || ' ' || (SELECT count(*) FROM cuckoo_filters WHERE name = 'pitr_b')")
+[ "$got" = "$at_target 1000 1" ] || fail "point-in-time recovery to $target gave '$got', expected '$at_target 1000 1'"
+as_pg "$PGBIN/pg_ctl" -D "$PITR_DIR/data" -m immediate -w stop >/dev/null
+rm -rf "$PITR_DIR"
+psql -c "ALTER SYSTEM RESET archive_mode" -c "ALTER SYSTEM RESET archive_command" >/dev/null
+restart
+ok "point-in-time recovery to an LSN gives the filters as they were there (snapshot bytes, items, a later drop undone)"
 
 # ---- 5. region too small at restart ----------------------------------------
 psql -c "SELECT cf_create('big', 10000000)" -c "SELECT cf_insert('big', 42)" >/dev/null
