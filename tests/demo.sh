@@ -8,3 +8,9 @@ tests/cluster.sh start
 trap 'tests/cluster.sh stop' EXIT
 tests/cluster.sh psql -d postgres -c "DROP DATABASE IF EXISTS demo" -c "CREATE DATABASE demo" >/dev/null
 tests/cluster.sh psql -d demo -f tests/demo.sql
+# Named filters are durable by default: WAL-logged, they come back after a
+# restart (and after a crash; tests/durability.sh shows both).
+echo '== Durable: the server restarts, and the named filter is still there, with every key.'
+runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" -m fast -w restart >/dev/null
+tests/cluster.sh psql -d demo -c "SELECT name, items, durable, state, (SELECT count(*) FROM flagged WHERE NOT cf_contains('flagged', account)) AS keys_missing FROM cuckoo_filters" \
+  -c "SELECT cf_drop('flagged')"

@@ -50,6 +50,6 @@ WHERE cf_contains('flagged', v.account)
   AND EXISTS (SELECT 1 FROM flagged WHERE account = v.account);
 \timing off
 SELECT cf_contains(cf_snapshot('flagged'), 100) AS snapshot_agrees;   -- a copy as a cuckoofilter value
-SELECT name, capacity, items, round(load_factor::numeric, 3) AS load, bytes, inserts, lookups, deletes, failed_inserts, kicks
+SELECT name, capacity, items, round(load_factor::numeric, 3) AS load, bytes, inserts, lookups, deletes, failed_inserts, kicks, durable
 FROM cuckoo_filters;
-SELECT cf_drop('flagged');
+
