@@ -1270,6 +1270,92 @@ mod tests {
     }
 
     #[test]
+    fn generations_placeholders_and_reload_marks() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        let p = params(1000);
+        let durable = NewFilter { durable: true, ..spec(1, "d") };
+        // The stamp runs after the words are written and before linking: the
+        // generation it returns is the entry's, and it sees the words.
+        let src = crate::filter::OwnedFilter::new(p);
+        src.table().insert(hash_i64(DEFAULT_SEED, 7)).unwrap();
+        let words = words_of(&src);
+        let mut seen = None;
+        let d = r
+            .create(&lk, &durable, &p, Some(&copy_from(&words)), &mut |w, items| {
+                seen = Some((w.to_vec(), items));
+                assert!(r.find(1, "d").is_none(), "linked before its stamp");
+                77
+            })
+            .unwrap();
+        assert_eq!(seen, Some((words.clone(), 1)));
+        assert_eq!((d.gen, d.durable, d.params, d.usable()), (77, true, Some(p), true));
+        assert_eq!(r.find_gen(77).map(|i| i.index), Some(d.index));
+        assert!(r.find_gen(0).is_none() && r.find_gen(78).is_none());
+        // A reload mark keeps the contents but makes the filter unusable (and
+        // changes its sequence number, so cached resolutions are redone).
+        r.set_reload_reason(&lk, &d, 1).unwrap();
+        let marked = r.find(1, "d").unwrap();
+        assert!(!marked.usable() && marked.blocks > 0 && marked.seq != d.seq);
+        // A replace gives a new generation and clears the mark.
+        let e = r.replace(&lk, &marked, &p, &copy_from(&words), 1000, 0.002, true, &mut |_, _| 90).unwrap();
+        assert_eq!((e.gen, e.reload_reason, e.usable()), (90, 0, true));
+        assert!(r.find_gen(77).is_none());
+        // A placeholder: a name, parameters, no blocks; it can be replaced
+        // (publish) or dropped, and neither touches the allocator wrongly.
+        let ph = r.create_placeholder(&lk, &NewFilter { durable: true, ..spec(1, "lost") }, &p, 55, 2).unwrap();
+        assert_eq!((ph.blocks, ph.reload_reason, ph.params, ph.usable()), (0, 2, Some(p), false));
+        assert_eq!(r.create_placeholder(&lk, &spec(1, "lost"), &p, 56, 2), Err(RegionError::Exists));
+        r.check().unwrap();
+        let back = r.replace(&lk, &ph, &p, &copy_from(&words), 1000, 0.002, true, &mut |_, _| 60).unwrap();
+        assert!(back.usable() && r.table(&back).contains(hash_i64(DEFAULT_SEED, 7)));
+        let ph2 = r.create_placeholder(&lk, &spec(1, "gone"), &p, 57, 3).unwrap();
+        r.drop_filter(&lk, &ph2).unwrap();
+        r.reclaim(&lk);
+        assert!(r.find(1, "gone").is_none());
+        r.check().unwrap();
+        // Closing or freezing durable changes waits for pinned processes.
+        assert_eq!(r.durable_state(), DURABLE_CLOSED);
+        assert!(r.set_durable_state(DURABLE_OPEN, 0));
+        let pin = r.pin(3).unwrap();
+        assert!(!r.set_durable_state(DURABLE_FROZEN, 1000));
+        drop(pin);
+        assert!(r.set_durable_state(DURABLE_FROZEN, 1000));
+        assert_eq!(r.durable_state(), DURABLE_FROZEN);
+    }
+
+    #[test]
+    fn an_image_is_taken_and_handed_over_with_writers_held_off() {
+        let (_m, r) = region(4 << 20);
+        let lk = lock();
+        let p = params(1000);
+        let d = r.create(&lk, &spec(1, "d"), &p, None, &mut |_, _| 0).unwrap();
+        r.table(&d).insert(hash_i64(DEFAULT_SEED, 1)).unwrap();
+        let mut out = vec![0u64; p.bucket_count as usize];
+        let pin = r.pin(0).unwrap();
+        let got = r
+            .image(&d, 0, &mut out, 1000, |words, items| {
+                // Inside the callback writers are held off.
+                assert!(r.writers_paused(d.index));
+                (words.to_vec(), items)
+            })
+            .unwrap();
+        drop(pin);
+        assert!(!r.writers_paused(d.index));
+        assert_eq!(got.1, 1);
+        let mut now = vec![0u64; p.bucket_count as usize];
+        r.table(&d).copy_words(&mut now);
+        assert_eq!(got.0, now);
+        // Another process pinned: the image gives up after its patience, and
+        // lifts the pause.
+        let other = r.pin(1).unwrap();
+        let pin = r.pin(0).unwrap();
+        assert!(r.image(&d, 0, &mut out, 100, |_, _| ()).is_err());
+        assert!(!r.writers_paused(d.index));
+        drop((pin, other));
+    }
+
+    #[test]
     fn interrupted_claim_is_recovered_by_the_next_lock_holder() {
         let (_m, r) = region(4 << 20);
         let lk = lock();
