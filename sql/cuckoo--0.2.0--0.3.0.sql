@@ -50,6 +50,11 @@ BEGIN
                            CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
                            CASE WHEN g.grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;
+        -- Grants run by an extension script are recorded as the extension's
+        -- initial privileges, which pg_dump then leaves out; these are the
+        -- administrator's, and a fresh install records none for the function.
+        DELETE FROM pg_catalog.pg_init_privs
+         WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = pair[2]::regprocedure;
     END LOOP;
 END
 $$;
@@ -67,6 +72,7 @@ DO $$
 DECLARE
     view_acl aclitem[];
     fn_acl aclitem[];
+    init_acl aclitem[];
     owner oid;
     g record;
 BEGIN
@@ -102,6 +108,11 @@ BEGIN
         FROM cuckoo_filters_rows();
     COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';
     GRANT SELECT ON cuckoo_filters TO PUBLIC;
+    -- The extension's initial privileges are those of a fresh install (the
+    -- grant above); the administrator's changes applied below are not, so
+    -- they are taken back out of pg_init_privs afterwards.
+    SELECT initprivs INTO init_acl FROM pg_catalog.pg_init_privs
+     WHERE classoid = 'pg_catalog.pg_class'::regclass AND objoid = 'cuckoo_filters'::regclass AND objsubid = 0;
     IF view_acl IS NOT NULL AND view_acl IS DISTINCT FROM (SELECT relacl FROM pg_catalog.pg_class WHERE oid = 'cuckoo_filters'::regclass) THEN
         REVOKE ALL ON cuckoo_filters FROM PUBLIC;
         FOR g IN SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(view_acl) WHERE grantee <> owner LOOP
@@ -118,6 +129,10 @@ BEGIN
                            CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
                            CASE WHEN g.grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;
+        DELETE FROM pg_catalog.pg_init_privs
+         WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = 'cuckoo_filters_rows()'::regprocedure;
     END IF;
+    UPDATE pg_catalog.pg_init_privs SET initprivs = init_acl
+     WHERE classoid = 'pg_catalog.pg_class'::regclass AND objoid = 'cuckoo_filters'::regclass AND objsubid = 0;
 END
 $$;

@@ -45,6 +45,9 @@ SELECT line FROM (
   SELECT 'relation ' || c.oid::regclass || ' | ' || concat_ws(' ', c.relkind, c.relacl::text, pg_get_viewdef(c.oid))
     FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
   UNION ALL
+  SELECT 'initial privileges ' || pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' | ' || i.privtype::text || ' ' || i.initprivs::text
+    FROM members m JOIN pg_init_privs i ON i.classoid = m.classid AND i.objoid = m.objid AND i.objsubid = m.objsubid
+  UNION ALL
   SELECT 'extension | ' || concat_ws(' ', e.extversion, e.extrelocatable, e.extnamespace::regnamespace, e.extconfig::text, e.extcondition::text)
     FROM pg_extension e WHERE e.extname = 'cuckoo'
 ) x ORDER BY line;
@@ -99,6 +102,12 @@ acl=$(q -d up_acl -c "SELECT concat_ws(' ',
   has_function_privilege('public', 'cf_publish(text,cuckoofilter,boolean)', 'EXECUTE'),
   has_table_privilege('public', 'cuckoo_filters', 'SELECT'),
   has_table_privilege('cuckoo_viewer', 'cuckoo_filters', 'SELECT'))")
+# What pg_dump takes for the extension's own privileges stays a fresh install's,
+# so that the administrator's changes are dumped.
+q -d up_acl -f "$work/catalog.sql" | grep '^initial privileges' > "$work/acl-init.txt" || true
+grep '^initial privileges' "$work/fresh.txt" > "$work/fresh-init.txt" || true
+[ -s "$work/fresh-init.txt" ] || fail "no initial privileges recorded by a fresh install"
+diff -u "$work/fresh-init.txt" "$work/acl-init.txt" || fail "the update recorded the administrator's privileges as the extension's initial ones"
 [ "$acl" = "f t t f t" ] || fail "privileges did not carry over (cf_create public, Cuckoo Maker with grant option, cf_publish public, view public, view cuckoo_viewer: $acl)"
 echo "upgrade: privileges on the replaced cf_create and view carry over"
 q -d postgres -c "DROP DATABASE up_acl" -c "DROP DATABASE up_new" -c 'DROP ROLE "Cuckoo Maker"' -c "DROP ROLE cuckoo_viewer"

@@ -34,10 +34,14 @@
 //!   reads the slot (with a `SeqCst` fence in between), so if the reclaimer saw no
 //!   pin the operation sees the unlink.
 //!
-//! Pins are held only across the pure computation of one SQL call (no PostgreSQL
-//! call, nothing that can raise an error or be cancelled), so a reclaimer waits
-//! microseconds at most. A backend that is killed while pinned takes the server
-//! through crash recovery, which rebuilds the region.
+//! Pins are held across one filter operation: for a non-durable filter, pure
+//! computation (no PostgreSQL call, nothing that can be cancelled); for a
+//! durable one also the writing of its WAL record (`XLogInsert`, which may wait
+//! for WAL buffer space), and for a checkpoint image the logging of the whole
+//! filter. So a reclaimer usually waits microseconds and at most as long as
+//! one image takes to log; it never blocks, it retries. A backend that is
+//! killed while pinned takes the server through crash recovery, which rebuilds
+//! the region.
 //!
 //! # Fail-safety of the allocator
 //!
@@ -945,6 +949,21 @@ impl Region {
             return Err(RegionError::NotFound);
         }
         self.rewrite(lk, e, |e| e.reload_reason.store(reason, Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// Marks filter `info` as needing a reload *and* as generation `gen`: what
+    /// replay does when it cannot install generation `gen` of a filter (its
+    /// contents are not those of `gen`, and the name must not be lost).
+    pub fn mark_lost(&self, lk: &Locked, info: &EntryInfo, gen: u64, reason: u64) -> Result<(), RegionError> {
+        let e = &self.entries()[info.index];
+        if e.seq.load(Ordering::Relaxed) != info.seq {
+            return Err(RegionError::NotFound);
+        }
+        self.rewrite(lk, e, |e| {
+            e.gen.store(gen, Ordering::Relaxed);
+            e.reload_reason.store(reason, Ordering::Relaxed);
+        });
         Ok(())
     }
 

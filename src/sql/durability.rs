@@ -246,7 +246,9 @@ fn stop(r: &Region) {
         unsafe { pg_sys::pg_usleep(1000) };
     }
     if !drained {
-        pgrx::warning!("cuckoo: sessions stayed inside filter operations while durable filters were being saved; a change in flight may be missing from {FILE}");
+        // A change still in flight has not been acknowledged to anyone; the
+        // file holds it or not, either is a state the filter could have had.
+        pgrx::warning!("cuckoo: sessions stayed inside filter operations for 10 s while durable filters were being saved; changes they had not finished may be missing from {FILE}");
     }
     // SAFETY: reads the WAL insert position.
     let stamp = unsafe { pg_sys::GetXLogInsertRecPtr() };

@@ -78,12 +78,14 @@ pub mod reason {
     pub const REPLAY_FULL: u64 = 1;
     pub const NO_ROOM: u64 = 2;
     pub const NOT_SAVED: u64 = 3;
+    pub const NOT_RESTORED: u64 = 4;
 
     pub fn text(code: u64) -> &'static str {
         match code {
             REPLAY_FULL => "recovery could not re-insert a key (the filter was too full to replay its changes in log order)",
             NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
             NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
+            NOT_RESTORED => "replay could not install its contents (old copies stayed in use)",
             _ => "its contents were lost",
         }
     }
@@ -489,14 +491,16 @@ impl Replay {
 
     /// Makes filter (`meta.db`, `meta.name`) generation `gen` with `content`,
     /// replacing any filter of that name (an image never replaces a newer
-    /// generation: generations are WAL positions); a placeholder if it cannot
-    /// fit, even after the filter it replaces has made room.
+    /// generation: generations are WAL positions). When that cannot be done
+    /// (no room, even after the copy it replaces made way; old copies held by
+    /// readers for too long), the name stays, marked as needing a reload, as
+    /// generation `gen`: never a stale filter answering as ready, never a
+    /// filter that silently disappears.
     fn install(&mut self, _r: &Region, meta: &Meta, gen: u64, content: Content<'_>, image: bool) {
         enum Outcome {
             Done,
             /// Wait for readers of dropped copies (a hot standby), then again.
             Again,
-            NoRoom,
         }
         let spec = NewFilter { db: meta.db, owner: meta.owner, name: &meta.name, capacity: meta.capacity, fpp: meta.fpp, durable: true };
         let lost = match content {
@@ -513,62 +517,60 @@ impl Replay {
         };
         let mut waits = 0;
         loop {
+            let last_try = waits >= 10_000;
             let outcome = with_registry_lock(|r, lk| -> Result<Outcome, RegionError> {
                 let existing = r.find(meta.db, &meta.name);
                 if image && existing.as_ref().is_some_and(|e| e.gen > gen) {
                     return Ok(Outcome::Done);
                 }
                 if let Some(why) = lost {
-                    if let Some(e) = &existing {
-                        r.drop_filter(lk, e)?;
-                    }
-                    r.create_placeholder(lk, &spec, &meta.params, gen, why)?;
-                    return Ok(Outcome::Done);
+                    return placeholder(r, lk, existing.as_ref(), &spec, meta, gen, why).map(|()| Outcome::Done);
                 }
                 let made = match &existing {
                     Some(e) => r.replace(lk, e, &meta.params, &fill, meta.capacity, meta.fpp, true, &mut |_, _| gen),
                     None => r.create(lk, &spec, &meta.params, words.is_some().then_some(&fill as &dyn Fn(&mut [u64])), &mut |_, _| gen),
                 };
-                match made {
+                let failed = match made {
                     Ok(info) => {
                         r.set_readers(lk, &info, meta.readers)?;
-                        Ok(Outcome::Done)
+                        return Ok(Outcome::Done);
                     }
+                    Err(e) => e,
+                };
+                let room_later = match &failed {
                     // A replace needs room for both copies: drop the old one
-                    // first (its contents are being replaced anyway) and retry.
-                    Err(RegionError::NoSpace { .. }) if existing.is_some() => {
-                        r.drop_filter(lk, existing.as_ref().unwrap())?;
-                        Ok(Outcome::Again)
-                    }
-                    Err(RegionError::NoSpace { pending, .. }) if pending > 0 => Ok(Outcome::Again),
-                    Err(RegionError::NoSpace { .. }) | Err(RegionError::NoEntries { .. }) => {
-                        r.create_placeholder(lk, &spec, &meta.params, gen, reason::NO_ROOM)?;
-                        Ok(Outcome::NoRoom)
-                    }
-                    Err(e) => Err(e),
+                    // (its contents are being replaced anyway) and try again.
+                    RegionError::NoSpace { .. } if existing.is_some() && r.drop_filter(lk, existing.as_ref().unwrap()).is_ok() => true,
+                    RegionError::NoSpace { pending, .. } => *pending > 0,
+                    RegionError::Busy => true,
+                    _ => false,
+                };
+                if room_later && !last_try {
+                    return Ok(Outcome::Again);
                 }
+                let why = match failed {
+                    RegionError::NoSpace { .. } | RegionError::NoEntries { .. } => reason::NO_ROOM,
+                    _ => reason::NOT_RESTORED,
+                };
+                pgrx::warning!(
+                    "cuckoo: durable filter \"{}\" (database {}) could not be restored ({failed}); it is kept as needing a reload",
+                    meta.name,
+                    meta.db
+                );
+                placeholder(r, lk, r.find(meta.db, &meta.name).as_ref(), &spec, meta, gen, why).map(|()| Outcome::Done)
             });
             match outcome {
                 Ok(Outcome::Done) => return,
-                Ok(Outcome::NoRoom) => {
-                    pgrx::warning!(
-                        "cuckoo: durable filter \"{}\" (database {}) does not fit in cuckoo.shared_memory; it must be published again",
-                        meta.name,
-                        meta.db
-                    );
-                    return;
-                }
-                Ok(Outcome::Again) | Err(RegionError::Busy) if waits < 10_000 => {
-                    // Readers on a standby still hold old copies.
+                Ok(Outcome::Again) => {
                     waits += 1;
                     wait_for(std::time::Duration::from_millis(1));
                 }
-                Ok(Outcome::Again) | Err(RegionError::Busy) => {
-                    pgrx::warning!("cuckoo: could not restore durable filter \"{}\" (database {}): old copies stayed in use", meta.name, meta.db);
-                    return;
-                }
                 Err(e) => {
-                    pgrx::warning!("cuckoo: could not restore durable filter \"{}\" (database {}): {e}", meta.name, meta.db);
+                    pgrx::warning!(
+                        "cuckoo: durable filter \"{}\" (database {}) is lost: not even its name could be kept ({e})",
+                        meta.name,
+                        meta.db
+                    );
                     return;
                 }
             }
@@ -609,6 +611,25 @@ impl Replay {
             None => self.entries.remove(&gen),
         };
         info
+    }
+}
+
+/// Keeps filter `spec` as generation `gen` needing a reload: the existing
+/// entry of that name is marked in place (no space needed), or a placeholder
+/// is made.
+fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
+    match existing {
+        Some(e) => {
+            r.mark_lost(lk, e, gen, why)?;
+            if let Some(info) = r.find(meta.db, &meta.name) {
+                r.set_readers(lk, &info, meta.readers)?;
+            }
+            Ok(())
+        }
+        None => {
+            let info = r.create_placeholder(lk, spec, &meta.params, gen, why)?;
+            r.set_readers(lk, &info, meta.readers)
+        }
     }
 }
 
