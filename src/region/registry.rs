@@ -900,10 +900,7 @@ impl Region {
     /// writes: readers see the old filter or the new one.
     #[allow(clippy::too_many_arguments)]
     pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
-        let e = &self.entries()[info.index];
-        if e.seq.load(Ordering::Relaxed) != info.seq {
-            return Err(RegionError::NotFound);
-        }
+        let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         let (start, blocks, tag) = self.fill(lk, params, capacity, Some(contents))?;
         let gen = self.stamp(lk, start, params, stamp);
@@ -929,10 +926,7 @@ impl Region {
 
     /// Drops live filter `info`.
     pub fn drop_filter(&self, lk: &Locked, info: &EntryInfo) -> Result<(), RegionError> {
-        let e = &self.entries()[info.index];
-        if e.seq.load(Ordering::Relaxed) != info.seq {
-            return Err(RegionError::NotFound);
-        }
+        let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         self.rewrite(lk, e, |e| e.state.store(STATE_RETIRED, Ordering::Relaxed));
         // A placeholder holds no blocks; its entry is still retired, since
@@ -941,25 +935,12 @@ impl Region {
         Ok(())
     }
 
-    /// Marks filter `info` as needing a new publish before use (`reason` != 0);
-    /// its contents stay allocated until then.
-    pub fn set_reload_reason(&self, lk: &Locked, info: &EntryInfo, reason: u64) -> Result<(), RegionError> {
-        let e = &self.entries()[info.index];
-        if e.seq.load(Ordering::Relaxed) != info.seq {
-            return Err(RegionError::NotFound);
-        }
-        self.rewrite(lk, e, |e| e.reload_reason.store(reason, Ordering::Relaxed));
-        Ok(())
-    }
-
-    /// Marks filter `info` as needing a reload *and* as generation `gen`: what
-    /// replay does when it cannot install generation `gen` of a filter (its
-    /// contents are not those of `gen`, and the name must not be lost).
-    pub fn mark_lost(&self, lk: &Locked, info: &EntryInfo, gen: u64, reason: u64) -> Result<(), RegionError> {
-        let e = &self.entries()[info.index];
-        if e.seq.load(Ordering::Relaxed) != info.seq {
-            return Err(RegionError::NotFound);
-        }
+    /// Sets why filter `info` must be published again before use (0: it need
+    /// not), and its generation: replay gives an entry the generation it could
+    /// not install, so that the name is kept; otherwise `gen` is `info.gen`.
+    /// The contents stay allocated.
+    pub fn set_reload(&self, lk: &Locked, info: &EntryInfo, gen: u64, reason: u64) -> Result<(), RegionError> {
+        let e = self.unchanged(info)?;
         self.rewrite(lk, e, |e| {
             e.gen.store(gen, Ordering::Relaxed);
             e.reload_reason.store(reason, Ordering::Relaxed);
@@ -1009,12 +990,19 @@ impl Region {
 
     /// Sets who besides the owner may look up filter `info`.
     pub fn set_readers(&self, lk: &Locked, info: &EntryInfo, readers: u64) -> Result<(), RegionError> {
+        let e = self.unchanged(info)?;
+        self.rewrite(lk, e, |e| e.readers.store(readers, Ordering::Relaxed));
+        Ok(())
+    }
+
+    /// Entry `info.index` if it is still as `info` describes it (the lock holder
+    /// changes only entries it has just looked at).
+    fn unchanged(&self, info: &EntryInfo) -> Result<&Entry, RegionError> {
         let e = &self.entries()[info.index];
         if e.seq.load(Ordering::Relaxed) != info.seq {
             return Err(RegionError::NotFound);
         }
-        self.rewrite(lk, e, |e| e.readers.store(readers, Ordering::Relaxed));
-        Ok(())
+        Ok(e)
     }
 
     /// Makes sure a retired record is free, reclaiming if need be; `Busy` while
@@ -1313,7 +1301,7 @@ mod tests {
         assert!(r.find_gen(0).is_none() && r.find_gen(78).is_none());
         // A reload mark keeps the contents but makes the filter unusable (and
         // changes its sequence number, so cached resolutions are redone).
-        r.set_reload_reason(&lk, &d, 1).unwrap();
+        r.set_reload(&lk, &d, d.gen, 1).unwrap();
         let marked = r.find(1, "d").unwrap();
         assert!(!marked.usable() && marked.blocks > 0 && marked.seq != d.seq);
         // A replace gives a new generation and clears the mark.

@@ -484,7 +484,7 @@ impl Replay {
         }
         if let Some(info) = r.find_gen(gen).filter(|i| i.reload_reason == reason::REPLAY_FULL) {
             with_registry_lock(|r, lk| {
-                let _ = r.set_reload_reason(lk, &info, 0);
+                let _ = r.set_reload(lk, &info, info.gen, 0);
             });
         }
     }
@@ -620,7 +620,7 @@ impl Replay {
 fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
     match existing {
         Some(e) => {
-            r.mark_lost(lk, e, gen, why)?;
+            r.set_reload(lk, e, gen, why)?;
             if let Some(info) = r.find(meta.db, &meta.name) {
                 r.set_readers(lk, &info, meta.readers)?;
             }
@@ -636,7 +636,7 @@ fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryIn
 fn set_reason(r: &Region, gen: u64, why: u64) {
     if let Some(info) = r.find_gen(gen) {
         with_registry_lock(|r, lk| {
-            let _ = r.set_reload_reason(lk, &info, why);
+            let _ = r.set_reload(lk, &info, info.gen, why);
         });
     }
 }
