@@ -9,6 +9,7 @@
 //! a record logged for contents that a later publish replaced can never touch the
 //! new contents during replay.
 
+use super::NewFilter;
 use crate::filter::layout::{Mapping, Params};
 
 /// The high four bits of `xl_info` (the low four are PostgreSQL's).
@@ -58,6 +59,18 @@ pub struct Meta {
     pub fpp: f64,
     pub params: Params,
     pub name: String,
+}
+
+impl Meta {
+    /// The metadata logged for new filter `spec` with `params`.
+    pub fn of(spec: &NewFilter<'_>, readers: u64, params: Params) -> Meta {
+        Meta { db: spec.db, owner: spec.owner, readers, capacity: spec.capacity, fpp: spec.fpp, params, name: spec.name.to_string() }
+    }
+
+    /// The durable filter this metadata describes, to create.
+    pub fn new_filter(&self) -> NewFilter<'_> {
+        NewFilter { db: self.db, owner: self.owner, name: &self.name, capacity: self.capacity, fpp: self.fpp, durable: true }
+    }
 }
 
 /// A decoded record.

@@ -50,12 +50,12 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::shared_fns::{my_slot, with_registry_lock};
-use super::wal::{log, log_content, meta_of, reason};
+use super::wal::{log, log_content, meta_of, placeholder, reason};
 use crate::filter::Geometry;
 use crate::region::registry::{DURABLE_FROZEN, DURABLE_OPEN};
 use crate::region::saved::{self, FileKind, SavedFilter};
 use crate::region::wal::{ContentKind, Record};
-use crate::region::{Locked, NewFilter, Region};
+use crate::region::{Locked, Region};
 
 /// The file, relative to the data directory (every server process's working
 /// directory).
@@ -107,7 +107,7 @@ pub fn restore(r: &Region) {
     let lk = unsafe { Locked::assume() };
     let mut lost = Vec::new();
     for f in &filters {
-        let spec = NewFilter { db: f.meta.db, owner: f.meta.owner, name: &f.meta.name, capacity: f.meta.capacity, fpp: f.meta.fpp, durable: true };
+        let spec = f.meta.new_filter();
         let why = match (kind, &f.words) {
             (FileKind::Saved, Some(words)) => {
                 let fill = |out: &mut [u64]| out.copy_from_slice(words);
@@ -122,11 +122,8 @@ pub fn restore(r: &Region) {
             (FileKind::Saved, None) => f.reason.max(1),
             (FileKind::Live, _) => reason::NOT_SAVED,
         };
-        match r.create_placeholder(&lk, &spec, &f.meta.params, f.gen, why) {
-            Ok(info) => {
-                let _ = r.set_readers(&lk, &info, f.meta.readers);
-            }
-            Err(e) => lost.push(format!("\"{}\" (database {}): {e}", f.meta.name, f.meta.db)),
+        if let Err(e) = placeholder(r, &lk, None, &spec, &f.meta, f.gen, why) {
+            lost.push(format!("\"{}\" (database {}): {e}", f.meta.name, f.meta.db));
         }
         if why == reason::NO_ROOM {
             pgrx::log!(

@@ -20,7 +20,7 @@ use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::{OpStats, Table};
 use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::registry::Pin;
-use crate::region::wal::{ContentKind, Record};
+use crate::region::wal::{ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
 
 /// `cuckoo.shared_memory`, in megabytes.
@@ -572,16 +572,7 @@ v1_functions! {
                 if !durable {
                     return 0;
                 }
-                let meta = crate::region::wal::Meta {
-                    db: spec.db,
-                    owner: spec.owner,
-                    readers: READERS_NONE,
-                    capacity: spec.capacity,
-                    fpp,
-                    params: sized.params,
-                    name: name.to_string(),
-                };
-                log(&Record::Create(meta))
+                log(&Record::Create(Meta::of(&spec, READERS_NONE, sized.params)))
             })
         });
         pg_sys::Datum::from(0)
@@ -646,14 +637,10 @@ v1_functions! {
                     if !durable {
                         return 0;
                     }
-                    let meta = crate::region::wal::Meta {
-                        db: spec.db,
+                    // A replaced filter keeps its owner and grant.
+                    let meta = Meta {
                         owner: found.map_or(spec.owner, |i| i.owner),
-                        readers: found.map_or(READERS_NONE, |i| i.readers),
-                        capacity,
-                        fpp,
-                        params,
-                        name: name.to_string(),
+                        ..Meta::of(&spec, found.map_or(READERS_NONE, |i| i.readers), params)
                     };
                     log_content(ContentKind::Publish, 0, &meta, words, items)
                 };

@@ -502,7 +502,7 @@ impl Replay {
             /// Wait for readers of dropped copies (a hot standby), then again.
             Again,
         }
-        let spec = NewFilter { db: meta.db, owner: meta.owner, name: &meta.name, capacity: meta.capacity, fpp: meta.fpp, durable: true };
+        let spec = meta.new_filter();
         let lost = match content {
             Content::Lost(why) => Some(why),
             _ => None,
@@ -617,7 +617,7 @@ impl Replay {
 /// Keeps filter `spec` as generation `gen` needing a reload: the existing
 /// entry of that name is marked in place (no space needed), or a placeholder
 /// is made.
-fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
+pub(super) fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
     match existing {
         Some(e) => {
             r.set_reload(lk, e, gen, why)?;
