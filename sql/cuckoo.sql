@@ -27,9 +27,27 @@ CREATE TYPE cuckoofilter (
 );
 COMMENT ON TYPE cuckoofilter IS 'a cuckoo filter: approximate set membership with deletion, no false negatives';
 
-CREATE FUNCTION cf_contains(cuckoofilter, anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION cf_contains(cuckoofilter, anyelement) IS 'false: the key is definitely absent; true: it may be present';
+-- The planner support function of every cf_contains: row estimates from the
+-- filter probing the key column's statistics, and the probe's cost.
+CREATE FUNCTION cf_contains_support(internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_contains_support' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- One key (anynonarray), or many at once (anyarray: one answer per element,
+-- NULL for a NULL key, in the array's shape).
+CREATE FUNCTION cf_contains(cuckoofilter, anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, anynonarray) IS 'false: the key is definitely absent; true: it may be present';
+CREATE FUNCTION cf_contains(cuckoofilter, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, anyarray) IS 'cf_contains for every element of an array at once (batched, prefetching lookups); NULL for NULL elements';
+-- cf_contains_key: the one-key probe for a key of any type, arrays included
+-- (cf_contains with an array probes its elements).
+CREATE FUNCTION cf_contains_key(cuckoofilter, anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_key(cuckoofilter, anyelement) IS 'cf_contains for one key of any type, an array key included: false: definitely absent; true: may be present';
 
 CREATE FUNCTION cf_insert(cuckoofilter, anyelement) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
@@ -112,6 +130,48 @@ CREATE AGGREGATE cf_union_agg(cuckoofilter) (
 );
 COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters of one shape (built with the same capacity and fpp)';
 
+-- cf_sharded_agg: cf_agg with a bytea state (the keys' hashes) and a combine
+-- function, for engines that ship partial aggregate states between nodes but
+-- cannot ship internal ones (Citus). The result equals cf_agg's for the same
+-- arguments. Transition and combine are not strict (they create the state on the
+-- first row and skip NULL keys); called by an aggregate they extend the state in
+-- place, called otherwise they return a new one.
+CREATE FUNCTION cf_sharded_trans(bytea, anyelement) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_combine(bytea, bytea) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_sharded_agg(anyelement) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+
 -- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
 -- They are not transactional: a change is visible to every session at once and
 -- is not undone by ROLLBACK (like nextval). Durable filters (the default) are
@@ -130,9 +190,18 @@ COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not
 CREATE FUNCTION cf_insert(name text, key anyelement) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_insert(text, anyelement) IS 'adds a key to a named filter; false (and nothing lost) when it is full';
-CREATE FUNCTION cf_contains(name text, key anyelement) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION cf_contains(text, anyelement) IS 'false: the key is definitely not in the named filter; true: it may be';
+CREATE FUNCTION cf_contains(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(text, anynonarray) IS 'false: the key is definitely not in the named filter; true: it may be';
+CREATE FUNCTION cf_contains(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_named_many' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(text, anyarray) IS 'cf_contains by name for every element of an array at once; NULL for NULL elements';
+CREATE FUNCTION cf_contains_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_key(text, anyelement) IS 'cf_contains by name for one key of any type, an array key included';
 CREATE FUNCTION cf_delete(name text, key anyelement) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_delete(text, anyelement) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The upgrade paths: CREATE EXTENSION cuckoo VERSION '0.1.0' (and '0.2.0') then
+# The upgrade paths: CREATE EXTENSION cuckoo VERSION '0.1.0' (and each later one) then
 # ALTER EXTENSION cuckoo UPDATE gives the same catalog as a fresh install of the
 # current version (every member object with its definition, properties, comment
 # and privileges), values stored before the update still answer as 0.1.0
 # answered, and privileges changed on functions whose declaration the update
-# replaces carry over.
+# replaces carry over. A view that calls cf_contains keeps working through the
+# update (0.4.0 changes the one-key cf_contains' argument type in place).
 # Expects the cluster of tests/cluster.sh to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,18 +61,23 @@ lines=$(wc -l < "$work/fresh.txt")
 [ "$lines" -gt 50 ] || fail "catalog description too short ($lines lines)"
 
 answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
-for from in 0.1.0 0.2.0; do
+for from in 0.1.0 0.2.0 0.3.0; do
   db="up_${from//./_}"
   q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   # The old version, with values made by 0.1.0 stored in a table, then the update.
   q -d "$db" -c "CREATE EXTENSION cuckoo VERSION '$from'" \
     -c "CREATE TABLE v1 (id int PRIMARY KEY, note text, f cuckoofilter)" \
-    -c "\\copy v1 FROM 'tests/pg_regress/data/v1_values.tsv'"
+    -c "\\copy v1 FROM 'tests/pg_regress/data/v1_values.tsv'" \
+    -c "CREATE VIEW v1_probe AS SELECT id, cf_contains(f, 7) AS has7, cf_contains(f, 'seven'::text) AS has_seven FROM v1"
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$from" ] || fail "$from not installed"
   before=$(q -d "$db" -c "$answers")
+  view_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")
   q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE"
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$version" ] || fail "$from not updated to $version"
   [ "$(q -d "$db" -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update from $from"
+  [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")" = "$view_before" ] \
+    || fail "a view calling cf_contains answers differently after the update from $from"
+  q -d "$db" -c "DROP VIEW v1_probe"
   # New values are format 2 and combine with each other after the update.
   [ "$(q -d "$db" -c "SELECT cf_info(cf_union(cf_agg(g, 0.01, 100), cf_agg(g + 50, 0.01, 100))) ->> 'format_version' FROM generate_series(1, 50) g")" = 2 ] \
     || fail "cf_agg after the update from $from does not write format 2"

@@ -338,6 +338,38 @@ impl<'a> Dense<'a> {
         g.holds(self.lanes(w1), fp) | g.holds(self.lanes(w2), fp)
     }
 
+    /// Looks up many hashes, one answer each (exactly those of `contains`).
+    /// While it checks one key it prefetches the buckets of the key
+    /// `PREFETCH_AHEAD` places later, so that many cache misses are in flight at
+    /// once.
+    pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
+        const PREFETCH_AHEAD: usize = 16;
+        assert_eq!(hashes.len(), out.len());
+        let g = &self.l.g;
+        for i in 0..hashes.len() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
+                let (j1, fp) = (g.primary(ahead), g.fingerprint(ahead));
+                self.prefetch(j1);
+                self.prefetch(g.alternate(j1, fp));
+            }
+            out[i] = self.contains(hashes[i]);
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, i: u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint that never faults; bucket `i < m` starts
+        // inside `data` (see `raw_bucket`).
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let byte = (i * self.l.bucket_bits as u64 >> 3) as usize;
+            _mm_prefetch::<_MM_HINT_T0>(self.data.as_ptr().add(byte) as *const i8);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = i;
+    }
+
     /// Occupied slots.
     pub fn count(&self) -> u64 {
         self.l.g.occupied_total(self.words())
@@ -473,6 +505,31 @@ mod tests {
             f.table().insert(h).unwrap();
         }
         (f, hashes)
+    }
+
+    #[test]
+    fn batched_lookups_answer_like_single_ones() {
+        for fpp in [0.05, 0.002, 1e-6] {
+            let (f, hashes) = filled(fpp, 50_000, 7);
+            let t = f.table();
+            let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity() };
+            let bytes = encode(&h, f.words());
+            let d = Dense::new(&h.params, &bytes[V2_HEADER_BYTES..]);
+            let mut rng = Rng(5);
+            // Present keys interleaved with random ones; lengths around the
+            // prefetch distance too.
+            let probes: Vec<u64> = hashes.iter().flat_map(|&x| [x, rng.next()]).collect();
+            for len in [0, 1, 15, 16, 17, probes.len()] {
+                let mut out = vec![false; len];
+                d.contains_many(&probes[..len], &mut out);
+                for (i, &x) in probes[..len].iter().enumerate() {
+                    assert_eq!(out[i], d.contains(x), "fpp {fpp}: batched answer {i} differs");
+                }
+            }
+            let mut out = vec![false; hashes.len()];
+            d.contains_many(&hashes, &mut out);
+            assert!(out.iter().all(|&b| b), "fpp {fpp}: batched false negative");
+        }
     }
 
     #[test]

@@ -658,6 +658,12 @@ impl Region {
         &self.entries()[index].stats[slot % STAT_STRIPES]
     }
 
+    /// Adds `n` lookups (a batch) to the statistics.
+    #[inline]
+    pub fn count_lookups(&self, index: usize, slot: usize, n: u64) {
+        self.stripe(index, slot).lookups.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Adds a lookup (with its retries) to the statistics.
     #[inline]
     pub fn count_lookup(&self, index: usize, slot: usize, op: &OpStats) {

@@ -252,6 +252,13 @@ unsafe fn agg_context(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> pg_sys::M
     cx
 }
 
+/// The aggregate memory context when called as an aggregate's support function.
+unsafe fn in_aggregate(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::MemoryContext> {
+    let mut cx: pg_sys::MemoryContext = std::ptr::null_mut();
+    // SAFETY: valid frame; AggCheckCallContext only inspects fcinfo->context.
+    (unsafe { pg_sys::AggCheckCallContext(fcinfo, &mut cx) } != 0).then_some(cx)
+}
+
 unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'static mut AggState> {
     // SAFETY: a non-null `internal` argument of these functions is always an
     // AggState made by this module.
@@ -266,9 +273,15 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
 
 /// Builds the smallest filter that takes every distinct hash of the state.
 fn build_from_state(state: Option<&mut AggState>) -> pg_sys::Datum {
-    let (fpp, capacity) = state.as_ref().map_or((DEFAULT_FPP, 0), |s| (if s.fpp == 0.0 { DEFAULT_FPP } else { s.fpp }, s.capacity));
+    let (fpp, capacity) = state.as_ref().map_or((0.0, 0), |s| (s.fpp, s.capacity));
     let distinct = state.map(|s| s.distinct_hashes());
-    let hashes = distinct.as_ref().map_or(&[][..], |d| d.as_slice());
+    build_distinct(fpp, capacity, distinct.as_ref().map_or(&[][..], |d| d.as_slice()))
+}
+
+/// Builds the filter of `hashes` (distinct, in bucket order) for rate `fpp` (0:
+/// the default) and at least `capacity` keys (0: sized for the keys).
+fn build_distinct(fpp: f64, capacity: u64, hashes: &[u64]) -> pg_sys::Datum {
+    let fpp = if fpp == 0.0 { DEFAULT_FPP } else { fpp };
     let n = hashes.len() as u64;
     // Keys that are all known pack to the shape's load; a named capacity plans
     // for keys inserted later, as cf_empty does.
@@ -288,6 +301,199 @@ fn build_from_state(state: Option<&mut AggState>) -> pg_sys::Datum {
         Ok(f) => value_from_filter(&f).as_datum(),
         Err(_) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
     }
+}
+
+/// `cf_sharded_agg`'s state: a `bytea` that engines which cannot move
+/// `internal` states between nodes (Citus) can ship and combine. It holds the
+/// key hashes, appended in place: "CFS1", fpp (f64), capacity (u64), the
+/// number of hashes used (u64), all little-endian, then room for hashes (the
+/// rest of the value, 8 bytes each, 8-aligned in an 8-aligned value). Deduplication and the build wait for the
+/// final function, as in `cf_agg`, so the result is the same filter.
+const SHARDED_MAGIC: [u8; 4] = *b"CFS1";
+const SHARDED_HEADER: usize = 28;
+
+/// A checked view of a `cf_sharded_agg` state (a 4-byte-header varlena).
+struct Sharded {
+    ptr: *mut pg_sys::varlena,
+}
+
+impl Sharded {
+    /// Checks a state datum; a state that is not a plain 4-byte-header varlena
+    /// is copied into the current context first (so `in_place` is false).
+    ///
+    /// # Safety
+    /// `d` is a non-null bytea datum.
+    unsafe fn from_datum(d: pg_sys::Datum) -> (Sharded, bool) {
+        // SAFETY: as documented; a copy is a 4-byte-header varlena.
+        unsafe {
+            let raw = d.cast_mut_ptr::<pg_sys::varlena>();
+            let plain = pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0;
+            let ptr = if plain { raw } else { pg_sys::pg_detoast_datum_copy(raw) };
+            let s = Sharded { ptr };
+            let len = pgrx::varlena::varsize_4b(ptr) - pg_sys::VARHDRSZ;
+            if len < SHARDED_HEADER || (len - SHARDED_HEADER) % 8 != 0 || s.bytes()[..4] != SHARDED_MAGIC || s.used() > s.room() {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
+                    "malformed cf_sharded_agg state",
+                    "A cf_sharded_agg state is made by its transition or combine function."
+                );
+            }
+            let fpp = s.fpp();
+            if fpp != 0.0 {
+                if let Err(e) = shape_for(fpp) {
+                    sizing_error(e);
+                }
+            }
+            if s.capacity() > i64::MAX as u64 {
+                sizing_error(SizingError::Capacity(format!("capacity {} is out of range", s.capacity())));
+            }
+            (s, plain)
+        }
+    }
+
+    /// A new state with room for `room` hashes, in context `cx`.
+    fn new_in(cx: pg_sys::MemoryContext, room: usize, fpp: f64, capacity: u64) -> Sharded {
+        let len = pg_sys::VARHDRSZ + SHARDED_HEADER + 8 * room;
+        if len as u64 > MAX_VALUE_BYTES {
+            full_error(
+                "too many distinct keys for a cf_sharded_agg state",
+                format!("{room} key hashes do not fit a 1 GB state; use cf_agg, or shard further"),
+            );
+        }
+        // SAFETY: a fresh allocation of `len` bytes, header written below.
+        unsafe {
+            let ptr = pg_sys::MemoryContextAllocHuge(cx, len) as *mut pg_sys::varlena;
+            pgrx::varlena::set_varsize_4b(ptr, len as i32);
+            let s = Sharded { ptr };
+            let b = s.bytes_mut();
+            b[..4].copy_from_slice(&SHARDED_MAGIC);
+            b[4..12].copy_from_slice(&fpp.to_le_bytes());
+            b[12..20].copy_from_slice(&capacity.to_le_bytes());
+            b[20..28].copy_from_slice(&0u64.to_le_bytes());
+            s
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: a 4-byte-header varlena of VARSIZE bytes.
+        unsafe { std::slice::from_raw_parts(pgrx::varlena::vardata_4b(self.ptr) as *const u8, pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ) }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: as `bytes`; states are only changed by this module, one call at a time.
+        unsafe { std::slice::from_raw_parts_mut(pgrx::varlena::vardata_4b(self.ptr) as *mut u8, pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ) }
+    }
+
+    /// The header field at byte `at`.
+    fn field(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bytes()[at..at + 8].try_into().unwrap())
+    }
+
+    fn fpp(&self) -> f64 {
+        f64::from_bits(self.field(4))
+    }
+
+    fn capacity(&self) -> u64 {
+        self.field(12)
+    }
+
+    fn used(&self) -> usize {
+        self.field(20) as usize
+    }
+
+    fn room(&self) -> usize {
+        (self.bytes().len() - SHARDED_HEADER) / 8
+    }
+
+    fn set_used(&self, n: usize) {
+        self.bytes_mut()[20..28].copy_from_slice(&(n as u64).to_le_bytes());
+    }
+
+    fn set_settings(&self, fpp: f64, capacity: u64) {
+        let b = self.bytes_mut();
+        b[4..12].copy_from_slice(&fpp.to_le_bytes());
+        b[12..20].copy_from_slice(&capacity.to_le_bytes());
+    }
+
+    /// The hash slots, each stored little-endian (`to_le`/`from_le`), so a
+    /// state means the same on every machine.
+    #[allow(clippy::mut_from_ref)]
+    fn slots(&self) -> &mut [u64] {
+        // SAFETY: `room` 8-byte slots follow the header inside the value: the
+        // value is 8-aligned (a palloc'd copy, or checked in `from_datum`) and
+        // the slots start 4 + 28 = 32 bytes in.
+        unsafe { std::slice::from_raw_parts_mut(self.bytes_mut().as_mut_ptr().add(SHARDED_HEADER) as *mut u64, self.room()) }
+    }
+
+    fn datum(&self) -> pg_sys::Datum {
+        pg_sys::Datum::from(self.ptr)
+    }
+
+    /// A copy with room for at least `room` hashes, in the current memory
+    /// context (the executor copies a new state into the aggregate context and
+    /// frees the old one).
+    fn grown(&self, room: usize) -> Sharded {
+        // SAFETY: CurrentMemoryContext is valid in a function call.
+        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.fpp(), self.capacity());
+        g.slots()[..self.used()].copy_from_slice(&self.slots()[..self.used()]);
+        g.set_used(self.used());
+        g
+    }
+
+    /// Room for `extra` more hashes: a large state first drops repeated keys in
+    /// place (as `cf_agg`'s does), and grows, doubling, only if that freed too
+    /// little.
+    fn make_room(self, extra: usize) -> Sharded {
+        if self.room() >= DEDUP_FROM {
+            let mut hs: Vec<u64> = self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)).collect();
+            let n = sort_dedup(&mut hs);
+            for (slot, &h) in self.slots().iter_mut().zip(&hs[..n]) {
+                *slot = h.to_le();
+            }
+            self.set_used(n);
+            if n + extra <= self.room() / 2 {
+                return self;
+            }
+        }
+        if self.used() + extra <= self.room() {
+            return self;
+        }
+        let room = (self.used() + extra).next_power_of_two().max(2 * self.room());
+        let max_room = ((MAX_VALUE_BYTES as usize) - pg_sys::VARHDRSZ - SHARDED_HEADER) / 8;
+        self.grown(room.min(max_room.max(self.used() + extra)))
+    }
+}
+
+/// The fpp and capacity of two states (or a state and a row) that must agree: 0
+/// is unset; set values must match.
+fn merged_settings(name: &str, (fpp, capacity): (f64, u64), (fpp2, capacity2): (f64, i64)) -> (f64, u64) {
+    if fpp2 != 0.0 {
+        if let Err(e) = shape_for(fpp2) {
+            sizing_error(e);
+        }
+        if fpp != 0.0 && fpp != fpp2 {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{name} needs the same fpp for every row, got {fpp} and {fpp2}")
+            );
+        }
+    }
+    if capacity2 != 0 {
+        if capacity2 < 1 {
+            sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity2}")));
+        }
+        if capacity != 0 && capacity != capacity2 as u64 {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{name} needs the same capacity for every row, got {capacity} and {capacity2}")
+            );
+        }
+    }
+    (if fpp2 != 0.0 { fpp2 } else { fpp }, if capacity2 != 0 { capacity2 as u64 } else { capacity })
 }
 
 
@@ -412,6 +618,94 @@ v1_functions! {
         unsafe {
             agg_context(fcinfo, "cf_agg_final");
             build_from_state(state_arg(fcinfo, 0))
+        }
+    }
+
+    /// `cf_sharded_trans(bytea, anyelement [, float8 [, bigint]]) -> bytea`:
+    /// appends the key's hash to the state, in place while it has room.
+    fn cf_sharded_trans(fcinfo) {
+        // SAFETY: declared (bytea, anyelement[, float8[, bigint]]) and non-strict,
+        // so each argument is checked for NULL before it is read.
+        unsafe {
+            // In an aggregate the state is the executor's, changed in place; called
+            // any other way (an engine driving the functions itself), the input is
+            // left alone and a new state returned.
+            let cx = in_aggregate(fcinfo);
+            let fpp = if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
+                f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64)
+            } else {
+                0.0
+            };
+            let capacity = if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
+                pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64
+            } else {
+                0
+            };
+            let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
+                // The first state lives in the aggregate context, as the executor
+                // keeps it.
+                Sharded::new_in(cx.unwrap_or(pg_sys::CurrentMemoryContext), 1024, 0.0, 0)
+            } else {
+                let (s, plain) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
+                if plain && cx.is_some() { s } else { s.grown(s.room().max(1024)) }
+            };
+            let (fpp0, cap0) = merged_settings("cf_sharded_agg", (state.fpp(), state.capacity()), (fpp, capacity));
+            if (fpp0, cap0) != (state.fpp(), state.capacity()) {
+                state.set_settings(fpp0, cap0);
+            }
+            if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
+                let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
+                if state.used() == state.room() {
+                    state = state.make_room(1);
+                }
+                let n = state.used();
+                state.slots()[n] = h.to_le();
+                state.set_used(n + 1);
+            }
+            state.datum()
+        }
+    }
+
+    /// `cf_sharded_combine(bytea, bytea) -> bytea`: the hashes of the second
+    /// state join the first.
+    fn cf_sharded_combine(fcinfo) {
+        // SAFETY: non-strict (bytea, bytea); NULLs are checked.
+        unsafe {
+            let in_agg = in_aggregate(fcinfo).is_some();
+            let arg = |n| (!pgrx::fcinfo::pg_arg_is_null(fcinfo, n)).then(|| Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n)));
+            match (arg(0), arg(1)) {
+                (None, None) => pgrx::fcinfo::pg_return_null(fcinfo),
+                (Some((a, _)), None) => a.datum(),
+                // Copied into the aggregate context by the executor.
+                (None, Some((b, _))) => b.datum(),
+                (Some((a, in_place)), Some((b, _))) => {
+                    let (fpp, capacity) = merged_settings("cf_sharded_agg", (a.fpp(), a.capacity()), (b.fpp(), b.capacity() as i64));
+                    let mut a = if in_place && in_agg { a } else { a.grown(a.used() + b.used()) };
+                    if a.room() - a.used() < b.used() {
+                        a = a.make_room(b.used());
+                    }
+                    a.set_settings(fpp, capacity);
+                    let n = a.used();
+                    a.slots()[n..n + b.used()].copy_from_slice(&b.slots()[..b.used()]);
+                    a.set_used(n + b.used());
+                    a.datum()
+                }
+            }
+        }
+    }
+
+    /// `cf_sharded_final(bytea) -> cuckoofilter`: the filter `cf_agg` builds
+    /// from the same keys, fpp and capacity.
+    fn cf_sharded_final(fcinfo) {
+        // SAFETY: non-strict (bytea); NULL means no rows.
+        unsafe {
+            if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
+                return build_distinct(0.0, 0, &[]);
+            }
+            let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
+            let mut hashes: Vec<u64> = s.slots()[..s.used()].iter().map(|&h| u64::from_le(h)).collect();
+            let n = sort_dedup(&mut hashes);
+            build_distinct(s.fpp(), s.capacity(), &hashes[..n])
         }
     }
 

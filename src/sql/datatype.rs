@@ -518,6 +518,36 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
     }
 }
 
+/// Batched `cf_contains` for the filter at argument `n`: `hashes` gives the
+/// keys' hashes under the filter's seed (with the call site's key hasher); the
+/// answers are in the same order.
+///
+/// # Safety
+/// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`.
+pub unsafe fn probe_many_arg(
+    fcinfo: pg_sys::FunctionCallInfo,
+    n: usize,
+    hashes: impl FnOnce(&mut super::keys::KeyHasher, u64) -> Vec<u64>,
+) -> Vec<bool> {
+    // SAFETY: as documented; the value is checked (`from_ptr`) unless the cache
+    // checked it when it stored it.
+    unsafe {
+        let cache = call_cache(fcinfo);
+        let (ptr, checked) = resolve_filter_arg(fcinfo, n, &mut cache.filter);
+        let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
+        let hs = hashes(&mut cache.key, v.seed());
+        let mut out = vec![false; hs.len()];
+        if v.version == FORMAT_V2 {
+            v.dense().contains_many(&hs, &mut out);
+        } else {
+            for (o, &h) in out.iter_mut().zip(&hs) {
+                *o = v.contains(h);
+            }
+        }
+        out
+    }
+}
+
 /// The call site's cache, created zeroed in `fn_mcxt` on first use.
 ///
 /// # Safety
@@ -573,7 +603,7 @@ unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: 
 ///
 /// # Safety
 /// `raw` must be a non-null `cuckoofilter` datum.
-unsafe fn in_memory(raw: *mut pg_sys::varlena) -> *mut pg_sys::varlena {
+pub(super) unsafe fn in_memory(raw: *mut pg_sys::varlena) -> *mut pg_sys::varlena {
     // SAFETY: the caller guarantees a varlena in one of its storage forms;
     // pg_detoast_datum_copy returns a new palloc'd 4-byte-header varlena.
     unsafe {

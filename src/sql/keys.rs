@@ -25,6 +25,23 @@ const BYTES: u8 = 4;
 const UUID: u8 = 5;
 const EXTENDED: u8 = 6;
 
+/// Why a type cannot be a filter key.
+pub enum KeyTypeError {
+    Nondeterministic,
+    NoHash,
+}
+
+/// Whether keys of type `typid` hash natively (integers, text, bytea, uuid and
+/// domains over them) rather than through the type's extended hash function.
+pub fn native_key_type(typid: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog lookup of a type id.
+    let base = unsafe { pg_sys::getBaseType(typid) };
+    matches!(
+        base,
+        pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID | pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID | pg_sys::UUIDOID
+    )
+}
+
 /// How this call site hashes its key argument; lives in `fn_extra` and is valid
 /// all-zero (unset). Resolved on the first call only: a call site's argument types
 /// are fixed by its expression, and looking them up costs more than the probe.
@@ -52,18 +69,56 @@ impl KeyHasher {
                     "could not determine the type of the key argument"
                 );
             }
+            self.resolve_type(typid, pgrx::fcinfo::pg_get_collation(fcinfo), (*flinfo).fn_mcxt);
+        }
+    }
+
+    /// Resolves how keys of type `typid` under `collation` hash; raises the
+    /// errors a probe of such a key raises.
+    ///
+    /// # Safety
+    /// `mcxt` must outlive `self`.
+    pub unsafe fn resolve_type(&mut self, typid: pg_sys::Oid, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) {
+        // SAFETY: catalog lookups may raise ERROR, which unwinds through pg_guard.
+        unsafe {
+            if let Err(e) = self.try_resolve_type(typid, collation, mcxt) {
+                match e {
+                    KeyTypeError::Nondeterministic => {
+                        ereport!(
+                            ERROR,
+                            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                            "cuckoo filter keys cannot use a nondeterministic collation",
+                            "Filters compare keys byte for byte; normalize both sides instead, for example with lower(), or use COLLATE \"C\"."
+                        );
+                    }
+                    KeyTypeError::NoHash => {
+                        let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy();
+                        ereport!(
+                            ERROR,
+                            PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
+                            format!("type {name} has no default hash operator class, so it cannot be a cuckoo filter key")
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// As `resolve_type`, but says why a type cannot be a key instead of
+    /// raising (the planner's estimates must not fail where the query would).
+    ///
+    /// # Safety
+    /// `mcxt` must outlive `self`.
+    pub unsafe fn try_resolve_type(&mut self, typid: pg_sys::Oid, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Result<(), KeyTypeError> {
+        // SAFETY: catalog lookups of an existing type.
+        unsafe {
             let base = pg_sys::getBaseType(typid);
-            let mut collation = pgrx::fcinfo::pg_get_collation(fcinfo);
+            let mut collation = collation;
             if collation != pg_sys::InvalidOid
                 && pg_sys::type_is_collatable(base)
                 && !pg_sys::get_collation_isdeterministic(collation)
             {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                    "cuckoo filter keys cannot use a nondeterministic collation",
-                    "Filters compare keys byte for byte; normalize both sides instead, for example with lower(), or use COLLATE \"C\"."
-                );
+                return Err(KeyTypeError::Nondeterministic);
             }
             let kind = match base {
                 pg_sys::INT2OID => INT2,
@@ -77,14 +132,9 @@ impl KeyHasher {
                 let entry = pg_sys::lookup_type_cache(base, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
                 let proc_oid = (*entry).hash_extended_proc;
                 if proc_oid == pg_sys::InvalidOid {
-                    let name = std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy();
-                    ereport!(
-                        ERROR,
-                        PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
-                        format!("type {name} has no default hash operator class, so it cannot be a cuckoo filter key")
-                    );
+                    return Err(KeyTypeError::NoHash);
                 }
-                pg_sys::fmgr_info_cxt(proc_oid, &mut self.extended, (*flinfo).fn_mcxt);
+                pg_sys::fmgr_info_cxt(proc_oid, &mut self.extended, mcxt);
                 if collation == pg_sys::InvalidOid && pg_sys::type_is_collatable(base) {
                     collation = pg_sys::DEFAULT_COLLATION_OID;
                 }
@@ -92,7 +142,13 @@ impl KeyHasher {
             self.typid = typid;
             self.collation = collation;
             self.kind = kind;
+            Ok(())
         }
+    }
+
+    /// Whether the hasher is resolved for keys of type `typid`.
+    pub fn resolved_for(&self, typid: pg_sys::Oid) -> bool {
+        self.kind != UNSET && self.typid == typid
     }
 
     /// The 64-bit hash of non-null argument `argno` under `seed`.
@@ -100,14 +156,26 @@ impl KeyHasher {
     /// # Safety
     /// `fcinfo` must be a valid call frame whose argument `argno` is non-null and
     /// polymorphic (its type resolvable with `get_fn_expr_argtype`).
+    #[inline]
     pub unsafe fn hash_arg(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
-        // SAFETY: as documented; each branch reads the datum in the representation
-        // its resolved type guarantees.
+        // SAFETY: as documented.
         unsafe {
             if self.kind == UNSET {
                 self.resolve(fcinfo, argno);
             }
-            let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
+            self.hash_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed)
+        }
+    }
+
+    /// The 64-bit hash of a non-null key datum under `seed`.
+    ///
+    /// # Safety
+    /// The hasher is resolved, and `datum` is a non-null value of its type.
+    #[inline]
+    pub unsafe fn hash_datum(&mut self, datum: pg_sys::Datum, seed: u64) -> u64 {
+        // SAFETY: each branch reads the datum in the representation its resolved
+        // type guarantees.
+        unsafe {
             match self.kind {
                 INT2 => hash_i64(seed, datum.value() as i16 as i64),
                 INT4 => hash_i64(seed, datum.value() as i32 as i64),

@@ -36,4 +36,6 @@ pub mod value_fns;
 pub mod aggregate;
 pub mod shared_fns;
 pub mod wal;
+pub mod batch;
+pub mod planner;
 pub mod durability;

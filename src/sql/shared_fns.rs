@@ -386,7 +386,7 @@ impl PgWords {
 /// Per-call-site state of the by-name functions, in `fn_extra`; all-zero is the
 /// valid unresolved state.
 #[repr(C)]
-struct NamedCall {
+pub(super) struct NamedCall {
     key: KeyHasher,
     resolved: bool,
     write: bool,
@@ -405,7 +405,7 @@ struct NamedCall {
 
 /// # Safety
 /// `fcinfo` is a valid frame whose `fn_extra` only this function uses.
-unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: bool) -> &'a mut NamedCall {
+pub(super) unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: bool) -> &'a mut NamedCall {
     // SAFETY: fn_extra is null or the NamedCall allocated here in fn_mcxt.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
@@ -490,6 +490,74 @@ impl NamedCall {
             self.resolve(r, name, who);
         }
     }
+}
+
+impl NamedCall {
+    /// Looks up many keys in the named filter (argument 0), counted as that
+    /// many lookups. `hashes` gives the keys' hashes under a seed; it runs
+    /// unpinned, since hashing may raise errors.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with a non-null text argument 0.
+    pub(super) unsafe fn lookup_many(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64) -> Vec<u64>) -> Vec<bool> {
+        let r = region();
+        // SAFETY: as documented.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let who = user();
+        if !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes() {
+            self.resolve(r, name, who);
+        }
+        let slot = my_slot();
+        loop {
+            let hs = hashes(&mut self.key, self.seed);
+            let mut out = vec![false; hs.len()];
+            if let Some(pin) = pin_current(r, self.index, self.seq) {
+                // SAFETY: resolved, unchanged and pinned (see `run`).
+                unsafe { self.table.assume_init_ref() }.contains_many(&hs, &mut out);
+                r.count_lookups(self.index, slot, hs.len() as u64);
+                drop(pin);
+                return out;
+            }
+            self.resolve(r, name, who);
+        }
+    }
+}
+
+/// What the planner may learn from a named filter: the answers for some keys,
+/// its items, and its false-positive rate at that fill.
+pub(super) struct PlanProbe {
+    pub answers: Vec<bool>,
+    pub items: u64,
+    pub fpp: f64,
+}
+
+/// For the planner: looks up the hashes `hashes(seed)` in the named filter
+/// `name` of this database, without counting them. None when cuckoo is not
+/// preloaded, the filter does not exist, needs a reload, or the current role may
+/// not look it up (the query itself reports why), or when it was replaced while
+/// being read.
+pub(super) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u64>) -> Option<PlanProbe> {
+    // SAFETY: REGION is written once, before any backend runs SQL.
+    let r = unsafe { (*(&raw const REGION)).as_ref() }?;
+    let info = r.find(db(), name)?;
+    if !info.usable() || !may_access(&info, false, user()) {
+        return None;
+    }
+    let pin = pin_current(r, info.index, info.seq)?;
+    let table = r.table(&info);
+    let params = table.params();
+    drop(pin);
+    let hs = hashes(params.seed);
+    let pin = pin_current(r, info.index, info.seq)?;
+    let mut answers = vec![false; hs.len()];
+    table.contains_many(&hs, &mut answers);
+    let items = table.item_count();
+    drop(pin);
+    Some(PlanProbe {
+        answers,
+        items,
+        fpp: crate::filter::sizing::expected_fpp(&params, items),
+    })
 }
 
 v1_functions! {

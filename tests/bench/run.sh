@@ -6,9 +6,9 @@ cd "$(dirname "$0")/../.."
 export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-bench} PGPORT=${PGPORT:-5494}
 tests/cluster.sh start
 trap 'tests/cluster.sh stop' EXIT
-# Parts: probe, build, space, sweep, large (sql_bench.py) and shared (shared_bench.sh, its own
+# Parts: probe, build, space, sweep, large, exists, batched (sql_bench.py) and shared (shared_bench.sh, its own
 # cluster); all by default.
-parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large shared)
+parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large exists batched shared)
 sql_parts=()
 for p in "${parts[@]}"; do [ "$p" = shared ] || sql_parts+=("$p"); done
 [ ${#sql_parts[@]} -eq 0 ] || python3 tests/bench/sql_bench.py "${sql_parts[@]}"

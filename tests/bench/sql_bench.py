@@ -17,6 +17,13 @@ the same run, interleaved, median of several repetitions. Prints ratios.
           (no waste cliff; goal <= 12.6 at every count).
   large:  parallel cf_agg over BENCH_LARGE_ROWS (500M) rows holding a fifth as
           many distinct keys: partial states bounded by the distinct keys.
+  exists: a pre-screened EXISTS against the plain EXISTS (5M probe rows, a 1M-key
+          table with an index, work_mem 1MB) when 1%, 50% and 100% of the rows
+          have a key, with the filter as a value (a bound parameter) and as a
+          named filter; and the planner's row estimate for the cf_contains qual
+          against the true count.
+  batched: 1M keys probed in one cf_contains(f, keys[]) call against 1M
+          single calls, on the BENCH_ROWS-key filter, as a value and by name.
 
 BENCH_ROWS (default 10M), BENCH_REPS (default 5) and BENCH_LARGE_ROWS scale it.
 """
@@ -174,8 +181,77 @@ def large():
           f"{int(nbytes) / 2**20:.0f} MB filter, 1M sampled keys all found")
 
 
+def exists():
+    probe_rows, keys = 5_000_000, 1_000_000
+    psql(f"""CREATE TABLE flagged AS SELECT g::bigint AS k FROM generate_series(1, {keys}) g;
+             ALTER TABLE flagged ADD PRIMARY KEY (k);
+             CREATE TABLE ff AS SELECT cf_agg(k) AS f FROM flagged;
+             SELECT cf_publish('flagged', f, durable => false) FROM ff;""")
+    # Hits are spread over the keys; misses are keys the table does not hold.
+    cases = {"1%": 100, "50%": 2, "100%": 1}
+    for case, every in cases.items():
+        name = "views_" + case.rstrip("%")
+        psql(f"""CREATE TABLE {name} AS SELECT CASE WHEN g % {every} = 0 THEN (hashint4(g)::bigint & 1048575) % {keys} + 1
+                                                     ELSE {keys} + 1 + g END AS a
+                 FROM generate_series(1, {probe_rows}) g;
+                 VACUUM ANALYZE {name};""")
+    # A filter value reaches the planner as a bound parameter (as from a client,
+    # or plpgsql's EXECUTE ... USING): custom plans see its value.
+    psql("""CREATE FUNCTION bench_run(q text, f cuckoofilter) RETURNS bigint LANGUAGE plpgsql AS $$
+            DECLARE n bigint; BEGIN EXECUTE q USING f INTO n; RETURN n; END $$;
+            CREATE FUNCTION bench_est(q text, f cuckoofilter) RETURNS bigint LANGUAGE plpgsql AS $$
+            DECLARE p json; BEGIN EXECUTE 'EXPLAIN (FORMAT JSON) ' || q USING f INTO p;
+            RETURN (p -> 0 -> 'Plan' ->> 'Plan Rows')::bigint; END $$;""")
+    settings = SERIAL + " SET work_mem = '1MB';"
+    print(f"exists: {probe_rows} probe rows, {keys}-key table (primary key), work_mem 1MB, serial (median of {REPS}):")
+    for case in cases:
+        v = "views_" + case.rstrip("%")
+        exists_q = f"EXISTS (SELECT 1 FROM flagged f WHERE f.k = v.a)"
+        q = {
+            "plain": f"SELECT count(*) FROM {v} v WHERE {exists_q}",
+            "value": f"SELECT bench_run($q$SELECT count(*) FROM {v} v WHERE cf_contains($1, v.a) AND {exists_q}$q$, f) FROM ff",
+            "named": f"SELECT count(*) FROM {v} v WHERE cf_contains('flagged', v.a) AND {exists_q}",
+        }
+        ms, ans = timed(q, settings)
+        assert ans["plain"] == ans["value"] == ans["named"], ans
+        _, truth = psql(f"SELECT count(*) FROM ff, {v} v WHERE cf_contains(f, v.a)")
+        _, est_value = psql(f"SELECT bench_est($q$SELECT * FROM {v} v WHERE cf_contains($1, v.a)$q$, f) FROM ff")
+        _, plan = psql(f"EXPLAIN (FORMAT JSON) SELECT * FROM {v} v WHERE cf_contains('flagged', v.a)")
+        import json
+        est_named = json.loads("".join(plan))[0]["Plan"]["Plan Rows"]
+        t, ev, en = int(truth[-1]), int(est_value[-1]), int(est_named)
+        ok = lambda e: "within 2x" if t / 2 <= e <= 2 * t else "NOT within 2x"
+        print(f"  {case:>4} of rows have a key: {int(ans['plain'][-1])} found; cf_contains passes {t}; "
+              f"estimated {ev} (value, {ev / t:.2f}x, {ok(ev)}), {en} (named, {en / t:.2f}x, {ok(en)})")
+        print(f"       plain EXISTS {ms['plain']:8.1f} ms, pre-screened: value {ms['value']:8.1f} ms, named {ms['named']:8.1f} ms;"
+              f" speed-up value {ms['plain'] / ms['value']:.2f}x, named {ms['plain'] / ms['named']:.2f}x"
+              + ("  (goal >= 4)" if case == "1%" else "  (goal >= 1: never slower)" if case == "100%" else ""))
+
+
+def batched():
+    n = 1_000_000
+    psql(f"""DROP TABLE IF EXISTS batch_keys;
+             CREATE TABLE batch_keys AS SELECT array_agg((hashint4(g)::bigint & 1073741823) % {2 * ROWS} + 1) AS keys
+             FROM generate_series(1, {n}) g;
+             SELECT cf_drop('bench_large');
+             SELECT cf_publish('bench_large', f, durable => false) FROM filters WHERE name = 'large';""")
+    f = "(SELECT f FROM filters WHERE name = 'large')"
+    q = {
+        "value_single": f"SELECT count(*) FROM batch_keys, unnest(keys) k WHERE cf_contains({f}, k)",
+        "value_batched": f"SELECT count(*) FROM batch_keys, unnest(cf_contains({f}, keys)) b WHERE b",
+        "named_single": "SELECT count(*) FROM batch_keys, unnest(keys) k WHERE cf_contains('bench_large', k)",
+        "named_batched": "SELECT count(*) FROM batch_keys, unnest(cf_contains('bench_large', keys)) b WHERE b",
+    }
+    ms, ans = timed(q, SERIAL)
+    assert ans["value_single"] == ans["value_batched"] == ans["named_single"] == ans["named_batched"], ans
+    print(f"batched: {n} keys (about half present) against the {ROWS // 10**6}M-key filter, serial (median of {REPS}):")
+    for kind in ("value", "named"):
+        print(f"  {kind}: {n} single calls {ms[kind + '_single']:8.1f} ms, one call {ms[kind + '_batched']:8.1f} ms:"
+              f" {ms[kind + '_single'] / ms[kind + '_batched']:.2f}x")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["probe", "build", "space", "sweep", "large"]
+    which = sys.argv[1:] or ["probe", "build", "space", "sweep", "large", "exists", "batched"]
     setup()
     for w in which:
         globals()[w]()
