@@ -187,14 +187,15 @@ def exists():
              ALTER TABLE flagged ADD PRIMARY KEY (k);
              CREATE TABLE ff AS SELECT cf_agg(k) AS f FROM flagged;
              SELECT cf_publish('flagged', f, durable => false) FROM ff;""")
+    psql("VACUUM ANALYZE flagged")
     # Hits are spread over the keys; misses are keys the table does not hold.
     cases = {"1%": 100, "50%": 2, "100%": 1}
     for case, every in cases.items():
         name = "views_" + case.rstrip("%")
         psql(f"""CREATE TABLE {name} AS SELECT CASE WHEN g % {every} = 0 THEN (hashint4(g)::bigint & 1048575) % {keys} + 1
                                                      ELSE {keys} + 1 + g END AS a
-                 FROM generate_series(1, {probe_rows}) g;
-                 VACUUM ANALYZE {name};""")
+                 FROM generate_series(1, {probe_rows}) g""")
+        psql(f"VACUUM ANALYZE {name}")
     # A filter value reaches the planner as a bound parameter (as from a client,
     # or plpgsql's EXECUTE ... USING): custom plans see its value.
     psql("""CREATE FUNCTION bench_run(q text, f cuckoofilter) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -226,6 +227,27 @@ def exists():
         print(f"       plain EXISTS {ms['plain']:8.1f} ms, pre-screened: value {ms['value']:8.1f} ms, named {ms['named']:8.1f} ms;"
               f" speed-up value {ms['plain'] / ms['value']:.2f}x, named {ms['plain'] / ms['named']:.2f}x"
               + ("  (goal >= 4)" if case == "1%" else "  (goal >= 1: never slower)" if case == "100%" else ""))
+        if case == "1%":
+            print(f"       estimates over 10 ANALYZEs: {estimate_spread(v, t)}")
+
+
+def estimate_spread(table, truth, runs=10):
+    """The value filter's estimate for `table` over `runs` fresh ANALYZEs at the
+    default statistics target and at 1000: how often it is within 2x of `truth`."""
+    out = []
+    for target in (-1, 1000):
+        psql(f"ALTER TABLE {table} ALTER a SET STATISTICS {target}")
+        ests = []
+        for _ in range(runs):
+            psql(f"ANALYZE {table}")
+            _, e = psql(f"SELECT bench_est($q$SELECT * FROM {table} v WHERE cf_contains($1, v.a)$q$, f) FROM ff")
+            ests.append(int(e[-1]))
+        within = sum(truth / 2 <= e <= 2 * truth for e in ests)
+        out.append(f"target {'default' if target < 0 else target}: {within}/{runs} within 2x "
+                   f"(estimate / true {min(ests) / truth:.2f}x to {max(ests) / truth:.2f}x)")
+    psql(f"ALTER TABLE {table} ALTER a SET STATISTICS -1")
+    psql(f"ANALYZE {table}")
+    return "; ".join(out)
 
 
 def batched():
