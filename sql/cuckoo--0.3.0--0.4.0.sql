@@ -27,6 +27,25 @@
 CREATE FUNCTION cf_contains_support(internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'cf_contains_support' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 
+-- Stored calls (views, rules, defaults, index expressions, policies, SQL-standard
+-- function bodies) keep calling the same functions. One that passes an
+-- array-valued key keeps probing it as one key, but its definition now reads as
+-- the batched form: a dump and restore would turn it into the batched probe.
+DO $$
+DECLARE
+    n bigint;
+BEGIN
+    SELECT count(DISTINCT (d.classid, d.objid)) INTO n FROM pg_catalog.pg_depend d
+     WHERE d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype = 'n'
+       AND d.refobjid IN ('@extschema@.cf_contains(@extschema@.cuckoofilter, pg_catalog.anyelement)'::pg_catalog.regprocedure,
+                          '@extschema@.cf_contains(pg_catalog.text, pg_catalog.anyelement)'::pg_catalog.regprocedure);
+    IF n > 0 THEN
+        RAISE WARNING '% stored object(s) call the one-key cf_contains', n
+            USING DETAIL = 'They keep working. One that passes a key that is itself an array would become a batched probe (returning boolean[]) when dumped and restored.',
+                  HINT = 'Rewrite such calls with cf_contains_key(f, key) before the next dump.';
+    END IF;
+END $$;
+
 UPDATE pg_catalog.pg_proc
    SET proargtypes = pg_catalog.format('%s %s', proargtypes[0], 'pg_catalog.anynonarray'::pg_catalog.regtype::pg_catalog.oid)::pg_catalog.oidvector
  WHERE oid IN ('@extschema@.cf_contains(@extschema@.cuckoofilter, pg_catalog.anyelement)'::pg_catalog.regprocedure,
@@ -67,6 +86,7 @@ CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
 CREATE AGGREGATE cf_sharded_agg(anyelement) (
     SFUNC = cf_sharded_trans,
     STYPE = bytea,
+    SSPACE = 8220,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
@@ -75,6 +95,7 @@ COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a bytea state an
 CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
     SFUNC = cf_sharded_trans,
     STYPE = bytea,
+    SSPACE = 8220,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
@@ -83,8 +104,179 @@ COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) wit
 CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
     STYPE = bytea,
+    SSPACE = 8220,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+-- The same for keys of these types, declared exactly: Citus runs an aggregate on
+-- its workers only when the declared argument types equal the arguments' (a
+-- polymorphic declaration never does), and calls the transition function
+-- without a call expression, so the key's type comes from the declaration.
+CREATE FUNCTION cf_sharded_trans(bytea, smallint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_sharded_agg(smallint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(smallint, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(smallint, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';

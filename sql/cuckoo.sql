@@ -150,6 +150,7 @@ CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
 CREATE AGGREGATE cf_sharded_agg(anyelement) (
     SFUNC = cf_sharded_trans,
     STYPE = bytea,
+    SSPACE = 8220,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
@@ -158,6 +159,7 @@ COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a bytea state an
 CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
     SFUNC = cf_sharded_trans,
     STYPE = bytea,
+    SSPACE = 8220,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
@@ -166,11 +168,182 @@ COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) wit
 CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
     STYPE = bytea,
+    SSPACE = 8220,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+-- The same for keys of these types, declared exactly: Citus runs an aggregate on
+-- its workers only when the declared argument types equal the arguments' (a
+-- polymorphic declaration never does), and calls the transition function
+-- without a call expression, so the key's type comes from the declaration.
+CREATE FUNCTION cf_sharded_trans(bytea, smallint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_sharded_agg(smallint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(smallint, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(smallint, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid, float8) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_trans,
+    STYPE = bytea,
+    SSPACE = 8220,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
 
 -- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
 -- They are not transactional: a change is visible to every session at once and

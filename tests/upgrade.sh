@@ -72,7 +72,11 @@ for from in 0.1.0 0.2.0 0.3.0; do
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$from" ] || fail "$from not installed"
   before=$(q -d "$db" -c "$answers")
   view_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")
-  q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE"
+  q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE" 2> "$work/update.err"
+  cat "$work/update.err" >&2
+  # The view calls cf_contains: the 0.3.0 -> 0.4.0 step says so.
+  grep -q "1 stored object(s) call the one-key cf_contains" "$work/update.err" \
+    || fail "the update from $from did not warn about the stored call of cf_contains"
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$version" ] || fail "$from not updated to $version"
   [ "$(q -d "$db" -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update from $from"
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")" = "$view_before" ] \

@@ -338,22 +338,10 @@ impl<'a> Dense<'a> {
         g.holds(self.lanes(w1), fp) | g.holds(self.lanes(w2), fp)
     }
 
-    /// Looks up many hashes, one answer each (exactly those of `contains`).
-    /// While it checks one key it prefetches the buckets of the key
-    /// `PREFETCH_AHEAD` places later, so that many cache misses are in flight at
-    /// once.
+    /// Looks up many hashes, one answer each (exactly those of `contains`),
+    /// prefetching buckets ahead (`Geometry::lookup_batch`).
     pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
-        const PREFETCH_AHEAD: usize = 16;
-        assert_eq!(hashes.len(), out.len());
-        let g = &self.l.g;
-        for i in 0..hashes.len() {
-            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
-                let (j1, fp) = (g.primary(ahead), g.fingerprint(ahead));
-                self.prefetch(j1);
-                self.prefetch(g.alternate(j1, fp));
-            }
-            out[i] = self.contains(hashes[i]);
-        }
+        self.l.g.lookup_batch(hashes, out, |i| self.prefetch(i), |h| self.contains(h));
     }
 
     #[inline(always)]

@@ -369,6 +369,23 @@ pub struct Geometry {
 }
 
 impl Geometry {
+    /// Answers `contains` for each hash in order, while `prefetch` is given the
+    /// two buckets of the hash 16 places later: many cache misses in flight at
+    /// once although each lookup is long. The batched lookups of both layouts.
+    #[inline(always)]
+    pub fn lookup_batch(&self, hashes: &[u64], out: &mut [bool], prefetch: impl Fn(u64), contains: impl Fn(u64) -> bool) {
+        const PREFETCH_AHEAD: usize = 16;
+        assert_eq!(hashes.len(), out.len());
+        for i in 0..hashes.len() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
+                let (j1, fp) = (self.primary(ahead), self.fingerprint(ahead));
+                prefetch(j1);
+                prefetch(self.alternate(j1, fp));
+            }
+            out[i] = contains(hashes[i]);
+        }
+    }
+
     pub fn new(p: &Params) -> Geometry {
         let f = p.fingerprint_bits as u32;
         let b = p.slots_per_bucket as u32;

@@ -281,22 +281,11 @@ impl<'a> Table<'a> {
         }
     }
 
-    /// Looks up many hashes, writing one answer per hash. While it checks one key
-    /// it prefetches the buckets of a key `PREFETCH_AHEAD` places later, so that
-    /// many memory accesses are in flight at once even though each lookup is long.
-    /// The answers are exactly those of [`Table::contains`].
+    /// Looks up many hashes, writing one answer per hash, prefetching buckets
+    /// ahead (`Geometry::lookup_batch`). The answers are exactly those of
+    /// [`Table::contains`].
     pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
-        const PREFETCH_AHEAD: usize = 16;
-        assert_eq!(hashes.len(), out.len());
-        let g = &self.g;
-        for i in 0..hashes.len() {
-            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
-                let (j1, fp) = (g.primary(ahead), g.fingerprint(ahead));
-                self.prefetch(j1);
-                self.prefetch(g.alternate(j1, fp));
-            }
-            out[i] = self.contains(hashes[i]);
-        }
+        self.g.lookup_batch(hashes, out, |i| self.prefetch(i), |h| self.contains(h));
     }
 
     #[inline(always)]

@@ -631,20 +631,29 @@ v1_functions! {
             // any other way (an engine driving the functions itself), the input is
             // left alone and a new state returned.
             let cx = in_aggregate(fcinfo);
+            // Checked as cf_agg checks them (0 is not "unset" here).
             let fpp = if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
-                f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64)
+                let fpp = f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64);
+                if let Err(e) = shape_for(fpp) {
+                    sizing_error(e);
+                }
+                fpp
             } else {
                 0.0
             };
             let capacity = if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
-                pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64
+                let capacity = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64;
+                if capacity < 1 {
+                    sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
+                }
+                capacity
             } else {
                 0
             };
             let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                // The first state lives in the aggregate context, as the executor
-                // keeps it.
-                Sharded::new_in(cx.unwrap_or(pg_sys::CurrentMemoryContext), 1024, 0.0, 0)
+                // In the current context: the executor copies a new state into
+                // the aggregate context.
+                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, 0.0, 0)
             } else {
                 let (s, plain) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
                 if plain && cx.is_some() { s } else { s.grown(s.room().max(1024)) }

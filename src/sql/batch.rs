@@ -8,7 +8,7 @@
 
 use pgrx::pg_sys;
 
-use super::datatype::probe_many_arg;
+use super::datatype::{palloc_slice, probe_many_arg};
 use super::keys::KeyHasher;
 use super::shared_fns::named_call;
 
@@ -67,19 +67,24 @@ impl Keys {
     ///
     /// # Safety
     /// `mcxt` outlives `hasher`.
-    unsafe fn hashes(&self, hasher: &mut KeyHasher, seed: u64, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Vec<u64> {
+    unsafe fn hashes<'a>(&self, hasher: &mut KeyHasher, seed: u64, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> &'a [u64] {
         // SAFETY: each non-null element is a datum of `elem_type`.
         unsafe {
             if !hasher.resolved_for(self.elem_type) {
                 hasher.resolve_type(self.elem_type, collation, mcxt);
             }
-            let mut out = Vec::with_capacity(self.n);
+            let out = palloc_slice::<u64>(self.n);
+            let mut len = 0;
             for i in 0..self.n {
+                if i % 65536 == 65535 {
+                    pg_sys::check_for_interrupts!();
+                }
                 if !self.is_null(i) {
-                    out.push(hasher.hash_datum(*self.elems.add(i), seed));
+                    out[len] = hasher.hash_datum(*self.elems.add(i), seed);
+                    len += 1;
                 }
             }
-            out
+            &out[..len]
         }
     }
 
@@ -92,16 +97,14 @@ impl Keys {
             if self.ndim == 0 || self.n == 0 {
                 return pg_sys::Datum::from(pg_sys::construct_empty_array(pg_sys::BOOLOID));
             }
-            let mut datums = Vec::with_capacity(self.n);
-            let mut nulls = Vec::with_capacity(self.n);
+            let datums = palloc_slice::<pg_sys::Datum>(self.n);
+            let nulls = palloc_slice::<bool>(self.n);
             let mut next = answers.iter();
             for i in 0..self.n {
                 if self.is_null(i) {
-                    datums.push(pg_sys::Datum::from(false));
-                    nulls.push(true);
+                    nulls[i] = true;
                 } else {
-                    datums.push(pg_sys::Datum::from(*next.next().expect("one answer per non-null key")));
-                    nulls.push(false);
+                    datums[i] = pg_sys::Datum::from(*next.next().expect("one answer per non-null key"));
                 }
             }
             let mut dims = self.dims;
@@ -130,7 +133,7 @@ v1_functions! {
             let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
             let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
             let answers = probe_many_arg(fcinfo, 0, |hasher, seed| keys.hashes(hasher, seed, collation, mcxt));
-            keys.answer(&answers)
+            keys.answer(answers)
         }
     }
 
@@ -142,7 +145,7 @@ v1_functions! {
             let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
             let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
             let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed| keys.hashes(hasher, seed, collation, mcxt));
-            keys.answer(&answers)
+            keys.answer(answers)
         }
     }
 }

@@ -518,17 +518,32 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
     }
 }
 
+/// `n` zeroed elements allocated in the current memory context (an ERROR, not
+/// an abort, when memory runs out; freed with the context).
+pub fn palloc_slice<'a, T: Copy>(n: usize) -> &'a mut [T] {
+    // SAFETY: a zeroed allocation of n elements of a Copy type whose all-zero
+    // bit pattern is valid (integers, booleans, datums), aligned to 8 by palloc.
+    unsafe {
+        let p = pg_sys::MemoryContextAllocExtended(
+            pg_sys::CurrentMemoryContext,
+            (n.max(1)).checked_mul(std::mem::size_of::<T>()).expect("allocation size"),
+            (pg_sys::MCXT_ALLOC_HUGE | pg_sys::MCXT_ALLOC_ZERO) as i32,
+        ) as *mut T;
+        std::slice::from_raw_parts_mut(p, n)
+    }
+}
+
 /// Batched `cf_contains` for the filter at argument `n`: `hashes` gives the
 /// keys' hashes under the filter's seed (with the call site's key hasher); the
 /// answers are in the same order.
 ///
 /// # Safety
 /// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`.
-pub unsafe fn probe_many_arg(
+pub unsafe fn probe_many_arg<'a>(
     fcinfo: pg_sys::FunctionCallInfo,
     n: usize,
-    hashes: impl FnOnce(&mut super::keys::KeyHasher, u64) -> Vec<u64>,
-) -> Vec<bool> {
+    hashes: impl FnOnce(&mut super::keys::KeyHasher, u64) -> &'a [u64],
+) -> &'a [bool] {
     // SAFETY: as documented; the value is checked (`from_ptr`) unless the cache
     // checked it when it stored it.
     unsafe {
@@ -536,11 +551,11 @@ pub unsafe fn probe_many_arg(
         let (ptr, checked) = resolve_filter_arg(fcinfo, n, &mut cache.filter);
         let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
         let hs = hashes(&mut cache.key, v.seed());
-        let mut out = vec![false; hs.len()];
+        let out = palloc_slice::<bool>(hs.len());
         if v.version == FORMAT_V2 {
-            v.dense().contains_many(&hs, &mut out);
+            v.dense().contains_many(hs, out);
         } else {
-            for (o, &h) in out.iter_mut().zip(&hs) {
+            for (o, &h) in out.iter_mut().zip(hs) {
                 *o = v.contains(h);
             }
         }

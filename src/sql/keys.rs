@@ -61,7 +61,21 @@ impl KeyHasher {
         // unwinds through pg_guard.
         unsafe {
             let flinfo = (*fcinfo).flinfo;
-            let typid = pg_sys::get_fn_expr_argtype(flinfo, argno as i32);
+            let mut typid = pg_sys::get_fn_expr_argtype(flinfo, argno as i32);
+            if typid == pg_sys::InvalidOid {
+                // Called without a call expression (an engine invoking the
+                // function itself, as Citus invokes aggregate transition
+                // functions): the declared type, unless it is polymorphic.
+                let mut types: *mut pg_sys::Oid = std::ptr::null_mut();
+                let mut nargs = 0;
+                pg_sys::get_func_signature((*flinfo).fn_oid, &mut types, &mut nargs);
+                if (argno as i32) < nargs {
+                    let declared = *types.add(argno);
+                    if pg_sys::get_typtype(declared) != pg_sys::TYPTYPE_PSEUDO as std::ffi::c_char {
+                        typid = declared;
+                    }
+                }
+            }
             if typid == pg_sys::InvalidOid {
                 ereport!(
                     ERROR,

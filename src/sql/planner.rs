@@ -65,6 +65,9 @@ unsafe fn known_filter(root: *mut pg_sys::PlannerInfo, arg: *mut pg_sys::Node) -
     // SAFETY: a Const node of the argument's type; a non-null cuckoofilter or
     // text datum is a varlena.
     unsafe {
+        if root.is_null() {
+            return None;
+        }
         let e = pg_sys::estimate_expression_value(root, arg);
         if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_Const {
             return None;
@@ -217,8 +220,10 @@ unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type
         let rest = if !bounds.is_empty() {
             (bound_pass.iter().filter(|&&p| p).count() as f64 / bounds.len() as f64).max(probe.fpp)
         } else if other > 0.0 {
-            // Values beyond the most-common ones, but no sample of them.
-            distinct_rate(&probe, vd).unwrap_or(DEFAULT_SELECTIVITY)
+            // Values beyond the most-common ones, but no sample of them: the
+            // filter's other keys among the column's other distinct values.
+            let passing = mcv_pass.iter().filter(|&&p| p).count();
+            distinct_rate(&probe, vd, mcv_values.len(), passing).unwrap_or(DEFAULT_SELECTIVITY)
         } else {
             0.0
         };
@@ -233,23 +238,28 @@ unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type
 unsafe fn from_distinct(known: &Known, vd: &pg_sys::VariableStatData) -> Option<f64> {
     let probe = known.probe(|_| Vec::new())?;
     // SAFETY: as documented.
-    unsafe { distinct_rate(&probe, vd) }
+    unsafe { distinct_rate(&probe, vd, 0, 0) }
 }
 
+/// The share of the column's distinct values, less `skip_values` of them
+/// (most-common values, `skip_keys` of which the filter holds), that the
+/// filter's other keys would cover, plus the false-positive rate for the rest.
+///
 /// # Safety
 /// `vd` comes from examine_variable.
-unsafe fn distinct_rate(probe: &PlanProbe, vd: &pg_sys::VariableStatData) -> Option<f64> {
+unsafe fn distinct_rate(probe: &PlanProbe, vd: &pg_sys::VariableStatData, skip_values: usize, skip_keys: usize) -> Option<f64> {
     let mut is_default = false;
     // SAFETY: as documented; the function only reads `vd`.
-    let d = unsafe { pg_sys::get_variable_numdistinct(vd as *const _ as *mut _, &mut is_default) };
-    if is_default || d <= 0.0 {
+    let d = unsafe { pg_sys::get_variable_numdistinct(vd as *const _ as *mut _, &mut is_default) } - skip_values as f64;
+    if is_default || d < 1.0 {
         return None;
     }
-    let inside = (probe.items as f64 / d).min(1.0);
+    let inside = (probe.items.saturating_sub(skip_keys as u64) as f64 / d).min(1.0);
     Some(inside + (1.0 - inside) * probe.fpp)
 }
 
-/// The per-call cost, in `cpu_operator_cost` units.
+/// The per-call cost, in `cpu_operator_cost` units. Reads nothing through
+/// `req.root`, which may be NULL.
 ///
 /// # Safety
 /// The request comes from the planner.
@@ -271,10 +281,12 @@ unsafe fn cost_ops(req: &pg_sys::SupportRequestCost) -> f64 {
             if let Some(key) = args.get_ptr(1) {
                 let mut key_type = pg_sys::exprType(key);
                 if batched {
+                    // Only a constant array is counted: `root` may be NULL here (the
+                    // cost of an argument of an inlined SQL function), and folding
+                    // an expression just to count its elements could be costly.
                     keys = DEFAULT_BATCH_KEYS;
-                    let e = pg_sys::estimate_expression_value(req.root, key);
-                    if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_Const && !(*(e as *mut pg_sys::Const)).constisnull {
-                        let arr = pg_sys::pg_detoast_datum((*(e as *mut pg_sys::Const)).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+                    if (*key).type_ == pg_sys::NodeTag::T_Const && !(*(key as *mut pg_sys::Const)).constisnull {
+                        let arr = pg_sys::pg_detoast_datum((*(key as *mut pg_sys::Const)).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
                         let dims = (arr as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *mut i32;
                         keys = pg_sys::ArrayGetNItems((*arr).ndim, dims) as f64;
                     }

@@ -499,7 +499,7 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with a non-null text argument 0.
-    pub(super) unsafe fn lookup_many(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64) -> Vec<u64>) -> Vec<bool> {
+    pub(super) unsafe fn lookup_many<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64) -> &'a [u64]) -> &'a [bool] {
         let r = region();
         // SAFETY: as documented.
         let name = unsafe { text_arg(fcinfo, 0) };
@@ -510,10 +510,10 @@ impl NamedCall {
         let slot = my_slot();
         loop {
             let hs = hashes(&mut self.key, self.seed);
-            let mut out = vec![false; hs.len()];
+            let out = super::datatype::palloc_slice::<bool>(hs.len());
             if let Some(pin) = pin_current(r, self.index, self.seq) {
                 // SAFETY: resolved, unchanged and pinned (see `run`).
-                unsafe { self.table.assume_init_ref() }.contains_many(&hs, &mut out);
+                unsafe { self.table.assume_init_ref() }.contains_many(hs, out);
                 r.count_lookups(self.index, slot, hs.len() as u64);
                 drop(pin);
                 return out;
@@ -548,10 +548,12 @@ pub(super) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u
     let params = table.params();
     drop(pin);
     let hs = hashes(params.seed);
-    let pin = pin_current(r, info.index, info.seq)?;
     let mut answers = vec![false; hs.len()];
+    let pin = pin_current(r, info.index, info.seq)?;
     table.contains_many(&hs, &mut answers);
-    let items = table.item_count();
+    // A delete overtaking its insert can leave the shared count briefly below
+    // zero (wrapped); the view clamps it the same way.
+    let items = table.item_count().min(params.slot_count());
     drop(pin);
     Some(PlanProbe {
         answers,

@@ -89,5 +89,11 @@ CREATE FUNCTION cheap(int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE COST 1 AS 
 CREATE FUNCTION costly(int) RETURNS boolean LANGUAGE plpgsql IMMUTABLE COST 1000 AS 'BEGIN RETURN $1 > 0; END';
 PREPARE ordered(cuckoofilter) AS SELECT * FROM probe WHERE costly(a) AND cf_contains($1, a) AND cheap(a);
 SELECT plan(format('EXECUTE ordered(%L)', :'f10'));
+-- The cost of an argument used twice by an inlined SQL function is asked
+-- without a planner state.
+CREATE FUNCTION twice(b boolean[]) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT cardinality(b) + cardinality(b)';
+SELECT cf_create('planner_twice', 100, durable => false);
+SELECT twice(cf_contains('planner_twice', ARRAY[1, 2])), twice(cf_contains(:'f10'::cuckoofilter, ARRAY[1, 2, 3]));
+SELECT cf_drop('planner_twice');
 DROP OWNED BY cuckoo_planner_outsider;
 DROP ROLE cuckoo_planner_outsider;

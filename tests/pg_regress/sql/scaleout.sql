@@ -8,6 +8,16 @@ SELECT cf_sharded_agg(k)::text = cf_agg(k)::text AS same,
        cf_sharded_agg(k, 0.001, 50000)::text = cf_agg(k, 0.001, 50000)::text AS same_capacity
 FROM sk;
 SELECT cf_sharded_agg(k)::text = cf_agg(k)::text AS same_no_rows FROM sk WHERE k < 0;
+-- Keys of the exactly declared types (for Citus) and of any other hashable type.
+SELECT bool_and(same) AS same_for_every_type FROM (
+    SELECT cf_sharded_agg(k::smallint)::text = cf_agg(k::smallint)::text FROM sk WHERE k < 30000
+    UNION ALL SELECT cf_sharded_agg(k::integer)::text = cf_agg(k::integer)::text FROM sk
+    UNION ALL SELECT cf_sharded_agg(k::text, 0.01)::text = cf_agg(k::text, 0.01)::text FROM sk
+    UNION ALL SELECT cf_sharded_agg(md5(k::text)::uuid, 0.01, 40000)::text = cf_agg(md5(k::text)::uuid, 0.01, 40000)::text FROM sk
+    UNION ALL SELECT cf_sharded_agg(k::numeric)::text = cf_agg(k::numeric)::text FROM sk
+    UNION ALL SELECT cf_sharded_agg(k::varchar)::text = cf_agg(k::varchar)::text FROM sk) s(same);
+SELECT p.oid::regprocedure AS declared FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid
+ WHERE p.proname = 'cf_sharded_agg' AND p.pronargs = 1 ORDER BY p.oid::regprocedure::text;
 SELECT cf_count(cf_sharded_agg(k)) FROM sk;
 -- Partial states combined, as Citus combines the shards' states: a parallel
 -- plan ships bytea states from the workers to the leader.
@@ -37,6 +47,10 @@ SELECT cf_sharded_final(cf_sharded_combine(cf_sharded_trans(cf_sharded_trans(NUL
 \set VERBOSITY sqlstate
 SELECT cf_sharded_final('\x00'::bytea);
 SELECT cf_sharded_agg(k, 0.01, g) FROM (VALUES (1, 10), (2, 20)) v(k, g);
+-- Rates and capacities are checked as cf_agg checks them.
+SELECT cf_sharded_agg(k, 0.0) FROM sk;
+SELECT cf_sharded_agg(k, 0.01, 0) FROM sk;
+SELECT cf_agg(k, 0.01, 0) FROM sk;
 CREATE AGGREGATE bad_sharded(int) (SFUNC = cf_sharded_trans, STYPE = bytea, FINALFUNC = cf_sharded_final, INITCOND = '\x0102');
 SELECT bad_sharded(g) FROM generate_series(1, 3) g;
 \set VERBOSITY default
