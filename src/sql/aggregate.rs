@@ -53,14 +53,83 @@ struct AggState {
     len: usize,
     cap: usize,
     data: *mut u64,
-    /// 0 until a row names an fpp.
-    fpp: f64,
-    /// 0 until a row names a capacity; the filter is sized for at least this many.
-    capacity: u64,
+    settings: Settings,
     /// Sorted distinct runs from partial states (combine).
     runs: *mut RunRef,
     nruns: usize,
     runs_cap: usize,
+}
+
+/// An aggregate's fpp and capacity, each 0 until a row names it; every row and
+/// every partial state must then name the same.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq)]
+struct Settings {
+    fpp: f64,
+    /// The filter is sized for at least this many keys.
+    capacity: u64,
+}
+
+impl Settings {
+    /// A row's capacity; `name` is the aggregate, for the error.
+    fn set_capacity(&mut self, name: &str, capacity: i64) {
+        if self.capacity == 0 {
+            if capacity < 1 {
+                sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
+            }
+            self.capacity = capacity as u64;
+        } else if self.capacity != capacity as u64 {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{name} needs the same capacity for every row, got {} and {capacity}", self.capacity)
+            );
+        }
+    }
+
+    /// A row's fpp; `name` is the aggregate, for the error.
+    fn set_fpp(&mut self, name: &str, fpp: f64) {
+        if self.fpp == 0.0 {
+            if let Err(e) = shape_for(fpp) {
+                sizing_error(e);
+            }
+            self.fpp = fpp;
+        } else if self.fpp != fpp {
+            ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("{name} needs the same fpp for every row, got {} and {fpp}", self.fpp)
+            );
+        }
+    }
+
+    /// Takes over what another state's rows named (a combine).
+    fn merge(&mut self, name: &str, other: Settings) {
+        if other.fpp != 0.0 {
+            self.set_fpp(name, other.fpp);
+        }
+        if other.capacity != 0 {
+            self.set_capacity(name, other.capacity as i64);
+        }
+    }
+
+    /// The fpp (argument 2) and capacity (argument 3) a transition function's
+    /// row names, if it has them and they are not NULL.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame whose arguments 2 and 3, when present, are
+    /// float8 and bigint.
+    unsafe fn take_row(&mut self, name: &str, fcinfo: pg_sys::FunctionCallInfo) {
+        // SAFETY: as documented; NULLs are checked before the datums are read.
+        unsafe {
+            if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
+                self.set_fpp(name, f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64));
+            }
+            if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
+                self.set_capacity(name, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64);
+            }
+        }
+    }
 }
 
 impl AggState {
@@ -74,8 +143,7 @@ impl AggState {
                 len: 0,
                 cap,
                 data,
-                fpp: 0.0,
-                capacity: 0,
+                settings: Settings::default(),
                 runs: std::ptr::null_mut(),
                 nruns: 0,
                 runs_cap: 0,
@@ -147,46 +215,6 @@ impl AggState {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len());
             self.runs.add(self.nruns).write(RunRef { data, len: bytes.len() });
             self.nruns += 1;
-        }
-    }
-
-    fn set_capacity(&mut self, capacity: i64) {
-        if self.capacity == 0 {
-            if capacity < 1 {
-                sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
-            }
-            self.capacity = capacity as u64;
-        } else if self.capacity != capacity as u64 {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("cf_agg needs the same capacity for every row, got {} and {capacity}", self.capacity)
-            );
-        }
-    }
-
-    fn set_fpp(&mut self, fpp: f64) {
-        if self.fpp == 0.0 {
-            if let Err(e) = shape_for(fpp) {
-                sizing_error(e);
-            }
-            self.fpp = fpp;
-        } else if self.fpp != fpp {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("cf_agg needs the same fpp for every row, got {} and {fpp}", self.fpp)
-            );
-        }
-    }
-
-    /// Takes over the fpp and capacity of another state (a combine).
-    fn merge_settings(&mut self, fpp: f64, capacity: u64) {
-        if fpp != 0.0 {
-            self.set_fpp(fpp);
-        }
-        if capacity != 0 {
-            self.set_capacity(capacity as i64);
         }
     }
 
@@ -273,15 +301,16 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
 
 /// Builds the smallest filter that takes every distinct hash of the state.
 fn build_from_state(state: Option<&mut AggState>) -> pg_sys::Datum {
-    let (fpp, capacity) = state.as_ref().map_or((0.0, 0), |s| (s.fpp, s.capacity));
+    let settings = state.as_ref().map_or(Settings::default(), |s| s.settings);
     let distinct = state.map(|s| s.distinct_hashes());
-    build_distinct(fpp, capacity, distinct.as_ref().map_or(&[][..], |d| d.as_slice()))
+    build_distinct(settings, distinct.as_ref().map_or(&[][..], |d| d.as_slice()))
 }
 
-/// Builds the filter of `hashes` (distinct, in bucket order) for rate `fpp` (0:
-/// the default) and at least `capacity` keys (0: sized for the keys).
-fn build_distinct(fpp: f64, capacity: u64, hashes: &[u64]) -> pg_sys::Datum {
-    let fpp = if fpp == 0.0 { DEFAULT_FPP } else { fpp };
+/// Builds the filter of `hashes` (distinct, in bucket order) for the rows' fpp
+/// (unset: the default) and at least their capacity (unset: sized for the keys).
+fn build_distinct(settings: Settings, hashes: &[u64]) -> pg_sys::Datum {
+    let fpp = if settings.fpp == 0.0 { DEFAULT_FPP } else { settings.fpp };
+    let capacity = settings.capacity;
     let n = hashes.len() as u64;
     // Keys that are all known pack to the shape's load; a named capacity plans
     // for keys inserted later, as cf_empty does.
@@ -339,21 +368,21 @@ impl Sharded {
                     "A cf_sharded_agg state is made by its transition or combine function."
                 );
             }
-            let fpp = s.fpp();
+            let Settings { fpp, capacity } = s.settings();
             if fpp != 0.0 {
                 if let Err(e) = shape_for(fpp) {
                     sizing_error(e);
                 }
             }
-            if s.capacity() > i64::MAX as u64 {
-                sizing_error(SizingError::Capacity(format!("capacity {} is out of range", s.capacity())));
+            if capacity > i64::MAX as u64 {
+                sizing_error(SizingError::Capacity(format!("capacity {capacity} is out of range")));
             }
             (s, plain)
         }
     }
 
     /// A new state with room for `room` hashes, in context `cx`.
-    fn new_in(cx: pg_sys::MemoryContext, room: usize, fpp: f64, capacity: u64) -> Sharded {
+    fn new_in(cx: pg_sys::MemoryContext, room: usize, settings: Settings) -> Sharded {
         let len = pg_sys::VARHDRSZ + SHARDED_HEADER + 8 * room;
         if len as u64 > MAX_VALUE_BYTES {
             full_error(
@@ -368,9 +397,8 @@ impl Sharded {
             let s = Sharded { ptr };
             let b = s.bytes_mut();
             b[..4].copy_from_slice(&SHARDED_MAGIC);
-            b[4..12].copy_from_slice(&fpp.to_le_bytes());
-            b[12..20].copy_from_slice(&capacity.to_le_bytes());
-            b[20..28].copy_from_slice(&0u64.to_le_bytes());
+            s.set_settings(settings);
+            s.set_used(0);
             s
         }
     }
@@ -391,12 +419,8 @@ impl Sharded {
         u64::from_le_bytes(self.bytes()[at..at + 8].try_into().unwrap())
     }
 
-    fn fpp(&self) -> f64 {
-        f64::from_bits(self.field(4))
-    }
-
-    fn capacity(&self) -> u64 {
-        self.field(12)
+    fn settings(&self) -> Settings {
+        Settings { fpp: f64::from_bits(self.field(4)), capacity: self.field(12) }
     }
 
     fn used(&self) -> usize {
@@ -411,10 +435,18 @@ impl Sharded {
         self.bytes_mut()[20..28].copy_from_slice(&(n as u64).to_le_bytes());
     }
 
-    fn set_settings(&self, fpp: f64, capacity: u64) {
+    fn set_settings(&self, settings: Settings) {
         let b = self.bytes_mut();
-        b[4..12].copy_from_slice(&fpp.to_le_bytes());
-        b[12..20].copy_from_slice(&capacity.to_le_bytes());
+        b[4..12].copy_from_slice(&settings.fpp.to_le_bytes());
+        b[12..20].copy_from_slice(&settings.capacity.to_le_bytes());
+    }
+
+    /// The state's distinct hashes, in bucket order (a copy).
+    fn distinct_hashes(&self) -> Vec<u64> {
+        let mut hs: Vec<u64> = self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)).collect();
+        let n = sort_dedup(&mut hs);
+        hs.truncate(n);
+        hs
     }
 
     /// The hash slots, each stored little-endian (`to_le`/`from_le`), so a
@@ -436,7 +468,7 @@ impl Sharded {
     /// frees the old one).
     fn grown(&self, room: usize) -> Sharded {
         // SAFETY: CurrentMemoryContext is valid in a function call.
-        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.fpp(), self.capacity());
+        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.settings());
         g.slots()[..self.used()].copy_from_slice(&self.slots()[..self.used()]);
         g.set_used(self.used());
         g
@@ -447,13 +479,12 @@ impl Sharded {
     /// little.
     fn make_room(self, extra: usize) -> Sharded {
         if self.room() >= DEDUP_FROM {
-            let mut hs: Vec<u64> = self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)).collect();
-            let n = sort_dedup(&mut hs);
-            for (slot, &h) in self.slots().iter_mut().zip(&hs[..n]) {
+            let hs = self.distinct_hashes();
+            for (slot, &h) in self.slots().iter_mut().zip(&hs) {
                 *slot = h.to_le();
             }
-            self.set_used(n);
-            if n + extra <= self.room() / 2 {
+            self.set_used(hs.len());
+            if hs.len() + extra <= self.room() / 2 {
                 return self;
             }
         }
@@ -464,36 +495,6 @@ impl Sharded {
         let max_room = ((MAX_VALUE_BYTES as usize) - pg_sys::VARHDRSZ - SHARDED_HEADER) / 8;
         self.grown(room.min(max_room.max(self.used() + extra)))
     }
-}
-
-/// The fpp and capacity of two states (or a state and a row) that must agree: 0
-/// is unset; set values must match.
-fn merged_settings(name: &str, (fpp, capacity): (f64, u64), (fpp2, capacity2): (f64, i64)) -> (f64, u64) {
-    if fpp2 != 0.0 {
-        if let Err(e) = shape_for(fpp2) {
-            sizing_error(e);
-        }
-        if fpp != 0.0 && fpp != fpp2 {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("{name} needs the same fpp for every row, got {fpp} and {fpp2}")
-            );
-        }
-    }
-    if capacity2 != 0 {
-        if capacity2 < 1 {
-            sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity2}")));
-        }
-        if capacity != 0 && capacity != capacity2 as u64 {
-            ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("{name} needs the same capacity for every row, got {capacity} and {capacity2}")
-            );
-        }
-    }
-    (if fpp2 != 0.0 { fpp2 } else { fpp }, if capacity2 != 0 { capacity2 as u64 } else { capacity })
 }
 
 
@@ -509,12 +510,7 @@ v1_functions! {
                 Some(s) => s,
                 None => &mut *AggState::new_in(agg_context(fcinfo, "cf_agg_trans"), 1024),
             };
-            if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
-                state.set_fpp(f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64));
-            }
-            if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
-                state.set_capacity(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64);
-            }
+            state.settings.take_row("cf_agg", fcinfo);
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
                 let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
                 state.push(h);
@@ -538,7 +534,7 @@ v1_functions! {
                         // The first state must live in the aggregate context.
                         None => &mut *AggState::new_in(cx, b.len),
                     };
-                    a.merge_settings(b.fpp, b.capacity);
+                    a.settings.merge("cf_agg", b.settings);
                     a.reserve(b.len);
                     std::ptr::copy_nonoverlapping(b.data, a.data.add(a.len), b.len);
                     a.len += b.len;
@@ -559,7 +555,7 @@ v1_functions! {
             agg_context(fcinfo, "cf_agg_serial");
             state_arg(fcinfo, 0).expect("strict")
         };
-        let (fpp, capacity) = (s.fpp, s.capacity);
+        let Settings { fpp, capacity } = s.settings;
         let distinct = s.distinct_hashes();
         let run = encode_run(distinct.as_slice());
         if (PARTIAL_HEADER + run.len()) as u64 > MAX_VALUE_BYTES - 8 {
@@ -599,7 +595,7 @@ v1_functions! {
             // decoded for the merge.
             check_run(run).unwrap_or_else(|e| malformed_partial(e.0));
             let s = &mut *AggState::new_in(cx, 0);
-            s.merge_settings(f64::from_bits(word(1)), word(2));
+            s.settings.merge("cf_agg", Settings { fpp: f64::from_bits(word(1)), capacity: word(2) });
             // The run stays in the deserialized bytea (this context) until the
             // combine function copies it.
             s.runs = pg_sys::palloc(std::mem::size_of::<RunRef>()) as *mut RunRef;
@@ -631,36 +627,19 @@ v1_functions! {
             // any other way (an engine driving the functions itself), the input is
             // left alone and a new state returned.
             let cx = in_aggregate(fcinfo);
-            // Checked as cf_agg checks them (0 is not "unset" here).
-            let fpp = if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
-                let fpp = f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64);
-                if let Err(e) = shape_for(fpp) {
-                    sizing_error(e);
-                }
-                fpp
-            } else {
-                0.0
-            };
-            let capacity = if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
-                let capacity = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64;
-                if capacity < 1 {
-                    sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
-                }
-                capacity
-            } else {
-                0
-            };
             let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
                 // In the current context: the executor copies a new state into
                 // the aggregate context.
-                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, 0.0, 0)
+                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, Settings::default())
             } else {
                 let (s, plain) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
                 if plain && cx.is_some() { s } else { s.grown(s.room().max(1024)) }
             };
-            let (fpp0, cap0) = merged_settings("cf_sharded_agg", (state.fpp(), state.capacity()), (fpp, capacity));
-            if (fpp0, cap0) != (state.fpp(), state.capacity()) {
-                state.set_settings(fpp0, cap0);
+            // Checked as cf_agg checks them.
+            let mut settings = state.settings();
+            settings.take_row("cf_sharded_agg", fcinfo);
+            if settings != state.settings() {
+                state.set_settings(settings);
             }
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
                 let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
@@ -688,12 +667,13 @@ v1_functions! {
                 // Copied into the aggregate context by the executor.
                 (None, Some((b, _))) => b.datum(),
                 (Some((a, in_place)), Some((b, _))) => {
-                    let (fpp, capacity) = merged_settings("cf_sharded_agg", (a.fpp(), a.capacity()), (b.fpp(), b.capacity() as i64));
+                    let mut settings = a.settings();
+                    settings.merge("cf_sharded_agg", b.settings());
                     let mut a = if in_place && in_agg { a } else { a.grown(a.used() + b.used()) };
                     if a.room() - a.used() < b.used() {
                         a = a.make_room(b.used());
                     }
-                    a.set_settings(fpp, capacity);
+                    a.set_settings(settings);
                     let n = a.used();
                     a.slots()[n..n + b.used()].copy_from_slice(&b.slots()[..b.used()]);
                     a.set_used(n + b.used());
@@ -709,12 +689,10 @@ v1_functions! {
         // SAFETY: non-strict (bytea); NULL means no rows.
         unsafe {
             if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                return build_distinct(0.0, 0, &[]);
+                return build_distinct(Settings::default(), &[]);
             }
             let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-            let mut hashes: Vec<u64> = s.slots()[..s.used()].iter().map(|&h| u64::from_le(h)).collect();
-            let n = sort_dedup(&mut hashes);
-            build_distinct(s.fpp(), s.capacity(), &hashes[..n])
+            build_distinct(s.settings(), &s.distinct_hashes())
         }
     }
 

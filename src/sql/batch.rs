@@ -12,6 +12,16 @@ use super::datatype::{palloc_slice, probe_many_arg};
 use super::keys::KeyHasher;
 use super::shared_fns::named_call;
 
+/// An array's dimensions (`ndim` of them), followed by its lower bounds: what
+/// PostgreSQL's ARR_DIMS gives.
+///
+/// # Safety
+/// `arr` is an in-memory (detoasted) array.
+pub(super) unsafe fn array_dims(arr: *mut pg_sys::ArrayType) -> *mut i32 {
+    // SAFETY: the dimensions follow the fixed array header.
+    unsafe { (arr as *mut u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *mut i32 }
+}
+
 /// The keys of an array argument, deconstructed.
 struct Keys {
     elems: *mut pg_sys::Datum,
@@ -39,7 +49,7 @@ impl Keys {
             let mut dims = [0i32; 6];
             let mut lbs = [0i32; 6];
             if ndim > 0 {
-                let d = (arr as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *const i32;
+                let d = array_dims(arr);
                 for i in 0..ndim as usize {
                     dims[i] = *d.add(i);
                     lbs[i] = *d.add(ndim as usize + i);

@@ -168,6 +168,14 @@ impl FilterValue {
         }
     }
 
+    /// `contains` for many hashes at once, prefetching ahead.
+    pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
+        match self.version {
+            FORMAT_V1 => self.v1_table().contains_many(hashes, out),
+            _ => self.dense().contains_many(hashes, out),
+        }
+    }
+
     /// Bucket words, one per bucket (format 1's as stored, format 2's decoded).
     pub fn words(&self) -> Box<dyn Iterator<Item = u64> + '_> {
         match self.version {
@@ -552,13 +560,7 @@ pub unsafe fn probe_many_arg<'a>(
         let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
         let hs = hashes(&mut cache.key, v.seed());
         let out = palloc_slice::<bool>(hs.len());
-        if v.version == FORMAT_V2 {
-            v.dense().contains_many(hs, out);
-        } else {
-            for (o, &h) in out.iter_mut().zip(hs) {
-                *o = v.contains(h);
-            }
-        }
+        v.contains_many(hs, out);
         out
     }
 }

@@ -35,11 +35,19 @@ pub enum KeyTypeError {
 /// domains over them) rather than through the type's extended hash function.
 pub fn native_key_type(typid: pg_sys::Oid) -> bool {
     // SAFETY: a catalog lookup of a type id.
-    let base = unsafe { pg_sys::getBaseType(typid) };
-    matches!(
-        base,
-        pg_sys::INT2OID | pg_sys::INT4OID | pg_sys::INT8OID | pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID | pg_sys::UUIDOID
-    )
+    kind_of(unsafe { pg_sys::getBaseType(typid) }) != EXTENDED
+}
+
+/// How keys whose base type is `base` hash.
+fn kind_of(base: pg_sys::Oid) -> u8 {
+    match base {
+        pg_sys::INT2OID => INT2,
+        pg_sys::INT4OID => INT4,
+        pg_sys::INT8OID => INT8,
+        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => BYTES,
+        pg_sys::UUIDOID => UUID,
+        _ => EXTENDED,
+    }
 }
 
 /// How this call site hashes its key argument; lives in `fn_extra` and is valid
@@ -134,14 +142,7 @@ impl KeyHasher {
             {
                 return Err(KeyTypeError::Nondeterministic);
             }
-            let kind = match base {
-                pg_sys::INT2OID => INT2,
-                pg_sys::INT4OID => INT4,
-                pg_sys::INT8OID => INT8,
-                pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => BYTES,
-                pg_sys::UUIDOID => UUID,
-                _ => EXTENDED,
-            };
+            let kind = kind_of(base);
             if kind == EXTENDED {
                 let entry = pg_sys::lookup_type_cache(base, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
                 let proc_oid = (*entry).hash_extended_proc;

@@ -93,9 +93,11 @@ impl Known {
             Known::Named(name) => probe_named_for_plan(name, hashes),
             Known::Value(v) => {
                 let hs = hashes(v.seed());
+                let mut answers = vec![false; hs.len()];
+                v.contains_many(&hs, &mut answers);
                 let items = v.item_count();
                 Some(PlanProbe {
-                    answers: hs.iter().map(|&h| v.contains(h)).collect(),
+                    answers,
                     items,
                     fpp: crate::filter::sizing::expected_fpp(&v.params(), items),
                 })
@@ -287,8 +289,7 @@ unsafe fn cost_ops(req: &pg_sys::SupportRequestCost) -> f64 {
                     keys = DEFAULT_BATCH_KEYS;
                     if (*key).type_ == pg_sys::NodeTag::T_Const && !(*(key as *mut pg_sys::Const)).constisnull {
                         let arr = pg_sys::pg_detoast_datum((*(key as *mut pg_sys::Const)).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
-                        let dims = (arr as *const u8).add(std::mem::size_of::<pg_sys::ArrayType>()) as *mut i32;
-                        keys = pg_sys::ArrayGetNItems((*arr).ndim, dims) as f64;
+                        keys = pg_sys::ArrayGetNItems((*arr).ndim, super::batch::array_dims(arr)) as f64;
                     }
                     key_type = pg_sys::get_element_type(key_type);
                 }

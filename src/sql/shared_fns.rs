@@ -445,6 +445,24 @@ impl NamedCall {
         }
     }
 
+    /// The region, the filter name (argument 0) and the current role, with the
+    /// call site resolved for them; `true` if that took a fresh resolve (the
+    /// name or role changed since the last call, or this is the first).
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with a non-null text argument 0.
+    unsafe fn current<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> (&'static Region, &'a str, pg_sys::Oid, bool) {
+        let r = region();
+        // SAFETY: as documented.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let who = user();
+        let fresh = !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes();
+        if fresh {
+            self.resolve(r, name, who);
+        }
+        (r, name, who, fresh)
+    }
+
     /// Runs `op` on the named filter (argument 0) for the key (argument 1): hashes
     /// first (hashing may raise errors), then pins, checks the cached entry is
     /// still the same filter, and runs `op` without anything that can fail.
@@ -452,13 +470,9 @@ impl NamedCall {
     /// # Safety
     /// `fcinfo` is a valid frame with non-null text and key arguments.
     unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'static>, u64, &Region, usize, usize, u64) -> T) -> T {
-        let r = region();
         // SAFETY: as documented.
-        let name = unsafe { text_arg(fcinfo, 0) };
-        let who = user();
-        if !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes() {
-            self.resolve(r, name, who);
-        } else if self.gen != 0 {
+        let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
+        if !fresh && self.gen != 0 {
             // The transaction may have become read-only since the call site
             // was resolved.
             prepare_write(true, c"cf_insert() or cf_delete() on a durable filter");
@@ -490,9 +504,7 @@ impl NamedCall {
             self.resolve(r, name, who);
         }
     }
-}
 
-impl NamedCall {
     /// Looks up many keys in the named filter (argument 0), counted as that
     /// many lookups. `hashes` gives the keys' hashes under a seed; it runs
     /// unpinned, since hashing may raise errors.
@@ -500,13 +512,8 @@ impl NamedCall {
     /// # Safety
     /// `fcinfo` is a valid frame with a non-null text argument 0.
     pub(super) unsafe fn lookup_many<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64) -> &'a [u64]) -> &'a [bool] {
-        let r = region();
         // SAFETY: as documented.
-        let name = unsafe { text_arg(fcinfo, 0) };
-        let who = user();
-        if !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes() {
-            self.resolve(r, name, who);
-        }
+        let (r, name, who, _) = unsafe { self.current(fcinfo) };
         let slot = my_slot();
         loop {
             let hs = hashes(&mut self.key, self.seed);
