@@ -61,7 +61,7 @@ lines=$(wc -l < "$work/fresh.txt")
 [ "$lines" -gt 50 ] || fail "catalog description too short ($lines lines)"
 
 answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
-for from in 0.1.0 0.2.0 0.3.0; do
+for from in 0.1.0 0.2.0 0.3.0 0.4.0; do
   db="up_${from//./_}"
   q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   # The old version, with values made by 0.1.0 stored in a table, then the update.
@@ -75,8 +75,10 @@ for from in 0.1.0 0.2.0 0.3.0; do
   q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE" 2> "$work/update.err"
   cat "$work/update.err" >&2
   # The view calls cf_contains: the 0.3.0 -> 0.4.0 step says so.
-  grep -q "1 stored object(s) call the one-key cf_contains" "$work/update.err" \
-    || fail "the update from $from did not warn about the stored call of cf_contains"
+  if [ "$from" != 0.4.0 ]; then
+    grep -q "1 stored object(s) call the one-key cf_contains" "$work/update.err" \
+      || fail "the update from $from did not warn about the stored call of cf_contains"
+  fi
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$version" ] || fail "$from not updated to $version"
   [ "$(q -d "$db" -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update from $from"
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")" = "$view_before" ] \

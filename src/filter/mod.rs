@@ -17,4 +17,4 @@ pub(crate) mod loom_tests;
 mod stress_tests;
 
 pub use layout::{FormatError, Geometry, Mapping, Params};
-pub use table::{Full, OpStats, OwnedFilter, Table};
+pub use table::{Full, OpStats, OwnedFilter, Table, WriteHook};

@@ -3,9 +3,9 @@
 
 use crossbeam_utils::Backoff;
 #[cfg(loom)]
-pub use loom::sync::atomic::{fence, AtomicU64, Ordering};
+pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub use std::sync::atomic::{fence, AtomicU64, Ordering};
+pub use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// Waits a little before a retry: exponential spinning then yielding, or a
 /// scheduling point for loom (which must see spin loops yield).

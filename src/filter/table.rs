@@ -103,6 +103,15 @@ enum Scan {
     Retry,
 }
 
+/// Told before every compare-and-swap on a bucket word: a durable filter in
+/// shared memory records which parts changed since its last checkpoint cut,
+/// and saves a part's contents as of the cut before it first changes
+/// (`region::durable`). The call may wait, but only for another process's copy
+/// of one such part.
+pub trait WriteHook: Sync {
+    fn before_write(&self, bucket: u64);
+}
+
 /// A view of one filter: its parameters, its item count and its bucket words.
 #[derive(Clone, Copy)]
 pub struct Table<'a> {
@@ -110,6 +119,7 @@ pub struct Table<'a> {
     item_count: &'a AtomicU64,
     buckets: &'a [AtomicU64],
     g: Geometry,
+    hook: Option<&'a dyn WriteHook>,
 }
 
 /// What one lookup or insert did, for a shared filter's statistics.
@@ -146,7 +156,12 @@ impl<'a> Table<'a> {
     #[inline]
     pub fn new(params: Params, item_count: &'a AtomicU64, buckets: &'a [AtomicU64]) -> Table<'a> {
         assert_eq!(buckets.len() as u64, params.bucket_count, "bucket slice does not match the parameters");
-        Table { params, item_count, buckets, g: Geometry::new(&params) }
+        Table { params, item_count, buckets, g: Geometry::new(&params), hook: None }
+    }
+
+    /// The same table, telling `hook` before each change of a bucket word.
+    pub fn with_hook(self, hook: &'a dyn WriteHook) -> Table<'a> {
+        Table { hook: Some(hook), ..self }
     }
 
     /// The table behind a words header and its words.
@@ -191,6 +206,9 @@ impl<'a> Table<'a> {
 
     #[inline(always)]
     fn cas(&self, i: u64, old: u64, new: u64) -> Result<u64, u64> {
+        if let Some(h) = self.hook {
+            h.before_write(i);
+        }
         self.buckets[i as usize].compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire)
     }
 

@@ -1,7 +1,8 @@
 //! Epochs and per-process slots: the one protocol that tells a process changing
 //! the registry when nobody can still be reading an old filter (reclamation), and
-//! tells a snapshot when nobody can still be writing the filter it copies (a
-//! writer pause). Works on plain atomics so that loom can check it.
+//! tells a pause (a snapshot's, or a checkpoint cut's) when nobody can still be
+//! writing the filter it holds still. Works on plain atomics so that loom can
+//! check it.
 //!
 //! A process *pins* before it touches any filter: it writes the current global
 //! epoch into its own slot, then reads shared state (the registry entry, the
@@ -12,19 +13,26 @@
 //! or at `e` or later, or the pinned process sees the change (the entry's new
 //! sequence number, the pause) and stays away. A slot at `e` or later was pinned
 //! after the advance, hence after the change, so it sees the change too.
+//!
+//! A process that may change bucket words pins as a *writer* ([`WRITING`] in its
+//! slot). Reclamation waits for every pin, since readers read the memory it
+//! frees; a pause waits only for writers, since only they change what it holds
+//! still. So a lookup that stays pinned for a long batch, or a snapshot copying a
+//! large filter, never delays a snapshot's or a checkpoint's pause.
 
 use crate::filter::sync::{fence, AtomicU64, Ordering};
 
-/// Set in a slot while its process takes a snapshot: it reads a filter but does
-/// not write one, so a snapshot waiting for writers to drain skips it (two
-/// snapshots would otherwise wait for each other).
-pub const SNAPSHOTTING: u64 = 1 << 63;
+/// Set in the slot of a process pinned to change bucket words.
+pub const WRITING: u64 = 1 << 62;
+const FLAGS: u64 = WRITING;
 
-/// Marks the calling process as operating since the current epoch. Follow with
-/// the reads that decide whether to proceed (entry still current, no pause).
+/// Marks the calling process as operating since the current epoch (as a writer
+/// if `writing`). Follow with the reads that decide whether to proceed (entry
+/// still current, no pause).
 #[inline]
-pub fn pin(global: &AtomicU64, slot: &AtomicU64) {
-    slot.swap(global.load(Ordering::SeqCst), Ordering::SeqCst);
+pub fn pin(global: &AtomicU64, slot: &AtomicU64, writing: bool) {
+    let flags = if writing { WRITING } else { 0 };
+    slot.swap(global.load(Ordering::SeqCst) | flags, Ordering::SeqCst);
     fence(Ordering::SeqCst);
 }
 
@@ -44,14 +52,14 @@ pub fn advance(global: &AtomicU64) -> u64 {
 /// The oldest epoch any process is pinned at (`u64::MAX` if none).
 pub fn oldest_pin<'s>(slots: impl Iterator<Item = &'s AtomicU64>) -> u64 {
     fence(Ordering::SeqCst);
-    slots.map(|s| s.load(Ordering::SeqCst) & !SNAPSHOTTING).filter(|&e| e != 0).min().unwrap_or(u64::MAX)
+    slots.map(|s| s.load(Ordering::SeqCst) & !FLAGS).filter(|&e| e != 0).min().unwrap_or(u64::MAX)
 }
 
-/// Whether every slot, except snapshotting ones, is empty or pinned at `epoch`
-/// or later.
-pub fn drained<'s>(slots: impl Iterator<Item = &'s AtomicU64>, epoch: u64) -> bool {
+/// Whether every writer's slot is empty or pinned at `epoch` or later (readers
+/// are not waited for).
+pub fn writers_drained<'s>(slots: impl Iterator<Item = &'s AtomicU64>, epoch: u64) -> bool {
     fence(Ordering::SeqCst);
-    slots.map(|s| s.load(Ordering::SeqCst)).all(|v| v == 0 || v & SNAPSHOTTING != 0 || v >= epoch)
+    slots.map(|s| s.load(Ordering::SeqCst)).all(|v| v & WRITING == 0 || v & !FLAGS >= epoch)
 }
 
 #[cfg(all(test, loom))]
@@ -59,7 +67,7 @@ mod loom_tests {
     //! | model | threads | bound | executions |
     //! |---|---|---|---|
     //! | reclaim vs pinned reader | reader (pin, check entry, read memory); reclaimer (unlink, advance, wait, reuse) | 3 | 294 |
-    //! | snapshot vs insert+delete shift | snapshot (optimistic copy+verify, then pause, drain, copy); inserter; deleter (noise insert, then delete) | 3 | 120,159 |
+    //! | snapshot vs insert+delete shift | snapshot (optimistic copy+verify, then pause, writer drain, copy); inserter; deleter (noise insert, then delete) | 3 | 120,159 |
     //!
     //! Mutation checks done by hand, each failing a model: no fence in `pin`
     //! (reclaim model); a snapshot that does not wait for the drain after raising
@@ -80,7 +88,7 @@ mod loom_tests {
             let s = st.clone();
             let reader = thread::spawn(move || {
                 let (global, slots, seq, memory) = (&s.0, &s.1, &s.2, &s.3);
-                pin(global, &slots[0]);
+                pin(global, &slots[0], false);
                 if seq.load(Ordering::SeqCst) == 0 {
                     assert_eq!(memory.load(Ordering::Acquire), 1, "read memory reused under a pin");
                 }
@@ -121,7 +129,7 @@ mod loom_tests {
             // A writer runs its change only if no pause is on after pinning (else it
             // would unpin and wait; here it just gives up).
             fn write(s: &(AtomicU64, [AtomicU64; 3], AtomicU64, AtomicU64, AtomicU64), me: usize, change: impl FnOnce()) {
-                pin(&s.0, &s.1[me]);
+                pin(&s.0, &s.1[me], true);
                 if s.2.load(Ordering::SeqCst) == 0 {
                     change();
                 }
@@ -141,8 +149,9 @@ mod loom_tests {
             let s = st.clone();
             let snapshot = thread::spawn(move || {
                 let (global, slots, paused, w0, w1) = (&s.0, &s.1, &s.2, &s.3, &s.4);
-                pin(global, &slots[0]);
-                slots[0].fetch_or(SNAPSHOTTING, Ordering::SeqCst);
+                // The snapshot reads only: pinned as a reader, it is not waited for
+                // by its own drain.
+                pin(global, &slots[0], false);
                 // One optimistic copy, verified.
                 let (a, b) = (w0.load(Ordering::Acquire), w1.load(Ordering::Acquire));
                 let copy = if w0.load(Ordering::Acquire) == a && w1.load(Ordering::Acquire) == b {
@@ -150,7 +159,7 @@ mod loom_tests {
                 } else {
                     paused.fetch_add(1, Ordering::SeqCst);
                     let e = advance(global);
-                    while !drained(slots.iter(), e) {
+                    while !writers_drained(slots.iter(), e) {
                         thread::yield_now();
                     }
                     let copy = (w0.load(Ordering::Acquire), w1.load(Ordering::Acquire));

@@ -3,7 +3,9 @@
 //! by (database, name) with epoch-based reclamation. Nothing here depends on pgrx.
 
 pub mod allocator;
+pub mod durable;
 pub mod epoch;
+pub mod files;
 pub mod registry;
 pub mod saved;
 pub mod wal;

@@ -56,10 +56,11 @@ use std::ptr::NonNull;
 use crossbeam_utils::CachePadded;
 
 use super::allocator::BlockAllocator;
+use super::durable::{state_bytes, Pool, Units, UNIT_WORDS};
 use crate::filter::layout::{WordsHeader, WORDS_HEADER_BYTES};
 use crate::filter::sizing;
 use super::epoch;
-use crate::filter::sync::{fence, spin, AtomicU64, Ordering};
+use crate::filter::sync::{fence, spin, AtomicU32, AtomicU64, Ordering};
 use crate::filter::{OpStats, Params, Table};
 
 /// The unit of allocation inside the region.
@@ -71,7 +72,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 2;
+const REGION_VERSION: u64 = 3;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -96,6 +97,9 @@ struct RegionHeader {
     /// Whether durable filters may be changed: [`DURABLE_CLOSED`],
     /// [`DURABLE_OPEN`] or [`DURABLE_FROZEN`] (see `sql::durability`).
     durable_state: AtomicU64,
+    /// Set when a durable filter is dropped or replaced: files of generations
+    /// that no longer exist are waiting to be removed.
+    files_to_remove: AtomicU64,
     epoch: CachePadded<AtomicU64>,
 }
 
@@ -146,9 +150,53 @@ struct Entry {
     /// The filter's parameters (kept here too, for placeholders without blocks):
     /// bucket count, seed, and fingerprint bits | slots << 8 | mapping << 16.
     params: [AtomicU64; 3],
-    /// Snapshots in progress that wait for (and hold off) this filter's writers.
+    /// Snapshots and checkpoint cuts in progress that wait for (and hold off)
+    /// this filter's writers.
     writers_paused: AtomicU64,
+    checkpoint: DurableState,
     stats: [CachePadded<Stats>; STAT_STRIPES],
+}
+
+/// A durable filter's checkpoint bookkeeping (see `sql::durability`): written
+/// outside the seqlock, by writers (`changed`) and by the process that cuts.
+#[repr(C)]
+#[derive(Default)]
+struct DurableState {
+    /// What changed since the last cut: [`CHANGED_WORDS`], [`CHANGED_META`],
+    /// [`NEEDS_BASE`].
+    changed: AtomicU64,
+    /// Records of this generation that end at or before this WAL position are
+    /// in its contents (its files cover them, or it was made from them).
+    stamp: AtomicU64,
+    /// What the last cut wrote: file bytes and WAL bytes.
+    cut_file_bytes: AtomicU64,
+    cut_wal_bytes: AtomicU64,
+    /// Bytes of the filter's last base file and of the delta files since.
+    base_bytes: AtomicU64,
+    delta_bytes: AtomicU64,
+    deltas: AtomicU64,
+    /// Writers that waited for a cut because the copy pool was full.
+    pool_waits: AtomicU64,
+}
+
+/// The filter's words changed since its last cut.
+pub const CHANGED_WORDS: u64 = 1;
+/// Its name, owner, grant or reload mark changed since its last cut.
+pub const CHANGED_META: u64 = 2;
+/// Its next cut must write a whole base (it has no files for this generation).
+pub const NEEDS_BASE: u64 = 4;
+
+/// A durable filter's checkpoint figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DurableStats {
+    pub changed: u64,
+    pub stamp: u64,
+    pub cut_file_bytes: u64,
+    pub cut_wal_bytes: u64,
+    pub base_bytes: u64,
+    pub delta_bytes: u64,
+    pub deltas: u64,
+    pub pool_waits: u64,
 }
 
 #[repr(C)]
@@ -178,6 +226,9 @@ pub struct Layout {
     slots_at: u64,
     retired_at: u64,
     tree_at: u64,
+    pool_used_at: u64,
+    pool_at: u64,
+    pub pool_slots: u64,
     data_at: u64,
 }
 
@@ -198,17 +249,23 @@ impl Layout {
         let slots_at = align_up(entries_at + entries * std::mem::size_of::<Entry>() as u64, 128);
         let retired_at = align_up(slots_at + slots * std::mem::size_of::<EpochSlot>() as u64, 128);
         let tree_at = align_up(retired_at + entries * std::mem::size_of::<Retired>() as u64, 128);
+        // The copy pool of checkpoint cuts (`region::durable`): 1/64 of the region,
+        // at least 32 units.
+        let pool_slots = (size / 64 / (8 * UNIT_WORDS)).max(32);
+        let pool_bytes = 8 * (Pool::bitmap_words(pool_slots) + pool_slots * UNIT_WORDS);
         // Each block costs its bytes plus at most 16 bytes of tree (two words per
         // leaf, rounded up to a power of two).
-        let room = size.checked_sub(tree_at + BLOCK_BYTES).ok_or("region too small for its metadata")?;
+        let room = size.checked_sub(tree_at + pool_bytes + 256 + BLOCK_BYTES).ok_or("region too small for its metadata")?;
         let mut blocks = (room / (BLOCK_BYTES + 8)).min(super::allocator::MAX_BLOCKS);
         loop {
-            let data_at = align_up(tree_at + 8 * BlockAllocator::words_needed(blocks) as u64, BLOCK_BYTES);
+            let pool_used_at = align_up(tree_at + 8 * BlockAllocator::words_needed(blocks) as u64, 128);
+            let pool_at = align_up(pool_used_at + 8 * Pool::bitmap_words(pool_slots), 128);
+            let data_at = align_up(pool_at + 8 * pool_slots * UNIT_WORDS, BLOCK_BYTES);
             if data_at + blocks * BLOCK_BYTES <= size {
                 if blocks == 0 {
                     return Err("region too small for any filter".into());
                 }
-                return Ok(Layout { size, entries, slots, blocks, entries_at, slots_at, retired_at, tree_at, data_at });
+                return Ok(Layout { size, entries, slots, blocks, entries_at, slots_at, retired_at, tree_at, pool_used_at, pool_at, pool_slots, data_at });
             }
             blocks -= 1;
         }
@@ -363,6 +420,15 @@ impl Drop for Pin<'_> {
     }
 }
 
+/// Lifts a writer pause ([`Region::pause_writers`]) when dropped.
+pub struct PausedWriters<'r>(&'r AtomicU64);
+
+impl Drop for PausedWriters<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// A snapshot could not wait out the filter's writers (see [`Region::snapshot`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SnapshotBusy;
@@ -410,7 +476,7 @@ impl Region {
         // SAFETY: the caller guarantees exclusive access to `size` bytes; only the
         // metadata (below `data_at`) is zeroed, filter blocks are initialised when
         // allocated.
-        unsafe { std::ptr::write_bytes(base, 0, lay.tree_at as usize) };
+        unsafe { std::ptr::write_bytes(base, 0, lay.data_at as usize) };
         let r = Region { base: NonNull::new(base).ok_or("null region")?, lay };
         BlockAllocator::init(r.tree_words(), lay.blocks);
         let h = r.header();
@@ -481,11 +547,19 @@ impl Region {
         self.allocator().free_blocks() * BLOCK_BYTES
     }
 
-    /// Marks the calling process (epoch slot `slot`) as operating on filters until
-    /// the returned guard is dropped. `None` if `slot` is out of range.
+    /// Marks the calling process (epoch slot `slot`) as reading filters until the
+    /// returned guard is dropped. `None` if `slot` is out of range.
     pub fn pin(&self, slot: usize) -> Option<Pin<'_>> {
         let s = &*self.slots().get(slot)?.pinned;
-        epoch::pin(&self.header().epoch, s);
+        epoch::pin(&self.header().epoch, s, false);
+        Some(Pin { slot: s })
+    }
+
+    /// As [`Self::pin`], for a process that may change bucket words: pauses
+    /// (snapshots, checkpoint cuts) wait for writers only.
+    pub fn pin_writer(&self, slot: usize) -> Option<Pin<'_>> {
+        let s = &*self.slots().get(slot)?.pinned;
+        epoch::pin(&self.header().epoch, s, true);
         Some(Pin { slot: s })
     }
 
@@ -495,6 +569,35 @@ impl Region {
 
     fn slot_words(&self) -> impl Iterator<Item = &AtomicU64> {
         self.slots().iter().map(|s| &*s.pinned)
+    }
+
+    /// Holds entry `index`'s writers off until the guard is dropped (writers
+    /// that see the pause unpin and wait): the caller then waits for the
+    /// writers already pinned to drain ([`epoch::writers_drained`]).
+    pub fn pause_writers(&self, index: usize) -> PausedWriters<'_> {
+        let e = &self.entries()[index];
+        e.writers_paused.fetch_add(1, Ordering::SeqCst);
+        PausedWriters(&e.writers_paused)
+    }
+
+    /// Waits (spinning, then calling `idle` between checks) until every process
+    /// pinned as a writer before this call has unpinned. Returns false if
+    /// `idle` asked to give up.
+    pub fn drain_writers(&self, mut idle: impl FnMut(u64) -> bool) -> bool {
+        let target = epoch::advance(&self.header().epoch);
+        let backoff = crossbeam_utils::Backoff::new();
+        let mut waits = 0u64;
+        while !epoch::writers_drained(self.slot_words(), target) {
+            if backoff.is_completed() {
+                waits += 1;
+                if !idle(waits) {
+                    return false;
+                }
+            } else {
+                spin(&backoff);
+            }
+        }
+        true
     }
 
     /// Whether a snapshot holds entry `index`'s writers off. A writer checks this
@@ -536,26 +639,15 @@ impl Region {
     /// checkpoint image is logged there, so that every change logged before the
     /// image is in it and every change after it is logged after it. Call pinned
     /// (slot `slot`) after `still_current`.
-    pub fn image<R>(&self, info: &EntryInfo, slot: usize, out: &mut [u64], patience: u64, then: impl FnOnce(&[u64], u64) -> R) -> Result<R, SnapshotBusy> {
+    pub fn image<R>(&self, info: &EntryInfo, _slot: usize, out: &mut [u64], patience: u64, then: impl FnOnce(&[u64], u64) -> R) -> Result<R, SnapshotBusy> {
         let t = self.table(info);
-        let e = &self.entries()[info.index];
-        let me = &*self.slots()[slot].pinned;
-        struct Paused<'p>(&'p AtomicU64, &'p AtomicU64);
-        impl Drop for Paused<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-                self.1.fetch_and(!epoch::SNAPSHOTTING, Ordering::SeqCst);
-            }
-        }
         #[cfg(all(test, not(loom)))]
         tests::PAUSED_SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        me.fetch_or(epoch::SNAPSHOTTING, Ordering::SeqCst);
-        e.writers_paused.fetch_add(1, Ordering::SeqCst);
-        let _paused = Paused(&e.writers_paused, me);
+        let _paused = self.pause_writers(info.index);
         let target = epoch::advance(&self.header().epoch);
         let backoff = crossbeam_utils::Backoff::new();
         let mut waits = 0;
-        while !epoch::drained(self.slot_words(), target) {
+        while !epoch::writers_drained(self.slot_words(), target) {
             if waits == patience {
                 return Err(SnapshotBusy);
             }
@@ -708,12 +800,110 @@ impl Region {
     }
 
     /// Bytes a filter with these parameters takes in the region.
-    pub fn bytes_for(params: &Params) -> u64 {
-        Self::blocks_for(params) * BLOCK_BYTES
+    pub fn bytes_for(params: &Params, durable: bool) -> u64 {
+        Self::filter_bytes(params, durable).div_ceil(BLOCK_BYTES) * BLOCK_BYTES
     }
 
-    fn blocks_for(params: &Params) -> u64 {
-        (WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count).div_ceil(BLOCK_BYTES)
+    /// A filter's bytes in its blocks: the words header, the bucket words, and
+    /// for a durable filter one state word per unit (`region::durable`).
+    fn filter_bytes(params: &Params, durable: bool) -> u64 {
+        WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count + if durable { state_bytes(params.bucket_count) } else { 0 }
+    }
+
+    /// The copy pool of checkpoint cuts.
+    pub fn pool(&self) -> Pool<'_> {
+        let used = self.at::<AtomicU64>(self.lay.pool_used_at, Pool::bitmap_words(self.lay.pool_slots));
+        let data = self.at::<AtomicU64>(self.lay.pool_at, self.lay.pool_slots * UNIT_WORDS);
+        Pool::new(used, data, self.lay.pool_slots)
+    }
+
+    /// A durable filter's units (`region::durable`): None for other filters and
+    /// placeholders. Use as for [`Self::table`].
+    pub fn units(&self, info: &EntryInfo) -> Option<Units<'_>> {
+        if !info.durable || info.blocks == 0 {
+            return None;
+        }
+        let params = info.params?;
+        let at = self.lay.data_at + info.start_block * BLOCK_BYTES;
+        let words = self.at::<AtomicU64>(at + WORDS_HEADER_BYTES as u64, params.bucket_count);
+        let states = self.at::<AtomicU32>(at + WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count, super::durable::unit_count(params.bucket_count));
+        Some(Units::new(states, words, self.pool(), &self.entries()[info.index].checkpoint.pool_waits))
+    }
+
+    fn durable_state_of(&self, index: usize) -> &DurableState {
+        &self.entries()[index].checkpoint
+    }
+
+    /// Records what changed in durable filter `index` since its last cut.
+    #[inline]
+    pub fn mark_changed(&self, index: usize, bits: u64) {
+        let c = &self.durable_state_of(index).changed;
+        if c.load(Ordering::Relaxed) & bits != bits {
+            c.fetch_or(bits, Ordering::SeqCst);
+        }
+    }
+
+    /// What changed in durable filter `index` since its last cut.
+    pub fn changed(&self, index: usize) -> u64 {
+        self.durable_state_of(index).changed.load(Ordering::SeqCst)
+    }
+
+    /// Clears and returns what changed (a cut, with the filter's writers paused
+    /// and drained, records it).
+    pub fn take_changed(&self, index: usize) -> u64 {
+        self.durable_state_of(index).changed.swap(0, Ordering::SeqCst)
+    }
+
+    pub fn durable_stats(&self, index: usize) -> DurableStats {
+        let d = self.durable_state_of(index);
+        DurableStats {
+            changed: d.changed.load(Ordering::Relaxed),
+            stamp: d.stamp.load(Ordering::Relaxed),
+            cut_file_bytes: d.cut_file_bytes.load(Ordering::Relaxed),
+            cut_wal_bytes: d.cut_wal_bytes.load(Ordering::Relaxed),
+            base_bytes: d.base_bytes.load(Ordering::Relaxed),
+            delta_bytes: d.delta_bytes.load(Ordering::Relaxed),
+            deltas: d.deltas.load(Ordering::Relaxed),
+            pool_waits: d.pool_waits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Records a cut of filter `index` (only by the process that cuts): the
+    /// WAL position its files now cover, and what it wrote (`base`: a whole
+    /// base file, else a delta).
+    pub fn record_cut(&self, index: usize, stamp: u64, base: bool, file_bytes: u64, wal_bytes: u64) {
+        let d = self.durable_state_of(index);
+        d.stamp.store(stamp, Ordering::Release);
+        d.cut_file_bytes.store(file_bytes, Ordering::Relaxed);
+        d.cut_wal_bytes.store(wal_bytes, Ordering::Relaxed);
+        if base {
+            d.base_bytes.store(file_bytes, Ordering::Relaxed);
+            d.delta_bytes.store(0, Ordering::Relaxed);
+            d.deltas.store(0, Ordering::Relaxed);
+        } else {
+            d.delta_bytes.fetch_add(file_bytes, Ordering::Relaxed);
+            d.deltas.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets the position filter `index`'s contents cover (restored from files:
+    /// `base_bytes` and `delta_bytes`/`deltas` describe them).
+    pub fn set_stamp(&self, index: usize, stamp: u64, base_bytes: u64, delta_bytes: u64, deltas: u64) {
+        let d = self.durable_state_of(index);
+        d.stamp.store(stamp, Ordering::Release);
+        d.base_bytes.store(base_bytes, Ordering::Relaxed);
+        d.delta_bytes.store(delta_bytes, Ordering::Relaxed);
+        d.deltas.store(deltas, Ordering::Relaxed);
+    }
+
+    /// Whether files of dropped or replaced durable generations may be left, and
+    /// clears the mark (the caller removes them).
+    pub fn take_files_to_remove(&self) -> bool {
+        self.header().files_to_remove.swap(0, Ordering::SeqCst) != 0
+    }
+
+    pub fn note_files_to_remove(&self) {
+        self.header().files_to_remove.store(1, Ordering::SeqCst);
     }
 
     // ----- changes: the caller holds the registry lock -----
@@ -817,7 +1007,7 @@ impl Region {
             return Err(RegionError::Exists);
         }
         let index = self.free_entry(lk)?;
-        let (start, blocks, tag) = self.fill(lk, params, spec.capacity, contents)?;
+        let (start, blocks, tag) = self.fill(lk, params, spec.capacity, spec.durable, contents)?;
         let gen = self.stamp(lk, start, params, stamp);
         self.link_entry(lk, index, spec, params, name, (start, blocks, tag), gen, 0);
         self.linked(lk);
@@ -875,6 +1065,7 @@ impl Region {
                     c.store(0, Ordering::Relaxed);
                 }
             }
+            reset_durable(&e.checkpoint, spec.durable, gen);
             e.state.store(STATE_LIVE, Ordering::Relaxed);
         });
     }
@@ -882,12 +1073,16 @@ impl Region {
     /// Claims and fills the blocks of a new filter: its words header, then its
     /// bucket words, empty or written by `contents`; the item count is counted
     /// from the words.
-    fn fill(&self, lk: &Locked, params: &Params, capacity: u64, contents: Option<Contents<'_>>) -> Result<(u64, u64, u64), RegionError> {
+    fn fill(&self, lk: &Locked, params: &Params, capacity: u64, durable: bool, contents: Option<Contents<'_>>) -> Result<(u64, u64, u64), RegionError> {
         params.check().map_err(|e| RegionError::BadParams(e.to_string()))?;
-        let len = WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count;
+        let len = Self::filter_bytes(params, durable);
         let (start, blocks, tag) = self.claim(lk, len)?;
         let bytes = self.block_bytes(lk, start, len);
         let (head, body) = bytes.split_at_mut(WORDS_HEADER_BYTES);
+        let (body, states) = body.split_at_mut(8 * params.bucket_count as usize);
+        // A durable filter's unit states start with nothing changed and nothing
+        // marked (its first cut writes a base anyway).
+        states.fill(0);
         // SAFETY: the blocks are page-aligned and the header is 40 bytes, so the
         // words are 8-aligned; `body` is exactly `bucket_count` words long.
         let words = unsafe { std::slice::from_raw_parts_mut(body.as_mut_ptr() as *mut u64, params.bucket_count as usize) };
@@ -908,7 +1103,7 @@ impl Region {
     pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
-        let (start, blocks, tag) = self.fill(lk, params, capacity, Some(contents))?;
+        let (start, blocks, tag) = self.fill(lk, params, capacity, durable, Some(contents))?;
         let gen = self.stamp(lk, start, params, stamp);
         self.rewrite(lk, e, |e| {
             e.start_block.store(start, Ordering::Relaxed);
@@ -922,7 +1117,11 @@ impl Region {
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }
+            reset_durable(&e.checkpoint, durable, gen);
         });
+        if info.durable {
+            self.note_files_to_remove();
+        }
         // The old blocks stay recorded (as retired) before the new tag stops being
         // pending, so recovery can never free either.
         self.retire(lk, info.start_block, info.blocks, info.tag, None);
@@ -935,6 +1134,9 @@ impl Region {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         self.rewrite(lk, e, |e| e.state.store(STATE_RETIRED, Ordering::Relaxed));
+        if info.durable {
+            self.note_files_to_remove();
+        }
         // A placeholder holds no blocks; its entry is still retired, since
         // lookups may be reading it.
         self.retire(lk, info.start_block, info.blocks, info.tag, Some(info.index));
@@ -951,6 +1153,9 @@ impl Region {
             e.gen.store(gen, Ordering::Relaxed);
             e.reload_reason.store(reason, Ordering::Relaxed);
         });
+        if info.durable {
+            self.mark_changed(info.index, if gen == info.gen { CHANGED_META } else { CHANGED_META | NEEDS_BASE });
+        }
         Ok(())
     }
 
@@ -986,7 +1191,7 @@ impl Region {
         let target = epoch::advance(&self.header().epoch);
         let backoff = crossbeam_utils::Backoff::new();
         for _ in 0..patience {
-            if epoch::drained(self.slot_words(), target) {
+            if epoch::writers_drained(self.slot_words(), target) {
                 return true;
             }
             spin(&backoff);
@@ -998,6 +1203,9 @@ impl Region {
     pub fn set_readers(&self, lk: &Locked, info: &EntryInfo, readers: u64) -> Result<(), RegionError> {
         let e = self.unchanged(info)?;
         self.rewrite(lk, e, |e| e.readers.store(readers, Ordering::Relaxed));
+        if info.durable {
+            self.mark_changed(info.index, CHANGED_META);
+        }
         Ok(())
     }
 
@@ -1097,6 +1305,15 @@ impl Region {
             return Err(format!("allocations {allocs:?} differ from the registry's {owned:?}"));
         }
         Ok(())
+    }
+}
+
+/// A new generation's checkpoint bookkeeping: nothing on file yet.
+fn reset_durable(d: &DurableState, durable: bool, gen: u64) {
+    d.changed.store(if durable { NEEDS_BASE | CHANGED_META } else { 0 }, Ordering::SeqCst);
+    d.stamp.store(gen, Ordering::Relaxed);
+    for c in [&d.cut_file_bytes, &d.cut_wal_bytes, &d.base_bytes, &d.delta_bytes, &d.deltas, &d.pool_waits] {
+        c.store(0, Ordering::Relaxed);
     }
 }
 
@@ -1212,7 +1429,7 @@ mod tests {
             match r.create(&lk, &spec(1, &format!("f{i}")), &p, None, &mut |_, _| 0) {
                 Ok(info) => made.push(info),
                 Err(RegionError::NoSpace { requested, free, .. }) => {
-                    assert_eq!(requested, Region::bytes_for(&p));
+                    assert_eq!(requested, Region::bytes_for(&p, false));
                     assert!(free < requested);
                     break;
                 }
@@ -1330,9 +1547,13 @@ mod tests {
         // Closing or freezing durable changes waits for pinned processes.
         assert_eq!(r.durable_state(), DURABLE_CLOSED);
         assert!(r.set_durable_state(DURABLE_OPEN, 0));
-        let pin = r.pin(3).unwrap();
+        let pin = r.pin_writer(3).unwrap();
         assert!(!r.set_durable_state(DURABLE_FROZEN, 1000));
         drop(pin);
+        // Readers are not waited for.
+        let reader = r.pin(4).unwrap();
+        assert!(r.set_durable_state(DURABLE_FROZEN, 1000));
+        drop(reader);
         assert!(r.set_durable_state(DURABLE_FROZEN, 1000));
         assert_eq!(r.durable_state(), DURABLE_FROZEN);
     }
@@ -1359,13 +1580,17 @@ mod tests {
         let mut now = vec![0u64; p.bucket_count as usize];
         r.table(&d).copy_words(&mut now);
         assert_eq!(got.0, now);
-        // Another process pinned: the image gives up after its patience, and
-        // lifts the pause.
-        let other = r.pin(1).unwrap();
+        // Another process pinned as a writer: the image gives up after its
+        // patience, and lifts the pause. A reader pinned throughout (a long
+        // batched lookup) does not hold it up.
+        let reader = r.pin(2).unwrap();
+        let other = r.pin_writer(1).unwrap();
         let pin = r.pin(0).unwrap();
         assert!(r.image(&d, 0, &mut out, 100, |_, _| ()).is_err());
         assert!(!r.writers_paused(d.index));
-        drop((pin, other));
+        drop(other);
+        assert!(r.image(&d, 0, &mut out, 100, |_, _| ()).is_ok());
+        drop((pin, reader));
     }
 
     #[test]
@@ -1514,7 +1739,7 @@ mod tests {
                 let mut ops = 0u64;
                 // Run the op pinned, unless a snapshot pauses writers.
                 let write = |op: &dyn Fn(&Table<'_>)| loop {
-                    let pin = r.pin(slot).unwrap();
+                    let pin = r.pin_writer(slot).unwrap();
                     if r.writers_paused(info.index) {
                         drop(pin);
                         while r.writers_paused(info.index) {

@@ -38,6 +38,11 @@ pub mod kind {
     /// A filter that must be published again (its contents were lost): logged
     /// by image passes so that it survives as such.
     pub const PLACEHOLDER: u8 = 0xB0;
+    /// A checkpoint cut of one filter: every change of it logged before this
+    /// record is in the files its cut writes, none after (see `sql::durability`).
+    pub const CUT: u8 = 0xC0;
+    /// The files of a dropped or replaced generation are about to be removed.
+    pub const DISCARD: u8 = 0xD0;
 }
 
 /// Why contents are logged.
@@ -45,8 +50,11 @@ pub mod kind {
 pub enum ContentKind {
     /// `cf_publish`: new contents, a new generation.
     Publish = 1,
-    /// A checkpoint image of the contents of generation `gen`.
+    /// A checkpoint image of the contents of generation `gen` (0.4.0's passes).
     Image = 2,
+    /// The contents of generation `gen` as of its cut ending at `cut`, logged
+    /// after that `CUT` (writers go on meanwhile); chunks skip all-zero runs.
+    Cut = 3,
 }
 
 /// What a filter is, as logged with its creation or contents.
@@ -77,7 +85,7 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Create(Meta),
-    ContentBegin { kind: ContentKind, gen: u64, meta: Meta },
+    ContentBegin { kind: ContentKind, gen: u64, cut: u64, meta: Meta },
     ContentChunk { begin: u64, offset: u64, words: Vec<u64> },
     ContentEnd { begin: u64, items: u64 },
     Insert { gen: u64, hash: u64 },
@@ -88,6 +96,10 @@ pub enum Record {
     PassBegin,
     PassDone { begin: u64, filters: u64 },
     Placeholder { gen: u64, reason: u64, meta: Meta },
+    /// `base`: the cut writes a whole base file (and its contents follow in the
+    /// WAL when the filter had files before: a compaction).
+    Cut { gen: u64, base: bool },
+    Discard { gen: u64 },
 }
 
 /// Bucket words per content chunk record (256 kB).
@@ -175,8 +187,12 @@ impl Record {
                 w.meta(m);
                 kind::CREATE
             }
-            Record::ContentBegin { kind: ck, gen, meta } => {
-                w.u8(*ck as u8).u64(*gen).meta(meta);
+            Record::ContentBegin { kind: ck, gen, cut, meta } => {
+                w.u8(*ck as u8).u64(*gen);
+                if *ck == ContentKind::Cut {
+                    w.u64(*cut);
+                }
+                w.meta(meta);
                 kind::CONTENT_BEGIN
             }
             Record::ContentChunk { begin, offset, words } => {
@@ -219,6 +235,14 @@ impl Record {
                 w.u64(*gen).u64(*reason).meta(meta);
                 kind::PLACEHOLDER
             }
+            Record::Cut { gen, base } => {
+                w.u64(*gen).u8(*base as u8);
+                kind::CUT
+            }
+            Record::Discard { gen } => {
+                w.u64(*gen);
+                kind::DISCARD
+            }
         };
         (k, w.0)
     }
@@ -233,10 +257,12 @@ impl Record {
                 let ck = match r.u8()? {
                     1 => ContentKind::Publish,
                     2 => ContentKind::Image,
+                    3 => ContentKind::Cut,
                     other => return Err(format!("CONTENT_BEGIN record has an unknown content kind {other}")),
                 };
                 let gen = r.u64()?;
-                Record::ContentBegin { kind: ck, gen, meta: r.meta()? }
+                let cut = if ck == ContentKind::Cut { r.u64()? } else { 0 };
+                Record::ContentBegin { kind: ck, gen, cut, meta: r.meta()? }
             }
             kind::CONTENT_CHUNK => {
                 let (begin, offset) = (r.u64()?, r.u64()?);
@@ -262,6 +288,16 @@ impl Record {
                 }
                 Record::Placeholder { gen, reason, meta: r.meta()? }
             }
+            kind::CUT => {
+                let gen = r.u64()?;
+                let base = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    b => return Err(format!("CUT record has a bad flag {b}")),
+                };
+                Record::Cut { gen, base }
+            }
+            kind::DISCARD => Record::Discard { gen: r.u64()? },
             other => return Err(format!("unknown cuckoo WAL record kind 0x{other:02X}")),
         };
         r.end()?;
@@ -278,7 +314,13 @@ impl Record {
         };
         match self {
             Record::Create(m) => meta(m),
-            Record::ContentBegin { kind, gen, meta: m } => format!("{kind:?} gen {gen:X} {}", meta(m)),
+            Record::ContentBegin { kind, gen, cut, meta: m } => {
+                if *kind == ContentKind::Cut {
+                    format!("{kind:?} gen {gen:X} cut {cut:X} {}", meta(m))
+                } else {
+                    format!("{kind:?} gen {gen:X} {}", meta(m))
+                }
+            }
             Record::ContentChunk { begin, offset, words } => format!("begin {begin:X} words {offset}..{}", offset + words.len() as u64),
             Record::ContentEnd { begin, items } => format!("begin {begin:X} items {items}"),
             Record::Insert { gen, hash } | Record::Delete { gen, hash } => format!("gen {gen:X} hash {hash:016X}"),
@@ -288,6 +330,8 @@ impl Record {
             Record::PassBegin => String::new(),
             Record::PassDone { begin, filters } => format!("begin {begin:X} filters {filters}"),
             Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
+            Record::Cut { gen, base } => format!("gen {gen:X}{}", if *base { " base" } else { "" }),
+            Record::Discard { gen } => format!("gen {gen:X}"),
         }
     }
 }
@@ -307,6 +351,8 @@ pub fn name_of(k: u8) -> Option<&'static str> {
         kind::PASS_BEGIN => "PASS_BEGIN",
         kind::PASS_DONE => "PASS_DONE",
         kind::PLACEHOLDER => "PLACEHOLDER",
+        kind::CUT => "CUT",
+        kind::DISCARD => "DISCARD",
         _ => return None,
     })
 }
@@ -330,7 +376,8 @@ mod tests {
     fn all() -> Vec<Record> {
         vec![
             Record::Create(meta()),
-            Record::ContentBegin { kind: ContentKind::Image, gen: 99, meta: meta() },
+            Record::ContentBegin { kind: ContentKind::Image, gen: 99, cut: 0, meta: meta() },
+            Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: meta() },
             Record::ContentChunk { begin: 3, offset: 8, words: vec![1, 2, 3] },
             Record::ContentEnd { begin: 3, items: 17 },
             Record::Insert { gen: 1, hash: 2 },
@@ -341,6 +388,9 @@ mod tests {
             Record::PassBegin,
             Record::PassDone { begin: 4, filters: 2 },
             Record::Placeholder { gen: 4, reason: 2, meta: meta() },
+            Record::Cut { gen: 4, base: true },
+            Record::Cut { gen: 4, base: false },
+            Record::Discard { gen: 4 },
         ]
     }
 
@@ -368,7 +418,7 @@ mod tests {
             longer.push(0);
             assert!(Record::decode(k, &longer).is_err(), "{r:?} with a byte too many");
         }
-        assert!(Record::decode(0xC0, &[]).is_err());
+        assert!(Record::decode(0xE0, &[]).is_err());
         let (k, mut body) = Record::Create(meta()).encode();
         body[49] = 0; // slots per bucket
         assert!(Record::decode(k, &body).unwrap_err().contains("parameters"));

@@ -1,9 +1,44 @@
-//! Keeping durable filters across restarts, crashes and checkpoints: the saved
-//! file (`cuckoo_filters.dat` in the data directory), and the durability
-//! background worker that logs an image pass after every checkpoint's redo
-//! position and saves the filters when it stops.
+//! Keeping durable filters across checkpoints, restarts and crashes: checkpoint
+//! *cuts* written to files (`region::files`, in `cuckoo/` in the data
+//! directory), the durability background worker that makes them, and the
+//! restore of the files when shared memory is set up.
 //!
-//! # Why every checkpoint is followed by a complete image pass
+//! # The constraint
+//!
+//! PostgreSQL recycles WAL older than the last checkpoint's redo position, and
+//! replay starts there with the region as the postmaster restored it. So before
+//! a checkpoint completes, every durable filter must be on disk as of some WAL
+//! position after its redo position (or unchanged since its files), and replay
+//! must find there, for each filter, exactly the changes its files do not hold.
+//!
+//! # Cuts
+//!
+//! A cut of filter `G` (see [`cut`]) takes the registry lock (so no creation,
+//! drop, publish or grant of `G` is logged meanwhile), pauses `G`'s writers and
+//! waits until none is inside an operation (readers are not waited for), logs a
+//! `CUT` record, marks the units (1 kB of bucket words, `region::durable`) that
+//! changed since `G`'s last cut, and lets the writers go. Every change of `G`
+//! logged before `CUT` is in the words at that moment, none logged after: the
+//! marked units as they are then, written over `G`'s previous files, are `G` as
+//! of `CUT`. Writers that change a marked unit before the cut has copied it
+//! copy it aside first (one unit's copy), so the cut takes each unit as of
+//! `CUT` while writers go on. The units go to a new *delta* file named by the
+//! end of `CUT` (its *stamp*), written under a temporary name, synced and
+//! renamed: `G`'s files are a *base* and the deltas since, and `G` as of the
+//! last stamp is the base with the deltas written over it in order. Only the
+//! units that changed are written: nothing when nothing changed.
+//!
+//! A new generation (created or published) first gets a base; when the deltas
+//! since a base add up to its size (or to 64 files), the cut writes a new base
+//! (a *compaction*) and removes the older files. Files are removed only then
+//! and when a generation is dropped or replaced, and only after a WAL record
+//! says so (a compaction's `CUT` with the base flag followed by the base's
+//! contents in the WAL, or a `DISCARD`): a base backup that copied the
+//! directory while files went away finds in its WAL from its start what it is
+//! missing. Files otherwise never change once named, so a backup (or a crash)
+//! sees each one whole or not at all.
+//!
+//! # Why every checkpoint finds the filters on disk
 //!
 //! PostgreSQL 15 offers no checkpoint hook, but a checkpoint waits, after
 //! fixing its redo position (phase 1), for every process that has
@@ -12,62 +47,79 @@
 //! looks; it waits until that process clears the flag. The worker keeps both
 //! flags set (it holds a virtual transaction ID for it, as the waits require)
 //! and repeats: (1) if the redo position moved past the last one it covered, it
-//! logs a pass; (2) it clears `DELAY_CHKPT_START` for a moment and sets it
-//! again; (3) as (1); (4) it clears `DELAY_CHKPT_COMPLETE` for a moment and sets
-//! it again. Take a checkpoint whose redo position R was fixed at time T_R,
-//! which checks `START` holders at T_s and `COMPLETE` holders at T_c
-//! (T_R < T_s < T_c), and writes its record after T_c:
+//! makes a *pass*: cuts every filter that changed since its last cut (and
+//! removes the files of dropped generations); (2) it clears `DELAY_CHKPT_START`
+//! for a moment and sets it again; (3) as (1); (4) it clears
+//! `DELAY_CHKPT_COMPLETE` for a moment and sets it again. Take a checkpoint
+//! whose redo position R was fixed at time T_R, which checks `START` holders at
+//! T_s and `COMPLETE` holders at T_c (T_R < T_s < T_c), and writes its record
+//! after T_c:
 //! - If `START` was set at T_s, the checkpoint waited until a step (2) cleared
 //!   it, and T_c comes later. If `COMPLETE` is set at T_c, it waits for the
 //!   next step (4), which follows a step (3) that read the redo position after
 //!   T_R; if `COMPLETE` is clear at T_c, we are inside a step (4), after the
 //!   step (3) of the same round, which also read after T_s > T_R. Either way a
-//!   pass that began after R is in the WAL before the checkpoint record.
+//!   pass that began after R is complete before the checkpoint record.
 //! - If `START` was clear at T_s, we were inside a step (2); the step (3) after
 //!   it reads the redo position after T_s > T_R, and whether `COMPLETE` is set
 //!   at T_c (the checkpoint waits for a later step (4)) or clear (T_c is inside
 //!   the step (4) that follows that step (3)), the pass precedes the record.
-//! So a completed checkpoint always has a complete pass after its redo
-//! position, and recovery from it rebuilds every durable filter.
 //!
-//! Durable changes are accepted only while the worker runs and has logged its
-//! first pass (the region's durable state is open). When it stops (shutdown,
-//! or an error), it first freezes durable changes and waits until none is in
-//! flight, then saves every durable filter to the file with the WAL position
-//! of the freeze: a checkpoint that completes while the worker is absent has
-//! no pass after it, but no durable change was logged after the file either.
-//! The end of recovery saves the file too (the end-of-recovery checkpoint runs
-//! before the worker starts). When durable changes open, the file is rewritten
-//! as a *live* list of names: if the server then stops without saving (the
-//! worker killed), the next start shows those filters as needing a reload
-//! unless recovery restores them from the WAL.
+//! A pass that began after R cut every filter with a change logged before R
+//! (a writer marks its filter changed before it logs), so each filter's files
+//! cover a position after R or every change it ever had. A pass that fails
+//! (a file cannot be written) is repeated, and the checkpoint waits meanwhile.
+//!
+//! # Replay
+//!
+//! The postmaster restores every generation's files before anything forks
+//! ([`restore`]); each filter remembers its stamp, and replay skips its records
+//! ending at or before it. Replay applies the rest and at each `CUT` writes the
+//! filter's changed units to its own files, as the primary did: a standby (and
+//! crash recovery) keeps files as of every cut it replayed, so a restartpoint,
+//! which cannot be held back, always finds them. The end of recovery writes
+//! what changed since the last cut, before the end-of-recovery checkpoint. At a
+//! clean shutdown the worker freezes durable changes, waits for those in
+//! flight, and makes a last pass (its `CUT` records precede the shutdown
+//! checkpoint, so a standby that restarts from that checkpoint has the files).
+//! A worker that cannot make that last pass stops the server with a PANIC:
+//! the next start recovers from the last checkpoint, whose files are complete.
 
-use std::io::Write;
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::shared_fns::{my_slot, with_registry_lock};
-use super::wal::{log, log_content, meta_of, placeholder, reason};
+use super::wal::{log, logged_bytes, meta_of, placeholder, reason};
 use crate::filter::Geometry;
-use crate::region::registry::{DURABLE_FROZEN, DURABLE_OPEN};
-use crate::region::saved::{self, FileKind, SavedFilter};
-use crate::region::wal::{ContentKind, Record};
-use crate::region::{Locked, Region};
+use crate::region::durable::UNIT_WORDS;
+use crate::region::files::{self, FileWriter, Header, Kind, Name};
+use crate::region::registry::{CHANGED_META, CHANGED_WORDS, DURABLE_FROZEN, DURABLE_OPEN, NEEDS_BASE};
+use crate::region::saved::{self, FileKind};
+use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::{EntryInfo, Locked, Region};
 
-/// The file, relative to the data directory (every server process's working
-/// directory).
-pub const FILE: &str = "cuckoo_filters.dat";
+/// 0.4.0's file of saved filters (read once after an update, then removed).
+pub const LEGACY_FILE: &str = "cuckoo_filters.dat";
 
-/// Records ending at or before this position are in the saved file the region
-/// was restored from (set by the postmaster before it forks anything).
-static mut FILE_STAMP: u64 = 0;
+/// Set in a filter's changed bits when its next base must also go to the WAL
+/// (it was restored from 0.4.0's file, which a backup may not hold).
+pub const LOG_BASE: u64 = 8;
 
-pub fn file_stamp() -> u64 {
+/// Records ending at or before this position are in 0.4.0's saved file the
+/// region was restored from (set by the postmaster before it forks anything).
+static mut LEGACY_STAMP: u64 = 0;
+
+pub fn legacy_stamp() -> u64 {
     // SAFETY: written once by the postmaster before replay starts.
-    unsafe { FILE_STAMP }
+    unsafe { LEGACY_STAMP }
+}
+
+fn dir() -> &'static Path {
+    Path::new(files::DIR)
 }
 
 /// Registers the worker (from `_PG_init`, while preloading).
@@ -82,38 +134,153 @@ pub fn register_worker() {
         .load();
 }
 
-/// Restores the saved filters into a region just initialised (in the
-/// postmaster, before any other process runs). Never raises an error: a damaged
-/// file or filters that do not fit are reported in the log.
+// ----- restore ------------------------------------------------------------------
+
+/// Restores every durable filter from its files into a region just
+/// initialised (in the postmaster, before any other process runs). Never
+/// raises an error: damaged files and filters that do not fit are reported in
+/// the log, and their filters kept as needing a reload.
 pub fn restore(r: &Region) {
     // SAFETY: single-threaded postmaster, before forking.
-    unsafe { FILE_STAMP = 0 };
-    let bytes = match std::fs::read(FILE) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+    unsafe { LEGACY_STAMP = 0 };
+    // SAFETY: only the postmaster runs now; nothing else uses the region.
+    let lk = unsafe { Locked::assume() };
+    let _ = files::remove_temporary(dir());
+    let by_gen = match files::list(dir()) {
+        Ok(m) => m,
         Err(e) => {
-            pgrx::warning!("cuckoo: cannot read {FILE}: {e}; durable filters are not restored from it");
+            pgrx::warning!("cuckoo: cannot read the directory {}: {e}; durable filters are restored only by WAL replay, if any", files::DIR);
+            Default::default()
+        }
+    };
+    // Newest generation first: an older one of the same name (replaced, its
+    // files not yet removed) is skipped.
+    for (gen, names) in by_gen.iter().rev() {
+        match files::chain(dir(), names) {
+            Ok(c) => restore_chain(r, &lk, *gen, &c),
+            Err(why) => restore_damaged(r, &lk, *gen, names, &why),
+        }
+    }
+    if Path::new(LEGACY_FILE).exists() {
+        restore_legacy(r, &lk);
+    }
+}
+
+fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
+    let meta = &c.last.meta;
+    if r.find(meta.db, &meta.name).is_some() {
+        return;
+    }
+    let spec = meta.new_filter();
+    let base_has_contents = c.last.has_contents;
+    let failed = std::cell::RefCell::new(None);
+    let made = if base_has_contents {
+        let fill = |out: &mut [u64]| {
+            if let Err(e) = files::load(dir(), c, out) {
+                *failed.borrow_mut() = Some(e);
+            }
+        };
+        r.create(lk, &spec, &meta.params, Some(&fill), &mut |_, _| gen)
+    } else {
+        r.create_placeholder(lk, &spec, &meta.params, gen, c.last.reason.max(reason::NOT_RESTORED))
+    };
+    match made {
+        Ok(info) => {
+            let _ = r.set_readers(lk, &info, meta.readers);
+            let info = r.entry_info(info.index).expect("just made");
+            let why = match &*failed.borrow() {
+                Some(e) => {
+                    pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be read back from its files: {e}; it is kept as needing a reload", meta.name, meta.db);
+                    reason::FILES_DAMAGED
+                }
+                None if base_has_contents => c.last.reason,
+                None => 0,
+            };
+            if why != 0 {
+                let _ = r.set_reload(lk, &info, gen, why);
+            }
+            r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
+            // The files are current.
+            r.take_changed(info.index);
+            if c.unreachable > 0 {
+                pgrx::log!("cuckoo: durable filter \"{}\" (database {}) restored from its files as of {}; {} newer file(s) do not follow on (WAL replay supplies what they held)", meta.name, meta.db, lsn(c.last.name.stamp), c.unreachable);
+            }
+        }
+        Err(_) => {
+            // No room: keep the name (and the files, for a later restart with
+            // more shared memory).
+            match placeholder(r, lk, None, &spec, meta, gen, reason::NO_ROOM) {
+                Ok(()) => {
+                    if let Some(info) = r.find(meta.db, &meta.name) {
+                        r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
+                        r.take_changed(info.index);
+                    }
+                    pgrx::log!(
+                        "cuckoo: durable filter \"{}\" (database {}, {} bytes) does not fit in cuckoo.shared_memory; it is kept as needing a reload",
+                        meta.name,
+                        meta.db,
+                        Region::bytes_for(&meta.params, true)
+                    );
+                }
+                Err(e) => pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all: {e}", meta.name, meta.db),
+            }
+        }
+    }
+}
+
+/// A generation whose files cannot be used: kept as needing a reload if any of
+/// them still says what the filter is.
+fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str) {
+    let meta = names.iter().rev().find_map(|n| files::validate(&dir().join(n.file_name())).ok()).map(|h| h.meta);
+    match meta {
+        Some(meta) if r.find(meta.db, &meta.name).is_none() => {
+            pgrx::warning!("cuckoo: the files of durable filter \"{}\" (database {}) are damaged ({why}); it is kept as needing a reload", meta.name, meta.db);
+            let spec = meta.new_filter();
+            if placeholder(r, lk, None, &spec, &meta, gen, reason::FILES_DAMAGED).is_ok() {
+                if let Some(info) = r.find(meta.db, &meta.name) {
+                    r.set_stamp(info.index, 0, 0, 0, 0);
+                    // Leave the damaged files alone (nothing is written for it
+                    // until it is published again or dropped).
+                    r.take_changed(info.index);
+                }
+            }
+        }
+        Some(_) => {}
+        None => pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held is lost unless WAL replay restores it", files::DIR),
+    }
+}
+
+/// 0.4.0's saved file: filters not restored from newer files come from it, and
+/// their first cut writes their base (to the WAL too: a backup taken before
+/// that may not hold the old file).
+fn restore_legacy(r: &Region, lk: &Locked) {
+    let bytes = match std::fs::read(LEGACY_FILE) {
+        Ok(b) => b,
+        Err(e) => {
+            pgrx::warning!("cuckoo: cannot read {LEGACY_FILE}: {e}; durable filters are not restored from it");
             return;
         }
     };
     let (kind, stamp, filters) = match saved::decode(&bytes) {
         Ok(x) => x,
         Err(why) => {
-            pgrx::warning!("cuckoo: ignoring {FILE}: {why}; durable filters are restored only by WAL replay, if any");
+            pgrx::warning!("cuckoo: ignoring {LEGACY_FILE}: {why}; durable filters are restored only by WAL replay, if any");
             return;
         }
     };
-    // SAFETY: only the postmaster runs now; nothing else uses the region.
-    let lk = unsafe { Locked::assume() };
-    let mut lost = Vec::new();
     for f in &filters {
+        if r.find(f.meta.db, &f.meta.name).is_some() {
+            continue;
+        }
         let spec = f.meta.new_filter();
         let why = match (kind, &f.words) {
             (FileKind::Saved, Some(words)) => {
                 let fill = |out: &mut [u64]| out.copy_from_slice(words);
-                match r.create(&lk, &spec, &f.meta.params, Some(&fill), &mut |_, _| f.gen) {
+                match r.create(lk, &spec, &f.meta.params, Some(&fill), &mut |_, _| f.gen) {
                     Ok(info) => {
-                        let _ = r.set_readers(&lk, &info, f.meta.readers);
+                        let _ = r.set_readers(lk, &info, f.meta.readers);
+                        r.set_stamp(info.index, stamp, 0, 0, 0);
+                        r.mark_changed(info.index, LOG_BASE);
                         continue;
                     }
                     Err(_) => reason::NO_ROOM,
@@ -122,86 +289,212 @@ pub fn restore(r: &Region) {
             (FileKind::Saved, None) => f.reason.max(1),
             (FileKind::Live, _) => reason::NOT_SAVED,
         };
-        if let Err(e) = placeholder(r, &lk, None, &spec, &f.meta, f.gen, why) {
-            lost.push(format!("\"{}\" (database {}): {e}", f.meta.name, f.meta.db));
+        if placeholder(r, lk, None, &spec, &f.meta, f.gen, why).is_err() {
+            pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all", f.meta.name, f.meta.db);
         }
-        if why == reason::NO_ROOM {
-            pgrx::log!(
-                "cuckoo: durable filter \"{}\" (database {}, {} bytes) does not fit in cuckoo.shared_memory; it is kept as needing a reload",
-                f.meta.name,
-                f.meta.db,
-                Region::bytes_for(&f.meta.params)
-            );
-        }
-    }
-    if !lost.is_empty() {
-        pgrx::warning!("cuckoo: durable filters that could not be restored at all: {}", lost.join(", "));
     }
     if kind == FileKind::Saved {
         // SAFETY: single-threaded postmaster, before forking.
-        unsafe { FILE_STAMP = stamp };
+        unsafe { LEGACY_STAMP = stamp };
     }
 }
 
-/// Every durable filter of the region: contents for usable ones when `words`.
-/// Call where no durable change can be in flight (frozen, or in recovery).
-fn collect(r: &Region, words: bool) -> Vec<SavedFilter> {
+pub fn lsn(x: u64) -> String {
+    format!("{:X}/{:X}", x >> 32, x as u32)
+}
+
+// ----- cuts -------------------------------------------------------------------------
+
+/// Whether filter `info`'s next cut should write a new base instead of a delta.
+fn compaction_due(r: &Region, info: &EntryInfo) -> bool {
+    let s = r.durable_stats(info.index);
+    s.deltas >= 64 || s.delta_bytes >= s.base_bytes.max(1 << 20)
+}
+
+/// What a cut wrote.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CutResult {
+    pub file_bytes: u64,
+    pub wal_bytes: u64,
+}
+
+/// Writes filter `info`'s cut at `stamp`: `marked` units (already marked in
+/// its unit states, all of them for a base) into a new file, and for a
+/// compaction its contents to the WAL. Takes every marked unit even when the
+/// file cannot be written. Call pinned, with `info` current when pinned.
+fn write_cut(r: &Region, info: &EntryInfo, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool) -> Result<CutResult, String> {
+    let params = info.params.ok_or("a filter without parameters")?;
+    let meta = meta_of(info, params);
+    let units = r.units(info);
+    let g = Geometry::new(&params);
+    // Files keep reasons that describe the contents, not the server's memory.
+    let kept_reason = if info.reload_reason == reason::NO_ROOM { 0 } else { info.reload_reason };
+    // A base stores only units with something in them (the rest are zero).
+    let mut buf = vec![0u64; UNIT_WORDS as usize];
+    let mut taken: Vec<(u32, Vec<u64>)> = Vec::new();
+    let mut kept_units = 0u64;
+    let take = |u: u32, buf: &mut Vec<u64>| {
+        if let Some(units) = &units {
+            units.take(u, buf);
+        }
+    };
+    // Units are taken (copied into this process's memory) first, as fast as
+    // possible, so that writers stop copying them aside; a base is taken in
+    // one go, a delta likewise (at most the filter's size).
+    for &u in marked {
+        take(u, &mut buf);
+        if !base || buf.iter().any(|&w| g.occupied(w) != 0 || w != 0) {
+            taken.push((u, buf.clone()));
+            kept_units += 1;
+        }
+    }
+    let header = Header {
+        name: Name { gen: info.gen, stamp, kind: if base { Kind::Base } else { Kind::Delta } },
+        prev: if base { 0 } else { prev },
+        reason: kept_reason,
+        has_contents: !(base && info.blocks == 0),
+        meta: meta.clone(),
+        units: kept_units,
+    };
+    let mut wal_bytes = 0;
+    if base && log_base && info.blocks > 0 {
+        wal_bytes = log_cut_contents(info.gen, stamp, &meta, &g, &taken);
+    }
+    let mut w = FileWriter::create(dir(), &header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
+    for (u, words) in &taken {
+        w.unit(*u, words).map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
+    }
+    let file_bytes = w.finish().map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
+    if base {
+        files::remove(dir(), info.gen, stamp).map_err(|e| format!("cannot remove files older than {}: {e}", header.name.file_name()))?;
+    }
+    Ok(CutResult { file_bytes, wal_bytes })
+}
+
+/// Logs a compaction's base (the units with something in them) as contents
+/// of kind `Cut`; returns the bytes logged.
+fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, g: &Geometry, units: &[(u32, Vec<u64>)]) -> u64 {
+    let start = logged_bytes();
+    let begin = log(&Record::ContentBegin { kind: ContentKind::Cut, gen, cut, meta: meta.clone() });
+    let mut items = 0u64;
+    let mut run: Vec<u64> = Vec::new();
+    let mut run_start = 0u64;
+    let flush = |run: &mut Vec<u64>, at: u64| {
+        if !run.is_empty() {
+            log(&Record::ContentChunk { begin, offset: at, words: std::mem::take(run) });
+        }
+    };
+    let n = meta.params.bucket_count;
+    for (u, words) in units {
+        let at = *u as u64 * UNIT_WORDS;
+        let len = (n - at).min(UNIT_WORDS) as usize;
+        items += g.occupied_total(words[..len].iter().copied());
+        if run.is_empty() || run_start + run.len() as u64 != at || run.len() + len > CHUNK_WORDS {
+            flush(&mut run, run_start);
+            run_start = at;
+        }
+        run.extend_from_slice(&words[..len]);
+    }
+    flush(&mut run, run_start);
+    log(&Record::ContentEnd { begin, items });
+    logged_bytes() - start
+}
+
+/// Cuts filter `info` on the primary (see the module documentation); `Ok(None)`
+/// if it did not change or is gone.
+fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
     let slot = my_slot();
-    let mut out = Vec::new();
+    let start = logged_bytes();
+    let prepared = with_registry_lock(|_, _| {
+        let now = r.entry_info(info.index).filter(|e| e.gen == info.gen && e.durable)?;
+        if r.changed(now.index) == 0 {
+            return None;
+        }
+        let paused = r.pause_writers(now.index);
+        // Writers are pinned for one operation; this waits for those inside one.
+        r.drain_writers(|_| {
+            // SAFETY: a plain sleep (interrupts are held under the lock).
+            unsafe { pg_sys::pg_usleep(50) };
+            true
+        });
+        let changed = r.take_changed(now.index);
+        // (A placeholder's files keep the contents it had: never rebase them.)
+        let base = changed & NEEDS_BASE != 0 || now.blocks > 0 && compaction_due(r, &now);
+        let end = log(&Record::Cut { gen: now.gen, base });
+        let marked = r.units(&now).map(|u| u.mark(base)).unwrap_or_default();
+        // Read-pinned while the units are taken: the blocks stay even if the
+        // filter is dropped or replaced meanwhile.
+        let pin = r.pin(slot);
+        drop(paused);
+        let prev = r.durable_stats(now.index).stamp;
+        Some((now, changed, base, end, marked, pin, prev))
+    });
+    let Some((now, changed, base, end, marked, pin, prev)) = prepared else { return Ok(None) };
+    // SAFETY: flushes the WAL up to the cut before any file names it.
+    unsafe { pg_sys::XLogFlush(end) };
+    let log_base = base && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
+    let res = write_cut(r, &now, end, base, &marked, prev, log_base);
+    drop(pin);
+    let still = r.entry_info(now.index).filter(|e| e.gen == now.gen);
+    match res {
+        Ok(mut done) => {
+            done.wal_bytes = logged_bytes() - start;
+            if still.is_some() {
+                r.record_cut(now.index, end, base, done.file_bytes, done.wal_bytes);
+            }
+            Ok(Some(done))
+        }
+        Err(e) => {
+            // Nothing of this cut counts: what it took must go into the next.
+            if let Some(info) = still {
+                if let Some(units) = r.units(&info) {
+                    units.mark_changed(&marked);
+                }
+                r.mark_changed(info.index, changed);
+            }
+            Err(format!("durable filter \"{}\": {e}", now.name))
+        }
+    }
+}
+
+/// Removes the files of generations that no longer exist, each after a
+/// `DISCARD` record (see the module documentation).
+fn remove_discarded(r: &Region) -> Result<(), String> {
+    let live: std::collections::HashSet<u64> = r.list_all().into_iter().filter(|i| i.durable).map(|i| i.gen).collect();
+    let on_disk = files::list(dir()).map_err(|e| format!("cannot read {}: {e}", files::DIR))?;
+    for gen in on_disk.keys().filter(|g| !live.contains(g)) {
+        let end = log(&Record::Discard { gen: *gen });
+        // SAFETY: flushes the WAL up to the record before the files go.
+        unsafe { pg_sys::XLogFlush(end) };
+        files::remove(dir(), *gen, u64::MAX).map_err(|e| format!("cannot remove the files of generation {gen:016X}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Cuts every durable filter that changed and removes discarded files.
+fn pass(r: &Region) -> Result<(), String> {
+    let mut failed = None;
     for info in r.list_all().into_iter().filter(|i| i.durable) {
-        let Some(params) = info.params else { continue };
-        let meta = meta_of(&info, params);
-        if !info.usable() || !words {
-            out.push(SavedFilter { gen: info.gen, reason: info.reload_reason, meta, items: 0, words: None });
+        if r.changed(info.index) == 0 {
             continue;
         }
-        let mut buf = vec![0u64; params.bucket_count as usize];
-        {
-            let Some(_pin) = r.pin(slot) else { continue };
-            if !r.still_current(info.index, info.seq) {
-                continue;
-            }
-            r.table(&info).copy_words(&mut buf);
+        if let Err(e) = cut(r, &info) {
+            failed.get_or_insert(e);
         }
-        let items = Geometry::new(&params).occupied_total(buf.iter().copied());
-        out.push(SavedFilter { gen: info.gen, reason: 0, meta, items, words: Some(buf) });
     }
-    out
-}
-
-/// Writes the file atomically (temporary file, fsync, rename, fsync of the
-/// directory).
-fn write_file(bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = format!("{FILE}.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    if r.take_files_to_remove() {
+        if let Err(e) = remove_discarded(r) {
+            r.note_files_to_remove();
+            failed.get_or_insert(e);
+        }
     }
-    std::fs::rename(&tmp, FILE)?;
-    std::fs::File::open(".")?.sync_all()
-}
-
-fn save(r: &Region, kind: FileKind, stamp: u64) {
-    let filters = collect(r, kind == FileKind::Saved);
-    let n = filters.len();
-    match write_file(&saved::encode(kind, stamp, &filters)) {
-        Ok(()) => pgrx::debug1!("cuckoo: wrote {FILE} ({kind:?}, {n} filters)"),
-        Err(e) => pgrx::warning!(
-            "cuckoo: could not write {FILE}: {e}; {}",
-            if kind == FileKind::Saved {
-                "durable filters will not come back after a restart unless WAL replay restores them"
-            } else {
-                "the file left from the last stop no longer describes the filters"
-            }
-        ),
+    match failed {
+        None => Ok(()),
+        Some(e) => Err(e),
     }
 }
 
-/// End of recovery (the startup process): saves the replayed filters.
-pub fn save_after_recovery(end: u64) {
-    save(super::shared_fns::region(), FileKind::Saved, end);
-}
+// ----- the worker ----------------------------------------------------------------------
 
 /// Sets or clears checkpoint-delay flags in this process's PGPROC.
 fn set_delay(flags: i32, on: bool) {
@@ -218,38 +511,63 @@ fn set_delay(flags: i32, on: bool) {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
-static mut SAVED_ON_EXIT: bool = false;
+static mut STOPPED: bool = false;
+static mut LAST_WARNING: Option<Instant> = None;
 
-/// Freezes durable changes, waits until none is in flight, saves the file and
-/// lets checkpoints go: the worker's last act, however it stops.
+/// Reports a failed pass (at most every ten seconds).
+fn warn_failed(e: &str) {
+    // SAFETY: the worker is single-threaded.
+    unsafe {
+        if LAST_WARNING.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            LAST_WARNING = Some(Instant::now());
+            pgrx::warning!("cuckoo: a checkpoint cut failed: {e}; checkpoints wait until it succeeds (WAL is kept meanwhile)");
+        }
+    }
+}
+
+/// Freezes durable changes, waits until none is in flight, makes a last pass
+/// and lets checkpoints go: the worker's last act, however it stops.
 fn stop(r: &Region) {
     // SAFETY: the worker is single-threaded.
-    if unsafe { SAVED_ON_EXIT } {
+    if unsafe { STOPPED } {
         return;
     }
-    unsafe { SAVED_ON_EXIT = true };
-    with_registry_lock(|r, _| r.set_durable_state(DURABLE_FROZEN, 0));
-    // Durable writers check the state while pinned: once every pin taken
-    // before the freeze is gone, nothing durable is being logged. Sessions
-    // stay pinned for one operation; after about ten seconds something is
-    // wrong, and the file is saved anyway, with a warning.
-    let mut drained = false;
-    for _ in 0..10_000 {
-        if r.set_durable_state(DURABLE_FROZEN, 1 << 10) {
-            drained = true;
-            break;
+    unsafe { STOPPED = true };
+    // Durable writers check the state while pinned: once every writer pinned
+    // before the freeze is gone, nothing durable is being logged. Writers stay
+    // pinned for one operation.
+    let since = Instant::now();
+    while !r.set_durable_state(DURABLE_FROZEN, 1 << 12) {
+        if since.elapsed() > Duration::from_secs(10) {
+            pgrx::log!("cuckoo: still waiting for sessions inside durable filter operations before the last checkpoint cut");
         }
         // SAFETY: a plain sleep.
         unsafe { pg_sys::pg_usleep(1000) };
     }
-    if !drained {
-        // A change still in flight has not been acknowledged to anyone; the
-        // file holds it or not, either is a state the filter could have had.
-        pgrx::warning!("cuckoo: sessions stayed inside filter operations for 10 s while durable filters were being saved; changes they had not finished may be missing from {FILE}");
+    let mut tries = 0;
+    loop {
+        match pass(r) {
+            Ok(()) => break,
+            Err(e) if tries < 10 => {
+                tries += 1;
+                pgrx::warning!("cuckoo: the last checkpoint cut failed: {e}; trying again");
+                // SAFETY: a plain sleep.
+                unsafe { pg_sys::pg_usleep(200_000) };
+            }
+            Err(e) => {
+                // Letting a checkpoint complete now would leave changes that are
+                // neither on file nor in the WAL it keeps: stop the server
+                // instead, so that the next start recovers from the last
+                // checkpoint, whose files are complete.
+                pgrx::ereport!(
+                    PgLogLevel::PANIC,
+                    PgSqlErrorCode::ERRCODE_IO_ERROR,
+                    format!("cuckoo: cannot write the durable filters' last checkpoint cut: {e}"),
+                    "The next start recovers them from the WAL since the last checkpoint."
+                );
+            }
+        }
     }
-    // SAFETY: reads the WAL insert position.
-    let stamp = unsafe { pg_sys::GetXLogInsertRecPtr() };
-    save(r, FileKind::Saved, stamp);
     set_delay((pg_sys::DELAY_CHKPT_START | pg_sys::DELAY_CHKPT_COMPLETE) as i32, false);
 }
 
@@ -261,75 +579,21 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     stop(super::shared_fns::region());
 }
 
-/// Logs a complete image pass; returns the redo position read before it began.
-fn pass(_r: &Region) -> u64 {
-    // SAFETY: reads the shared redo position.
-    let redo = unsafe { pg_sys::GetRedoRecPtr() };
-    // Under the registry lock, so that every creation or publish logged before
-    // PASS_BEGIN is linked (and listed) and every later one is logged after it.
-    let (begin, list) = with_registry_lock(|r, _| (log(&Record::PassBegin), r.list_all()));
-    let slot = my_slot();
-    let mut n = 0;
-    for listed in list.into_iter().filter(|i| i.durable) {
-        let Some(params) = listed.params else { continue };
-        let mut buf = if listed.usable() { vec![0u64; params.bucket_count as usize] } else { Vec::new() };
-        let mut waits = 0u64;
-        loop {
-            // Each filter is logged under the registry lock: no publish, drop or
-            // grant can come between reading its entry and logging its image, so
-            // the image is of the generation that is current when it is logged,
-            // with its current grant. (Waiting for pinned writers under the lock
-            // cannot deadlock: nobody takes the lock while pinned.)
-            let logged = with_registry_lock(|r, _| {
-                let Some(now) = r.entry_info(listed.index).filter(|e| e.gen == listed.gen && e.durable) else {
-                    // Dropped or republished since PASS_BEGIN: that change was
-                    // logged after it and stands for itself.
-                    return Some(false);
-                };
-                let meta = meta_of(&now, params);
-                if !now.usable() {
-                    log(&Record::Placeholder { gen: now.gen, reason: now.reload_reason, meta });
-                    return Some(true);
-                }
-                let pin = r.pin(slot)?;
-                if !r.still_current(now.index, now.seq) {
-                    return None;
-                }
-                let imaged = r.image(&now, slot, &mut buf, 1 << 22, |words, items| {
-                    log_content(ContentKind::Image, now.gen, &meta, words, items);
-                });
-                drop(pin);
-                imaged.ok().map(|()| true)
-            });
-            match logged {
-                Some(counted) => {
-                    n += counted as u64;
-                    break;
-                }
-                None => {
-                    // Some process stayed inside a filter operation; the pass
-                    // must complete, so try again (checkpoints wait meanwhile).
-                    waits += 1;
-                    if waits % 1000 == 0 {
-                        pgrx::warning!("cuckoo: the checkpoint image of filter \"{}\" has waited {} s for sessions inside filter operations", listed.name, waits / 1000);
-                    }
-                    pgrx::check_for_interrupts!();
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        }
-    }
-    log(&Record::PassDone { begin, filters: n });
-    redo
-}
-
+/// Makes a pass if the redo position moved past `covered`; returns the redo
+/// position the files now cover (`covered` again if the pass failed: the
+/// checkpoint keeps waiting and the pass is retried).
 fn pass_if_needed(r: &Region, covered: u64) -> u64 {
     // SAFETY: reads the shared redo position.
     let redo = unsafe { pg_sys::GetRedoRecPtr() };
-    if redo > covered {
-        pass(r)
-    } else {
-        covered
+    if redo <= covered {
+        return covered;
+    }
+    match pass(r) {
+        Ok(()) => redo,
+        Err(e) => {
+            warn_failed(&e);
+            covered
+        }
     }
 }
 
@@ -357,8 +621,30 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
         pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(0));
     }
     set_delay((pg_sys::DELAY_CHKPT_START | pg_sys::DELAY_CHKPT_COMPLETE) as i32, true);
-    let mut covered = pass(r);
-    save(r, FileKind::Live, 0);
+    let _ = files::remove_temporary(dir());
+    // Whatever is not on file yet (restored from 0.4.0's file, or left by an
+    // earlier worker that could not finish) is written before changes open.
+    // SAFETY: reads the shared redo position.
+    let mut covered = unsafe { pg_sys::GetRedoRecPtr() };
+    loop {
+        match pass(r) {
+            Ok(()) => break,
+            Err(e) => {
+                warn_failed(&e);
+                if !BackgroundWorker::wait_latch(Some(Duration::from_millis(100))) {
+                    stop(r);
+                    // SAFETY: as at the end.
+                    unsafe { pg_sys::proc_exit(1) };
+                }
+            }
+        }
+    }
+    if Path::new(LEGACY_FILE).exists() && r.list_all().iter().all(|i| !i.durable || r.changed(i.index) == 0) {
+        match std::fs::remove_file(LEGACY_FILE) {
+            Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", files::DIR),
+            Err(e) => pgrx::warning!("cuckoo: could not remove {LEGACY_FILE}: {e}"),
+        }
+    }
     with_registry_lock(|r, _| r.set_durable_state(DURABLE_OPEN, 0));
     pgrx::log!("cuckoo: durability worker started; durable filters accept changes");
     loop {
@@ -371,8 +657,91 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
         }
     }
     stop(r);
-    pgrx::log!("cuckoo: durability worker stopped; durable filters saved to {FILE}");
+    pgrx::log!("cuckoo: durability worker stopped; durable filters are on file");
     // SAFETY: exit code 1 asks the postmaster to start the worker again (after
     // its restart interval) unless the server is shutting down.
     unsafe { pg_sys::proc_exit(1) };
+}
+
+// ----- replay (the startup process) ----------------------------------------------------
+
+/// Replay of a `CUT` record ending at `end`: writes filter `gen`'s changes
+/// since its files to its own files, as the primary did. False if the filter
+/// has no contents here (the caller may then wait for the contents the record
+/// announces).
+pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) -> bool {
+    let Some(info) = r.find_gen(gen) else { return false };
+    if r.durable_stats(info.index).stamp >= end {
+        return true;
+    }
+    if info.blocks == 0 {
+        // A placeholder. One restored without room keeps its files' contents,
+        // and only its metadata can change here; one without contents waits
+        // for the contents a base cut logs.
+        if info.reload_reason != reason::NO_ROOM && base {
+            return false;
+        }
+        if r.changed(info.index) != 0 {
+            cut_in_replay(r, &info, false, end);
+        }
+        return true;
+    }
+    cut_in_replay(r, &info, base, end);
+    true
+}
+
+/// Writes filter `info`'s changes to its files at `stamp` in replay or at the
+/// end of recovery (this process is its only writer). Raises an ERROR if the
+/// files cannot be written: replay must not go on past a cut it could not keep.
+fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) {
+    let changed = r.take_changed(info.index);
+    let base = force_base && info.blocks > 0 || changed & NEEDS_BASE != 0;
+    let slot = my_slot();
+    let Some(pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
+    if !r.still_current(info.index, info.seq) {
+        return;
+    }
+    let marked = r.units(info).map(|u| u.mark(base)).unwrap_or_default();
+    let prev = r.durable_stats(info.index).stamp;
+    let res = write_cut(r, info, stamp, base, &marked, prev, false);
+    drop(pin);
+    match res {
+        Ok(done) => r.record_cut(info.index, stamp, base, done.file_bytes, 0),
+        Err(e) => {
+            if let Some(units) = r.units(info) {
+                units.mark_changed(&marked);
+            }
+            r.mark_changed(info.index, changed);
+            pgrx::ereport!(
+                PgLogLevel::ERROR,
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!("cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {e}", info.name, lsn(stamp)),
+                "Replay stops here so that no restartpoint can pass a cut that is not on file; fix the cause (for example free disk space) and restart."
+            );
+        }
+    }
+}
+
+/// The end of recovery: every filter's changes since its last cut go to its
+/// files, as of `end`, before the end-of-recovery checkpoint.
+pub fn cut_after_recovery(r: &Region, end: u64) {
+    for info in r.list_all().into_iter().filter(|i| i.durable) {
+        let changed = r.changed(info.index);
+        if changed == 0 || r.durable_stats(info.index).stamp >= end {
+            continue;
+        }
+        if info.blocks == 0 && changed & NEEDS_BASE == 0 && changed & (CHANGED_META | CHANGED_WORDS) == 0 {
+            continue;
+        }
+        cut_in_replay(r, &info, false, end);
+    }
+}
+
+/// Replay of a `DISCARD` record: the generation's files go (and the filter, if
+/// it is still here).
+pub fn replay_discard(r: &Region, gen: u64) {
+    if let Err(e) = files::remove(dir(), gen, u64::MAX) {
+        pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X}: {e}");
+    }
+    let _ = r;
 }

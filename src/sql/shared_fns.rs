@@ -18,7 +18,8 @@ use super::wal::{log, log_content};
 use crate::filter::dense::DenseHeader;
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::{OpStats, Table};
-use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
+use crate::region::durable::Units;
+use crate::region::registry::{published_fpp, CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::registry::Pin;
 use crate::region::wal::{ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
@@ -171,6 +172,12 @@ pub(super) fn my_slot() -> usize {
 /// (unpinned again) if the entry changed.
 fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
     let Some(pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+    r.still_current(index, seq).then_some(pin)
+}
+
+/// As [`pin_current`], pinned as a writer (one that may change bucket words).
+fn pin_current_writer(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
+    let Some(pin) = r.pin_writer(my_slot()) else { error!("cuckoo: process slot out of range") };
     r.still_current(index, seq).then_some(pin)
 }
 
@@ -401,6 +408,8 @@ pub(super) struct NamedCall {
     seed: u64,
     /// Valid when `resolved`; used only while pinned and after `still_current`.
     table: MaybeUninit<Table<'static>>,
+    /// A durable filter's units (for writers: see `region::durable`), as `table`.
+    units: MaybeUninit<Option<Units<'static>>>,
 }
 
 /// # Safety
@@ -433,6 +442,7 @@ impl NamedCall {
             let table = r.table(&info);
             self.seed = table.params().seed;
             self.table = MaybeUninit::new(table);
+            self.units = MaybeUninit::new(if self.write { r.units(&info) } else { None });
             drop(pin);
             self.index = info.index;
             self.seq = info.seq;
@@ -469,7 +479,7 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with non-null text and key arguments.
-    unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'static>, u64, &Region, usize, usize, u64) -> T) -> T {
+    unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'_>, u64, &Region, usize, usize, u64) -> T) -> T {
         // SAFETY: as documented.
         let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
         if !fresh && self.gen != 0 {
@@ -481,7 +491,8 @@ impl NamedCall {
         loop {
             // SAFETY: as documented; the hasher was resolved for this call site.
             let h = unsafe { self.key.hash_arg(fcinfo, 1, self.seed) };
-            if let Some(pin) = pin_current(r, self.index, self.seq) {
+            let pinned = if self.write { pin_current_writer(r, self.index, self.seq) } else { pin_current(r, self.index, self.seq) };
+            if let Some(pin) = pinned {
                 if self.write && r.writers_paused(self.index) {
                     // A snapshot is copying this filter: wait unpinned (so that it
                     // can proceed), and cancellable.
@@ -495,9 +506,19 @@ impl NamedCall {
                     wait_durable_open(r);
                     continue;
                 }
-                // SAFETY: `resolved` implies `table` was written; the entry is
-                // unchanged and we are pinned, so its memory cannot be reused.
-                let out = op(unsafe { self.table.assume_init_ref() }, h, r, self.index, slot, self.gen);
+                if self.gen != 0 {
+                    // Before anything is logged: the next checkpoint's cut then
+                    // includes this filter (see `durability`).
+                    r.mark_changed(self.index, CHANGED_WORDS);
+                }
+                // SAFETY: `resolved` implies `table` and `units` were written; the
+                // entry is unchanged and we are pinned, so its memory cannot be
+                // reused.
+                let (table, units) = unsafe { (self.table.assume_init_ref(), self.units.assume_init_ref()) };
+                let out = match units {
+                    Some(u) => op(&table.with_hook(u), h, r, self.index, slot, self.gen),
+                    None => op(table, h, r, self.index, slot, self.gen),
+                };
                 drop(pin);
                 return out;
             }
@@ -964,6 +985,9 @@ fn cuckoo_filters_rows() -> TableIterator<
         name!(durable, bool),
         name!(state, String),
         name!(reason, Option<String>),
+        name!(checkpoint_write_bytes, Option<i64>),
+        name!(checkpoint_wal_bytes, Option<i64>),
+        name!(disk_bytes, Option<i64>),
     ),
 > {
     let r = region();
@@ -984,6 +1008,7 @@ fn cuckoo_filters_rows() -> TableIterator<
             ((t.item_count() as i64).clamp(0, slots as i64) as u64, slots)
         };
         let s = r.stat_totals(info.index);
+        let d = info.durable.then(|| r.durable_stats(info.index));
         let grantee = match info.readers {
             READERS_NONE => None,
             READERS_PUBLIC => Some("public".to_string()),
@@ -1007,6 +1032,9 @@ fn cuckoo_filters_rows() -> TableIterator<
             info.durable,
             if info.usable() { "ready" } else { "needs reload" }.to_string(),
             (!info.usable()).then(|| super::wal::reason::text(info.reload_reason).to_string()),
+            d.as_ref().map(|d| d.cut_file_bytes as i64),
+            d.as_ref().map(|d| d.cut_wal_bytes as i64),
+            d.as_ref().map(|d| (d.base_bytes + d.delta_bytes) as i64),
         ));
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));

@@ -79,9 +79,11 @@ pub mod reason {
     pub const NO_ROOM: u64 = 2;
     pub const NOT_SAVED: u64 = 3;
     pub const NOT_RESTORED: u64 = 4;
+    pub const FILES_DAMAGED: u64 = 5;
 
     pub fn text(code: u64) -> &'static str {
         match code {
+            FILES_DAMAGED => "its files in the data directory are damaged",
             REPLAY_FULL => "recovery could not re-insert a key (the filter was too full to replay its changes in log order)",
             NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
             NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
@@ -121,9 +123,21 @@ pub fn log(rec: &Record) -> u64 {
         }
         pg_sys::XLogInsert(RM_CUCKOO_ID, k)
     };
-    // SAFETY: a backend-local variable, set and read by this process only.
-    unsafe { FLUSH_AT_COMMIT = FLUSH_AT_COMMIT.max(end) };
+    // SAFETY: backend-local variables, set and read by this process only;
+    // ProcLastRecPtr is the start of the record just inserted.
+    unsafe {
+        FLUSH_AT_COMMIT = FLUSH_AT_COMMIT.max(end);
+        LOGGED_BYTES += end - pg_sys::ProcLastRecPtr;
+    }
     end
+}
+
+/// WAL bytes this process has logged through [`log`].
+static mut LOGGED_BYTES: u64 = 0;
+
+pub fn logged_bytes() -> u64 {
+    // SAFETY: a backend-local variable.
+    unsafe { LOGGED_BYTES }
 }
 
 /// The end of the last record this transaction logged (0: none).
@@ -183,7 +197,7 @@ unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut
 
 /// Writes a filter's contents in chunks; returns the end of `CONTENT_BEGIN`.
 pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, words: &[u64], items: u64) -> u64 {
-    let begin = log(&Record::ContentBegin { kind: ck, gen, meta: meta.clone() });
+    let begin = log(&Record::ContentBegin { kind: ck, gen, cut: 0, meta: meta.clone() });
     for (i, chunk) in words.chunks(CHUNK_WORDS).enumerate() {
         log(&Record::ContentChunk { begin, offset: (i * CHUNK_WORDS) as u64, words: chunk.to_vec() });
     }
@@ -222,8 +236,8 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         Ok(r) => r,
         Err(why) => corrupt(end, why),
     };
-    if end <= super::durability::file_stamp() {
-        // Already in the saved file the region was restored from.
+    if end <= super::durability::legacy_stamp() {
+        // Already in 0.4.0's saved file the region was restored from.
         return;
     }
     REPLAY.with(|s| s.borrow_mut().get_or_insert_with(Replay::default).apply(rec, end));
@@ -258,6 +272,8 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         kind::PASS_BEGIN => c"PASS_BEGIN",
         kind::PASS_DONE => c"PASS_DONE",
         kind::PLACEHOLDER => c"PLACEHOLDER",
+        kind::CUT => c"CUT",
+        kind::DISCARD => c"DISCARD",
         _ => return std::ptr::null(),
     };
     debug_assert_eq!(name_of(info & 0xF0), name.to_str().ok());
@@ -270,14 +286,14 @@ unsafe extern "C-unwind" fn startup() {
 }
 
 /// The end of replay: incomplete contents are dropped (their publish never
-/// finished), and the replayed filters are saved, so that a crash before the
-/// durability worker logs its first pass restores them from the file.
+/// finished), and what changed since each filter's last cut goes to its files,
+/// before the end-of-recovery checkpoint (which no worker holds back).
 #[pg_guard]
 unsafe extern "C-unwind" fn cleanup() {
     REPLAY.with(|s| *s.borrow_mut() = None);
     // SAFETY: plain read of the replay position.
     let end = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
-    super::durability::save_after_recovery(end);
+    super::durability::cut_after_recovery(region(), end);
 }
 
 thread_local! {
@@ -288,10 +304,20 @@ thread_local! {
 struct Build {
     kind: ContentKind,
     gen: u64,
+    /// For contents of kind `Cut`: the end of their `CUT`.
+    cut: u64,
     meta: Meta,
     /// Empty if the contents cannot fit in the region (or in memory).
     words: Vec<u64>,
     filled: u64,
+}
+
+/// A generation whose contents replay does not have, waiting for the contents
+/// that a base cut logs (a base backup that missed files removed while it was
+/// copied): the cut's end, and its records logged since, to apply after.
+struct Waiting {
+    cut: u64,
+    records: Vec<(Record, u64)>,
 }
 
 /// What replay knows besides the region (the startup process's memory).
@@ -304,10 +330,12 @@ struct Replay {
     /// Generations whose contents this replay built from their creation,
     /// publish or image, with that record's end.
     based: HashMap<u64, u64>,
-    /// The image pass in progress: its start and the generations it logged.
+    /// The image pass in progress (0.4.0's WAL): its start and the generations
+    /// it logged.
     pass: Option<(u64, HashSet<u64>)>,
     /// Where each generation's entry was last found (checked on every use).
     entries: HashMap<u64, usize>,
+    waiting: HashMap<u64, Waiting>,
 }
 
 /// Refuses a record that does not decode or does not fit what replay holds,
@@ -330,37 +358,79 @@ enum Content<'w> {
     Lost(u64),
 }
 
+/// The generation a record is about (None for records about no single one).
+fn gen_of(rec: &Record, end: u64) -> Option<u64> {
+    Some(match rec {
+        Record::Create(_) => end,
+        Record::ContentBegin { kind: ContentKind::Publish, .. } => end,
+        Record::ContentBegin { gen, .. } => *gen,
+        Record::Insert { gen, .. } | Record::Refused { gen, .. } | Record::Delete { gen, .. } => *gen,
+        Record::Drop { gen } | Record::Grant { gen, .. } | Record::Placeholder { gen, .. } | Record::Cut { gen, .. } => *gen,
+        _ => return None,
+    })
+}
+
 impl Replay {
+    /// The position generation `gen`'s contents cover (0 if it is not here).
+    fn stamp_of(&mut self, r: &Region, gen: u64) -> u64 {
+        self.find(r, gen).map_or(0, |i| r.durable_stats(i.index).stamp)
+    }
+
     fn apply(&mut self, rec: Record, end: u64) {
         let r = region();
+        if let Some(gen) = gen_of(&rec, end) {
+            // Already in the filter's files (or in the contents it was made
+            // from).
+            if !matches!(rec, Record::Cut { .. }) && self.stamp_of(r, gen) >= end {
+                return;
+            }
+            if let Some(w) = self.waiting.get_mut(&gen) {
+                if !matches!(rec, Record::Cut { .. } | Record::ContentBegin { .. }) {
+                    w.records.push((rec, end));
+                    return;
+                }
+            }
+        }
         match rec {
             Record::Create(meta) => {
                 self.install(r, &meta, end, Content::Empty, false);
                 self.based.insert(end, end);
             }
-            Record::ContentBegin { kind: ck, gen, meta } => {
+            Record::ContentBegin { kind: ck, gen, cut, meta } => {
+                if ck == ContentKind::Cut && self.waiting.get(&gen).is_none_or(|w| w.cut != cut) {
+                    // Contents for a filter replay has: its own are current.
+                    return;
+                }
+                if ck == ContentKind::Publish {
+                    // Publishes are logged under the registry lock, one at a
+                    // time: one still unfinished was abandoned (its primary
+                    // stopped), and its memory is given back.
+                    self.builds.retain(|_, b| b.kind != ContentKind::Publish);
+                }
                 let gen = if ck == ContentKind::Publish { end } else { gen };
                 let n = meta.params.bucket_count;
                 let mut words = Vec::new();
                 if n.saturating_mul(8) <= r.layout().data_bytes() && words.try_reserve_exact(n as usize).is_ok() {
                     words.resize(n as usize, 0);
                 }
-                self.builds.insert(end, Build { kind: ck, gen, meta, words, filled: 0 });
+                self.builds.insert(end, Build { kind: ck, gen, cut, meta, words, filled: 0 });
             }
             Record::ContentChunk { begin, offset, words } => {
                 let Some(b) = self.builds.get_mut(&begin) else { return };
                 let n = b.meta.params.bucket_count;
-                if offset != b.filled || offset + words.len() as u64 > n {
+                // Contents of a cut skip runs of empty units; others are whole.
+                let in_order = if b.kind == ContentKind::Cut { offset >= b.filled } else { offset == b.filled };
+                if !in_order || offset + words.len() as u64 > n {
                     corrupt(end, format!("contents chunk at word {offset} of {n} after {} words were received", b.filled));
                 }
                 if !b.words.is_empty() {
                     b.words[offset as usize..offset as usize + words.len()].copy_from_slice(&words);
                 }
-                b.filled += words.len() as u64;
+                b.filled = offset + words.len() as u64;
             }
             Record::ContentEnd { begin, items } => {
                 let Some(b) = self.builds.remove(&begin) else { return };
-                if b.filled != b.meta.params.bucket_count {
+                if b.kind != ContentKind::Cut && b.filled != b.meta.params.bucket_count {
                     corrupt(end, format!("contents end after {} of {} words", b.filled, b.meta.params.bucket_count));
                 }
                 let content = if b.words.is_empty() {
@@ -372,6 +442,10 @@ impl Replay {
                     }
                     Content::Words(&b.words)
                 };
+                if b.kind == ContentKind::Cut {
+                    self.install_waiting(r, &b, content);
+                    return;
+                }
                 if b.kind == ContentKind::Image {
                     if let Some((_, seen)) = &mut self.pass {
                         seen.insert(b.gen);
@@ -407,8 +481,10 @@ impl Replay {
                 if self.refusals.remove(&insert_end).is_some() {
                     // The primary refused it too: nothing was lost.
                     self.settle(r, gen);
-                } else if self.based.contains_key(&gen) {
-                    // Replay stored the key the primary refused: take it back.
+                } else if insert_end > self.stamp_of(r, gen) && self.find(r, gen).is_some() {
+                    // Replay stored the key the primary refused (an insert and
+                    // its refusal are on the same side of every cut): take it
+                    // back.
                     if self.write(r, gen, |t| t.delete(hash)) == Some(true) {
                         self.retry_refused(r, gen);
                     }
@@ -434,6 +510,7 @@ impl Replay {
                     drop_now(&info);
                 }
                 self.based.remove(&gen);
+                self.waiting.remove(&gen);
                 self.refusals.retain(|_, (g, _)| *g != gen);
             }
             Record::Grant { gen, readers } => {
@@ -442,6 +519,25 @@ impl Replay {
                         let _ = r.set_readers(lk, &info, readers);
                     });
                 }
+            }
+            Record::Cut { gen, base } => {
+                // Cuts are logged under the registry lock: no publish is in
+                // progress, and one still unfinished was abandoned.
+                self.builds.retain(|_, b| b.kind != ContentKind::Publish);
+                if super::durability::replay_cut(r, gen, base, end) {
+                    self.waiting.remove(&gen);
+                } else if base {
+                    // Replay does not have this filter's contents: the base's
+                    // contents follow in the WAL.
+                    self.waiting.insert(gen, Waiting { cut: end, records: Vec::new() });
+                }
+            }
+            Record::Discard { gen } => {
+                if let Some(info) = r.find_gen(gen) {
+                    drop_now(&info);
+                }
+                self.waiting.remove(&gen);
+                super::durability::replay_discard(r, gen);
             }
             Record::PassBegin => self.pass = Some((end, HashSet::new())),
             Record::PassDone { begin, .. } => {
@@ -458,6 +554,22 @@ impl Replay {
                     }
                 }
             }
+        }
+    }
+
+    /// The contents a base cut logged, for a filter replay was waiting for:
+    /// installed as of the cut, then the filter's records since are applied.
+    fn install_waiting(&mut self, r: &Region, b: &Build, content: Content<'_>) {
+        let Some(w) = self.waiting.remove(&b.gen).filter(|w| w.cut == b.cut) else { return };
+        self.install(r, &b.meta, b.gen, content, false);
+        if let Some(info) = r.find_gen(b.gen) {
+            r.set_stamp(info.index, b.cut, 0, 0, 0);
+            // Not on file here yet: the next cut writes a base.
+            r.mark_changed(info.index, crate::region::registry::NEEDS_BASE);
+        }
+        self.based.insert(b.gen, b.cut);
+        for (rec, end) in w.records {
+            self.apply(rec, end);
         }
     }
 
@@ -579,12 +691,21 @@ impl Replay {
 
     /// Runs `op` on generation `gen`'s table if it has one (also while it is
     /// marked replay-full: its contents are kept up to date), pinned as a
-    /// writer (waiting while a snapshot on a hot standby pauses writers).
+    /// writer (waiting while a snapshot on a hot standby pauses writers), and
+    /// recording the units it changes for the next cut.
     fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Table<'_>) -> T) -> Option<T> {
         let slot = super::shared_fns::my_slot();
         loop {
-            let info = self.find(r, gen).filter(|i| i.blocks > 0)?;
-            let pin = r.pin(slot)?;
+            let info = self.find(r, gen)?;
+            if info.blocks == 0 {
+                if info.reload_reason == reason::NO_ROOM {
+                    // Its files hold contents this change would have gone into:
+                    // they are no longer complete.
+                    set_reason(r, gen, reason::NOT_RESTORED);
+                }
+                return None;
+            }
+            let pin = r.pin_writer(slot)?;
             if !r.still_current(info.index, info.seq) {
                 continue;
             }
@@ -593,7 +714,13 @@ impl Replay {
                 wait_for(std::time::Duration::from_micros(100));
                 continue;
             }
-            return Some(op(&r.table(&info)));
+            r.mark_changed(info.index, crate::region::registry::CHANGED_WORDS);
+            let units = r.units(&info);
+            let t = r.table(&info);
+            return Some(match &units {
+                Some(u) => op(&t.with_hook(u)),
+                None => op(&t),
+            });
         }
     }
 }
@@ -634,7 +761,7 @@ pub(super) fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Opti
 }
 
 fn set_reason(r: &Region, gen: u64, why: u64) {
-    if let Some(info) = r.find_gen(gen) {
+    if let Some(info) = r.find_gen(gen).filter(|i| i.reload_reason != why) {
         with_registry_lock(|r, lk| {
             let _ = r.set_reload(lk, &info, info.gen, why);
         });

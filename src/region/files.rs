@@ -1,0 +1,475 @@
+//! The files that keep durable filters between checkpoints, in the directory
+//! `cuckoo/` of the data directory: their names, layout, writing and strict
+//! reading. No pgrx; `sql::durability` decides when to write them.
+//!
+//! A filter generation `G` has a *chain* of files: one *base* (every unit of the
+//! filter as it was at a checkpoint cut) and the *deltas* written at later cuts
+//! (the units that changed since the file before). The filter as of the last
+//! file is the base with each delta's units written over it in order; the last
+//! file's stamp is the WAL position it covers. A file is never changed once it
+//! has its name: it is written under a temporary name, synced, renamed and the
+//! directory synced. So a file either exists whole or not at all, whatever a
+//! crash or a concurrent backup copy sees; a file that does not read back with
+//! its checksum is damaged, never half-written.
+//!
+//! Names: `<gen>.<stamp>.base`, `<gen>.<stamp>.delta` (16 hexadecimal digits
+//! each), temporary files end in `.tmp`.
+//!
+//! Layout (little-endian): magic, version (u32), kind (u32: 1 base, 2 delta),
+//! generation, stamp, the stamp of the file a delta extends (0 for a base), the
+//! reload reason, whether the filter has contents (u8; a placeholder has none),
+//! its metadata (as in WAL records), words per unit (u32), the unit count (u64),
+//! then per unit its index (u32) and its words; finally an xxh3-64 checksum of
+//! everything before it.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use super::durable::UNIT_WORDS;
+use super::wal::{Meta, Reader, Writer};
+
+/// The directory, relative to the data directory.
+pub const DIR: &str = "cuckoo";
+const MAGIC: u64 = 0x4643_6f6f_6b63_7563; // "cuckooCF"
+const VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Base = 1,
+    Delta = 2,
+}
+
+/// A file's name, parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Name {
+    pub gen: u64,
+    pub stamp: u64,
+    pub kind: Kind,
+}
+
+impl Name {
+    pub fn file_name(&self) -> String {
+        format!("{:016X}.{:016X}.{}", self.gen, self.stamp, if self.kind == Kind::Base { "base" } else { "delta" })
+    }
+
+    pub fn parse(s: &str) -> Option<Name> {
+        let mut parts = s.split('.');
+        let (g, st, k) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || g.len() != 16 || st.len() != 16 {
+            return None;
+        }
+        let kind = match k {
+            "base" => Kind::Base,
+            "delta" => Kind::Delta,
+            _ => return None,
+        };
+        Some(Name { gen: u64::from_str_radix(g, 16).ok()?, stamp: u64::from_str_radix(st, 16).ok()?, kind })
+    }
+}
+
+/// What a file says about its filter, besides the units.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    pub name: Name,
+    pub prev: u64,
+    pub reason: u64,
+    pub has_contents: bool,
+    pub meta: Meta,
+    pub units: u64,
+}
+
+fn header_bytes(h: &Header) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(160));
+    w.u64(MAGIC).u32(VERSION).u32(h.name.kind as u32).u64(h.name.gen).u64(h.name.stamp).u64(h.prev).u64(h.reason);
+    w.u8(h.has_contents as u8).meta(&h.meta).u32(UNIT_WORDS as u32).u64(h.units);
+    w.0
+}
+
+/// Writes one file: the header, then each unit, then [`FileWriter::finish`]
+/// makes it durable under its name. Dropped unfinished, it leaves a temporary
+/// file that readers ignore and the next writer of the directory removes.
+pub struct FileWriter {
+    tmp: PathBuf,
+    path: PathBuf,
+    dir: PathBuf,
+    out: BufWriter<File>,
+    sum: xxhash_rust::xxh3::Xxh3,
+    bytes: u64,
+    units_declared: u64,
+    units_written: u64,
+}
+
+impl FileWriter {
+    /// Starts file `h.name` in `dir` (created if missing) holding `h.units` units.
+    pub fn create(dir: &Path, h: &Header) -> std::io::Result<FileWriter> {
+        ensure_dir(dir)?;
+        let path = dir.join(h.name.file_name());
+        let tmp = dir.join(format!("{}.tmp", h.name.file_name()));
+        let out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        let mut w = FileWriter { tmp, path, dir: dir.to_path_buf(), out, sum: xxhash_rust::xxh3::Xxh3::new(), bytes: 0, units_declared: h.units, units_written: 0 };
+        w.put(&header_bytes(h))?;
+        Ok(w)
+    }
+
+    fn put(&mut self, b: &[u8]) -> std::io::Result<()> {
+        self.sum.update(b);
+        self.bytes += b.len() as u64;
+        self.out.write_all(b)
+    }
+
+    /// Appends unit `index` (`UNIT_WORDS` words).
+    pub fn unit(&mut self, index: u32, words: &[u64]) -> std::io::Result<()> {
+        debug_assert_eq!(words.len() as u64, UNIT_WORDS);
+        let mut buf = Vec::with_capacity(4 + 8 * words.len());
+        buf.extend_from_slice(&index.to_le_bytes());
+        for w in words {
+            buf.extend_from_slice(&w.to_le_bytes());
+        }
+        self.units_written += 1;
+        self.put(&buf)
+    }
+
+    /// Adds the checksum, syncs, renames into place and syncs the directory.
+    /// Returns the file's size.
+    pub fn finish(mut self) -> std::io::Result<u64> {
+        if self.units_written != self.units_declared {
+            return Err(std::io::Error::other(format!("{} units written, {} declared", self.units_written, self.units_declared)));
+        }
+        let sum = self.sum.digest().to_le_bytes();
+        self.out.write_all(&sum)?;
+        let bytes = self.bytes + 8;
+        let f = self.out.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&self.tmp, &self.path)?;
+        File::open(&self.dir)?.sync_all()?;
+        Ok(bytes)
+    }
+}
+
+fn ensure_dir(dir: &Path) -> std::io::Result<()> {
+    if !dir.is_dir() {
+        std::fs::create_dir_all(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            File::open(parent)?.sync_all()?;
+        } else {
+            File::open(".")?.sync_all()?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads a file's header and checks its whole checksum (a pass over the file).
+pub fn validate(path: &Path) -> Result<Header, String> {
+    read_file(path, |_, _| {})
+}
+
+/// Reads a file, checking everything, and hands each unit to `unit` (index,
+/// words). Units are handed over before the checksum is known to match: use
+/// [`validate`] first when that matters.
+pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Header, String> {
+    let f = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("cannot stat: {e}"))?.len();
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut sum = xxhash_rust::xxh3::Xxh3::new();
+    let mut read = |n: usize, sum: &mut xxhash_rust::xxh3::Xxh3| -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; n];
+        r.read_exact(&mut b).map_err(|_| "file is truncated".to_string())?;
+        sum.update(&b);
+        Ok(b)
+    };
+    // The fixed part, then the metadata (its name's length is in it).
+    let fixed = read(5 * 8 + 2 * 4 + 1, &mut sum)?;
+    let meta_fixed = read(4 + 4 + 8 + 8 + 8 + 8 + 8 + 3 + 1, &mut sum)?;
+    let name_len = *meta_fixed.last().unwrap() as usize;
+    let rest = read(name_len + 4 + 8, &mut sum)?;
+    let mut all = fixed.clone();
+    all.extend_from_slice(&meta_fixed);
+    all.extend_from_slice(&rest);
+    let mut rd = Reader { b: &all, what: "cuckoo file" };
+    if rd.u64()? != MAGIC {
+        return Err("not a cuckoo filter file".into());
+    }
+    let version = rd.u32()?;
+    if version != VERSION {
+        return Err(format!("file version {version} is not supported (expected {VERSION})"));
+    }
+    let kind = match rd.u32()? {
+        1 => Kind::Base,
+        2 => Kind::Delta,
+        k => return Err(format!("unknown file kind {k}")),
+    };
+    let (gen, stamp, prev, reason) = (rd.u64()?, rd.u64()?, rd.u64()?, rd.u64()?);
+    let has_contents = match rd.u8()? {
+        0 => false,
+        1 => true,
+        b => return Err(format!("bad contents flag {b}")),
+    };
+    let meta = rd.meta()?;
+    let unit_words = rd.u32()?;
+    if unit_words as u64 != UNIT_WORDS {
+        return Err(format!("file has {unit_words} words per unit, this build uses {UNIT_WORDS}"));
+    }
+    let units = rd.u64()?;
+    rd.end()?;
+    let unit_count = super::durable::unit_count(meta.params.bucket_count);
+    let body = units.checked_mul(4 + 8 * UNIT_WORDS).filter(|_| units <= unit_count).ok_or_else(|| format!("file claims {units} units of a filter with {unit_count}"))?;
+    if len != all.len() as u64 + body + 8 {
+        return Err(format!("file is {len} bytes, its header says {}", all.len() as u64 + body + 8));
+    }
+    if !has_contents && units != 0 {
+        return Err("file of a filter without contents holds units".into());
+    }
+    let mut words = vec![0u64; UNIT_WORDS as usize];
+    let mut seen = vec![false; unit_count as usize];
+    for _ in 0..units {
+        let b = read(4 + 8 * UNIT_WORDS as usize, &mut sum)?;
+        let index = u32::from_le_bytes(b[..4].try_into().unwrap());
+        if index as u64 >= unit_count || std::mem::replace(&mut seen[index as usize], true) {
+            return Err(format!("file holds unit {index} twice or out of range"));
+        }
+        for (w, c) in words.iter_mut().zip(b[4..].chunks_exact(8)) {
+            *w = u64::from_le_bytes(c.try_into().unwrap());
+        }
+        unit(index, &words);
+    }
+    let mut trailer = [0u8; 8];
+    r.read_exact(&mut trailer).map_err(|_| "file is truncated".to_string())?;
+    if sum.digest() != u64::from_le_bytes(trailer) {
+        return Err("checksum mismatch (the file is damaged)".into());
+    }
+    let name = Name { gen, stamp, kind };
+    if kind == Kind::Delta && prev >= stamp || kind == Kind::Base && prev != 0 {
+        return Err("file links to a later or missing predecessor".into());
+    }
+    Ok(Header { name, prev, reason, has_contents, meta, units })
+}
+
+/// The files in `dir`, by generation (in stamp order); temporary files are left
+/// out, other names ignored.
+pub fn list(dir: &Path) -> std::io::Result<std::collections::BTreeMap<u64, Vec<Name>>> {
+    let mut out: std::collections::BTreeMap<u64, Vec<Name>> = Default::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let e = e?;
+        if let Some(n) = e.file_name().to_str().and_then(Name::parse) {
+            out.entry(n.gen).or_default().push(n);
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by_key(|n| (n.stamp, n.kind));
+    }
+    Ok(out)
+}
+
+/// Removes the temporary files left by writes that never finished.
+pub fn remove_temporary(dir: &Path) -> std::io::Result<usize> {
+    let mut n = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries {
+            let e = e?;
+            if e.file_name().to_str().is_some_and(|s| s.ends_with(".tmp")) {
+                std::fs::remove_file(e.path())?;
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// A generation's usable chain of files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Chain {
+    /// The base, then the deltas, in order.
+    pub files: Vec<Name>,
+    /// The header of the last file: its stamp, metadata and reload reason.
+    pub last: Header,
+    pub base_bytes: u64,
+    pub delta_bytes: u64,
+    /// Newer files that no chain reaches (a backup copied some files of a cut
+    /// made while it ran, but not the one before): the WAL from the backup's
+    /// start covers what they would add.
+    pub unreachable: usize,
+}
+
+/// The chain of generation `names[..].gen`: the newest base whose file reads
+/// back whole, and each delta that extends it. A damaged file the chain would
+/// have to pass through is an error (the filter cannot be restored from files).
+pub fn chain(dir: &Path, names: &[Name]) -> Result<Chain, String> {
+    let size = |n: &Name| std::fs::metadata(dir.join(n.file_name())).map(|m| m.len()).unwrap_or(0);
+    let mut checked: Vec<(Name, Result<Header, String>)> = Vec::new();
+    let mut check = |n: &Name| -> Result<Header, String> {
+        if let Some((_, r)) = checked.iter().find(|(m, _)| m == n) {
+            return r.clone();
+        }
+        let r = validate(&dir.join(n.file_name())).and_then(|h| {
+            if h.name != *n {
+                Err(format!("file {} says it is {}", n.file_name(), h.name.file_name()))
+            } else {
+                Ok(h)
+            }
+        });
+        checked.push((*n, r.clone()));
+        r
+    };
+    let base = names.iter().rev().find(|n| n.kind == Kind::Base).ok_or("no base file")?;
+    let head = check(base).map_err(|e| format!("{}: {e}", base.file_name()))?;
+    let mut files = vec![*base];
+    let mut last = head;
+    let mut delta_bytes = 0;
+    let later: Vec<&Name> = names.iter().filter(|n| n.stamp > base.stamp).collect();
+    loop {
+        let next = later.iter().find(|n| n.kind == Kind::Delta && {
+            // Deltas are named by their own stamp; the header says what they
+            // extend, so the next one is the one whose header links here.
+            matches!(check(n), Ok(h) if h.prev == last.name.stamp)
+        });
+        match next {
+            Some(n) => {
+                let h = check(n).expect("checked");
+                delta_bytes += size(n);
+                files.push(**n);
+                last = h;
+            }
+            None => break,
+        }
+    }
+    // A damaged file newer than the chain's end may have been part of it.
+    for n in later.iter().filter(|n| n.stamp > last.name.stamp) {
+        if let Err(e) = check(n) {
+            return Err(format!("{}: {e}", n.file_name()));
+        }
+    }
+    let unreachable = later.iter().filter(|n| n.stamp > last.name.stamp).count();
+    Ok(Chain { base_bytes: size(base), delta_bytes, files, last, unreachable })
+}
+
+/// Writes a chain's contents into `words` (zeroed first): the base, then each
+/// delta over it. Checks every file again as it reads (they were validated
+/// by [`chain`]); an error leaves `words` partly written.
+pub fn load(dir: &Path, chain: &Chain, words: &mut [u64]) -> Result<(), String> {
+    words.fill(0);
+    for n in &chain.files {
+        read_file(&dir.join(n.file_name()), |u, unit| {
+            let start = u as usize * UNIT_WORDS as usize;
+            let end = (start + UNIT_WORDS as usize).min(words.len());
+            words[start..end].copy_from_slice(&unit[..end - start]);
+        })
+        .map_err(|e| format!("{}: {e}", n.file_name()))?;
+    }
+    Ok(())
+}
+
+/// Removes generation `gen`'s files with a stamp below `before` (all of them
+/// for `u64::MAX`), then syncs the directory. Returns how many went.
+pub fn remove(dir: &Path, gen: u64, before: u64) -> std::io::Result<usize> {
+    let mut n = 0;
+    if let Some(names) = list(dir)?.get(&gen) {
+        for name in names.iter().filter(|m| m.stamp < before) {
+            match std::fs::remove_file(dir.join(name.file_name())) {
+                Ok(()) => n += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    if n > 0 {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(n)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::filter::layout::{Mapping, Params};
+
+    fn meta() -> Meta {
+        let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange };
+        Meta { db: 5, owner: 10, readers: 0, capacity: 1000, fpp: 0.002, params, name: "f".into() }
+    }
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cuckoo-files-test-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn write(dir: &Path, kind: Kind, stamp: u64, prev: u64, units: &[(u32, u64)]) -> u64 {
+        let h = Header { name: Name { gen: 0xAB, stamp, kind }, prev, reason: 0, has_contents: true, meta: meta(), units: units.len() as u64 };
+        let mut w = FileWriter::create(dir, &h).unwrap();
+        for &(u, fill) in units {
+            w.unit(u, &vec![fill; UNIT_WORDS as usize]).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn chains_load_in_order_and_damage_is_refused() {
+        let dir = tmpdir("chain");
+        write(&dir, Kind::Base, 10, 0, &[(0, 1), (1, 1), (2, 1)]);
+        write(&dir, Kind::Delta, 20, 10, &[(1, 2)]);
+        write(&dir, Kind::Delta, 30, 20, &[(2, 3), (0, 3)]);
+        let names = list(&dir).unwrap().remove(&0xAB).unwrap();
+        assert_eq!(names.len(), 3);
+        let c = chain(&dir, &names).unwrap();
+        assert_eq!((c.files.len(), c.last.name.stamp, c.unreachable), (3, 30, 0));
+        let mut words = vec![9u64; 300];
+        load(&dir, &c, &mut words).unwrap();
+        assert!(words[..128].iter().all(|&w| w == 3));
+        assert!(words[128..256].iter().all(|&w| w == 2));
+        assert!(words[256..].iter().all(|&w| w == 3));
+        // A missing middle delta: the chain stops before it; the later file is
+        // unreachable, not an error.
+        std::fs::rename(dir.join(names[1].file_name()), dir.join("elsewhere")).unwrap();
+        let names2 = list(&dir).unwrap().remove(&0xAB).unwrap();
+        let c2 = chain(&dir, &names2).unwrap();
+        assert_eq!((c2.last.name.stamp, c2.unreachable), (10, 1));
+        std::fs::rename(dir.join("elsewhere"), dir.join(names[1].file_name())).unwrap();
+        // Every truncation and most byte flips of any file are refused.
+        for n in &names {
+            let p = dir.join(n.file_name());
+            let good = std::fs::read(&p).unwrap();
+            for cut in (0..good.len()).step_by(97) {
+                std::fs::write(&p, &good[..cut]).unwrap();
+                assert!(chain(&dir, &names).is_err(), "{} cut at {cut} accepted", n.file_name());
+            }
+            for i in (0..good.len()).step_by(89) {
+                let mut b = good.clone();
+                b[i] ^= 0x04;
+                std::fs::write(&p, &b).unwrap();
+                assert!(chain(&dir, &names).is_err(), "{} flipped at {i} accepted", n.file_name());
+            }
+            std::fs::write(&p, &good).unwrap();
+        }
+        assert!(chain(&dir, &names).is_ok());
+        // A newer base supersedes; removing older files keeps it loadable.
+        write(&dir, Kind::Base, 40, 0, &[(1, 4)]);
+        let names = list(&dir).unwrap().remove(&0xAB).unwrap();
+        let c = chain(&dir, &names).unwrap();
+        assert_eq!((c.files.len(), c.last.name.stamp), (1, 40));
+        assert_eq!(remove(&dir, 0xAB, 40).unwrap(), 3);
+        load(&dir, &chain(&dir, &list(&dir).unwrap()[&0xAB]).unwrap(), &mut words).unwrap();
+        assert!(words[..128].iter().all(|&w| w == 0) && words[128..256].iter().all(|&w| w == 4));
+        // An unfinished write leaves only a temporary file, which is ignored.
+        let h = Header { name: Name { gen: 0xAB, stamp: 50, kind: Kind::Delta }, prev: 40, reason: 0, has_contents: true, meta: meta(), units: 1 };
+        let w = FileWriter::create(&dir, &h).unwrap();
+        drop(w);
+        assert_eq!(list(&dir).unwrap()[&0xAB].len(), 1);
+        assert_eq!(remove_temporary(&dir).unwrap(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn names_round_trip() {
+        let n = Name { gen: 0x1_0000_00A8, stamp: u64::MAX - 1, kind: Kind::Delta };
+        assert_eq!(Name::parse(&n.file_name()), Some(n));
+        assert_eq!(Name::parse("0000000000000001.0000000000000002.base.tmp"), None);
+        assert_eq!(Name::parse("x.y.base"), None);
+    }
+}
