@@ -19,8 +19,9 @@
 //! generation, stamp, the stamp of the file a delta extends (0 for a base), the
 //! reload reason, whether the filter has contents (u8; a placeholder has none),
 //! its metadata (as in WAL records), words per unit (u32), the unit count (u64),
-//! then per unit its index (u32) and its words; finally an xxh3-64 checksum of
-//! everything before it.
+//! an xxh3-64 checksum of the header so far (so that the filter a damaged file
+//! belonged to can still be named), then per unit its index (u32) and its
+//! words; finally an xxh3-64 checksum of everything before it.
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -83,6 +84,8 @@ fn header_bytes(h: &Header) -> Vec<u8> {
     let mut w = Writer(Vec::with_capacity(160));
     w.u64(MAGIC).u32(VERSION).u32(h.name.kind as u32).u64(h.name.gen).u64(h.name.stamp).u64(h.prev).u64(h.reason);
     w.u8(h.has_contents as u8).meta(&h.meta).u32(UNIT_WORDS as u32).u64(h.units);
+    let sum = xxhash_rust::xxh3::xxh3_64(&w.0);
+    w.u64(sum);
     w.0
 }
 
@@ -130,6 +133,12 @@ impl FileWriter {
         self.put(&buf)
     }
 
+    /// Pushes what was written so far to the file (still under its temporary
+    /// name).
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
     /// Adds the checksum, syncs, renames into place and syncs the directory.
     /// Returns the file's size.
     pub fn finish(mut self) -> std::io::Result<u64> {
@@ -165,14 +174,18 @@ pub fn validate(path: &Path) -> Result<Header, String> {
     read_file(path, |_, _| {})
 }
 
-/// Reads a file, checking everything, and hands each unit to `unit` (index,
-/// words). Units are handed over before the checksum is known to match: use
-/// [`validate`] first when that matters.
-pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Header, String> {
+/// Reads only a file's header, checked by its own checksum: what filter a
+/// file belongs to even when the rest of it is damaged.
+pub fn read_header(path: &Path) -> Result<Header, String> {
     let f = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let len = f.metadata().map_err(|e| format!("cannot stat: {e}"))?.len();
-    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut r = BufReader::with_capacity(4096, f);
     let mut sum = xxhash_rust::xxh3::Xxh3::new();
+    parse_header(&mut r, &mut sum).map(|(h, _)| h)
+}
+
+/// Reads and checks the header (through its own checksum); returns it and its
+/// length in bytes. `sum` has taken in every byte read.
+fn parse_header(r: &mut impl Read, sum: &mut xxhash_rust::xxh3::Xxh3) -> Result<(Header, u64), String> {
     let mut read = |n: usize, sum: &mut xxhash_rust::xxh3::Xxh3| -> Result<Vec<u8>, String> {
         let mut b = vec![0u8; n];
         r.read_exact(&mut b).map_err(|_| "file is truncated".to_string())?;
@@ -180,13 +193,16 @@ pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Heade
         Ok(b)
     };
     // The fixed part, then the metadata (its name's length is in it).
-    let fixed = read(5 * 8 + 2 * 4 + 1, &mut sum)?;
-    let meta_fixed = read(4 + 4 + 8 + 8 + 8 + 8 + 8 + 3 + 1, &mut sum)?;
+    let mut all = read(5 * 8 + 2 * 4 + 1, sum)?;
+    let meta_fixed = read(4 + 4 + 8 + 8 + 8 + 8 + 8 + 3 + 1, sum)?;
     let name_len = *meta_fixed.last().unwrap() as usize;
-    let rest = read(name_len + 4 + 8, &mut sum)?;
-    let mut all = fixed.clone();
     all.extend_from_slice(&meta_fixed);
-    all.extend_from_slice(&rest);
+    all.extend_from_slice(&read(name_len + 4 + 8, sum)?);
+    let own = read(8, sum)?;
+    if xxhash_rust::xxh3::xxh3_64(&all) != u64::from_le_bytes(own[..].try_into().unwrap()) {
+        return Err("header checksum mismatch (the file is damaged)".into());
+    }
+    let len = all.len() as u64 + 8;
     let mut rd = Reader { b: &all, what: "cuckoo file" };
     if rd.u64()? != MAGIC {
         return Err("not a cuckoo filter file".into());
@@ -213,10 +229,33 @@ pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Heade
     }
     let units = rd.u64()?;
     rd.end()?;
+    let name = Name { gen, stamp, kind };
+    if kind == Kind::Delta && prev >= stamp || kind == Kind::Base && prev != 0 {
+        return Err("file links to a later or missing predecessor".into());
+    }
+    Ok((Header { name, prev, reason, has_contents, meta, units }, len))
+}
+
+/// Reads a file, checking everything, and hands each unit to `unit` (index,
+/// words). Units are handed over before the checksum is known to match: use
+/// [`validate`] first when that matters.
+pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Header, String> {
+    let f = File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = f.metadata().map_err(|e| format!("cannot stat: {e}"))?.len();
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut sum = xxhash_rust::xxh3::Xxh3::new();
+    let (header, header_len) = parse_header(&mut r, &mut sum)?;
+    let Header { units, has_contents, ref meta, .. } = header;
+    let mut read = |n: usize, sum: &mut xxhash_rust::xxh3::Xxh3| -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; n];
+        r.read_exact(&mut b).map_err(|_| "file is truncated".to_string())?;
+        sum.update(&b);
+        Ok(b)
+    };
     let unit_count = super::durable::unit_count(meta.params.bucket_count);
     let body = units.checked_mul(4 + 8 * UNIT_WORDS).filter(|_| units <= unit_count).ok_or_else(|| format!("file claims {units} units of a filter with {unit_count}"))?;
-    if len != all.len() as u64 + body + 8 {
-        return Err(format!("file is {len} bytes, its header says {}", all.len() as u64 + body + 8));
+    if len != header_len + body + 8 {
+        return Err(format!("file is {len} bytes, its header says {}", header_len + body + 8));
     }
     if !has_contents && units != 0 {
         return Err("file of a filter without contents holds units".into());
@@ -239,11 +278,7 @@ pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Heade
     if sum.digest() != u64::from_le_bytes(trailer) {
         return Err("checksum mismatch (the file is damaged)".into());
     }
-    let name = Name { gen, stamp, kind };
-    if kind == Kind::Delta && prev >= stamp || kind == Kind::Base && prev != 0 {
-        return Err("file links to a later or missing predecessor".into());
-    }
-    Ok(Header { name, prev, reason, has_contents, meta, units })
+    Ok(header)
 }
 
 /// The files in `dir`, by generation (in stamp order); temporary files are left
@@ -444,6 +479,11 @@ mod tests {
                 b[i] ^= 0x04;
                 std::fs::write(&p, &b).unwrap();
                 assert!(chain(&dir, &names).is_err(), "{} flipped at {i} accepted", n.file_name());
+                // The header has its own checksum: past it, the file still
+                // says which filter it belonged to.
+                if i > 120 {
+                    assert_eq!(read_header(&p).unwrap().meta, meta());
+                }
             }
             std::fs::write(&p, &good).unwrap();
         }

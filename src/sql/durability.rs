@@ -100,6 +100,7 @@ use crate::region::files::{self, FileWriter, Header, Kind, Name};
 use crate::region::registry::{CHANGED_META, CHANGED_WORDS, DURABLE_FROZEN, DURABLE_OPEN, NEEDS_BASE};
 use crate::region::saved::{self, FileKind};
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::registry::Pin;
 use crate::region::{EntryInfo, Locked, Region};
 
 /// 0.4.0's file of saved filters (read once after an update, then removed).
@@ -231,7 +232,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
 /// A generation whose files cannot be used: kept as needing a reload if any of
 /// them still says what the filter is.
 fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str) {
-    let meta = names.iter().rev().find_map(|n| files::validate(&dir().join(n.file_name())).ok()).map(|h| h.meta);
+    let meta = names.iter().rev().find_map(|n| files::read_header(&dir().join(n.file_name())).ok()).map(|h| h.meta);
     match meta {
         Some(meta) if r.find(meta.db, &meta.name).is_none() => {
             pgrx::warning!("cuckoo: the files of durable filter \"{}\" (database {}) are damaged ({why}); it is kept as needing a reload", meta.name, meta.db);
@@ -321,8 +322,10 @@ pub struct CutResult {
 /// Writes filter `info`'s cut at `stamp`: `marked` units (already marked in
 /// its unit states, all of them for a base) into a new file, and for a
 /// compaction its contents to the WAL. Takes every marked unit even when the
-/// file cannot be written. Call pinned, with `info` current when pinned.
-fn write_cut(r: &Region, info: &EntryInfo, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool) -> Result<CutResult, String> {
+/// file cannot be written. `pin` was taken while `info` was current; it is
+/// released once the units are taken, before any I/O.
+#[allow(clippy::too_many_arguments)]
+fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool, in_worker: bool) -> Result<CutResult, String> {
     let params = info.params.ok_or("a filter without parameters")?;
     let meta = meta_of(info, params);
     let units = r.units(info);
@@ -343,11 +346,12 @@ fn write_cut(r: &Region, info: &EntryInfo, stamp: u64, base: bool, marked: &[u32
     // one go, a delta likewise (at most the filter's size).
     for &u in marked {
         take(u, &mut buf);
-        if !base || buf.iter().any(|&w| g.occupied(w) != 0 || w != 0) {
+        if !base || buf.iter().any(|&w| w != 0) {
             taken.push((u, buf.clone()));
             kept_units += 1;
         }
     }
+    drop(pin);
     let header = Header {
         name: Name { gen: info.gen, stamp, kind: if base { Kind::Base } else { Kind::Delta } },
         prev: if base { 0 } else { prev },
@@ -361,14 +365,45 @@ fn write_cut(r: &Region, info: &EntryInfo, stamp: u64, base: bool, marked: &[u32
         wal_bytes = log_cut_contents(info.gen, stamp, &meta, &g, &taken);
     }
     let mut w = FileWriter::create(dir(), &header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
-    for (u, words) in &taken {
+    for (i, (u, words)) in taken.iter().enumerate() {
         w.unit(*u, words).map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
+        if in_worker && i == taken.len() / 2 {
+            test_pause(&mut w);
+        }
+    }
+    if in_worker && taken.is_empty() {
+        test_pause(&mut w);
     }
     let file_bytes = w.finish().map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
     if base {
         files::remove(dir(), info.gen, stamp).map_err(|e| format!("cannot remove files older than {}: {e}", header.name.file_name()))?;
     }
     Ok(CutResult { file_bytes, wal_bytes })
+}
+
+/// `cuckoo.debug_cut_write_delay`: half of the file is out (flushed, under its
+/// temporary name); wait while the setting asks for it (a reload that lowers
+/// it ends the wait).
+fn test_pause(w: &mut FileWriter) {
+    let started = Instant::now();
+    let mut flushed = false;
+    loop {
+        // SAFETY: called in the background worker only.
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: rereads the configuration file, as a SIGHUP asks.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        let delay = super::shared_fns::CUT_WRITE_DELAY_MS.get().max(0) as u128;
+        if started.elapsed().as_millis() >= delay {
+            return;
+        }
+        if !flushed {
+            let _ = w.flush();
+            flushed = true;
+        }
+        // SAFETY: a plain sleep.
+        unsafe { pg_sys::pg_usleep(20_000) };
+    }
 }
 
 /// Logs a compaction's base (the units with something in them) as contents
@@ -433,8 +468,7 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
     // SAFETY: flushes the WAL up to the cut before any file names it.
     unsafe { pg_sys::XLogFlush(end) };
     let log_base = base && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
-    let res = write_cut(r, &now, end, base, &marked, prev, log_base);
-    drop(pin);
+    let res = write_cut(r, &now, pin, end, base, &marked, prev, log_base, true);
     let still = r.entry_info(now.index).filter(|e| e.gen == now.gen);
     match res {
         Ok(mut done) => {
@@ -648,6 +682,10 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     with_registry_lock(|r, _| r.set_durable_state(DURABLE_OPEN, 0));
     pgrx::log!("cuckoo: durability worker started; durable filters accept changes");
     loop {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: rereads the configuration file, as a SIGHUP asks.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
         covered = pass_if_needed(r, covered);
         release(pg_sys::DELAY_CHKPT_START);
         covered = pass_if_needed(r, covered);
@@ -703,8 +741,7 @@ fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) {
     }
     let marked = r.units(info).map(|u| u.mark(base)).unwrap_or_default();
     let prev = r.durable_stats(info.index).stamp;
-    let res = write_cut(r, info, stamp, base, &marked, prev, false);
-    drop(pin);
+    let res = write_cut(r, info, Some(pin), stamp, base, &marked, prev, false, false);
     match res {
         Ok(done) => r.record_cut(info.index, stamp, base, done.file_bytes, 0),
         Err(e) => {

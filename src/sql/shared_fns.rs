@@ -26,6 +26,8 @@ use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
 
 /// `cuckoo.shared_memory`, in megabytes.
 static SHARED_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
+/// `cuckoo.debug_cut_write_delay`, in milliseconds (see `durability`).
+pub(super) static CUT_WRITE_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 
 static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
@@ -63,6 +65,16 @@ pub fn init() {
         1 << 20,
         GucContext::Postmaster,
         GucFlags::UNIT_MB,
+    );
+    GucRegistry::define_int_guc(
+        c"cuckoo.debug_cut_write_delay",
+        c"For tests: the durability worker pauses this long in the middle of writing each checkpoint-cut file.",
+        c"Lets tests crash the server or copy a base backup while a cut is half written. Leave at 0.",
+        &CUT_WRITE_DELAY_MS,
+        0,
+        3_600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS | GucFlags::NO_SHOW_ALL,
     );
     // SAFETY: as above; the hooks are chained as PostgreSQL documents.
     unsafe {
@@ -179,6 +191,15 @@ fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
 fn pin_current_writer(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
     let Some(pin) = r.pin_writer(my_slot()) else { error!("cuckoo: process slot out of range") };
     r.still_current(index, seq).then_some(pin)
+}
+
+/// Runs `f` while this process is pinned as a reader, as a long batched lookup
+/// keeps it (for tests: nothing that waits for writers may wait for it).
+#[cfg(feature = "pg_test")]
+pub fn with_reader_pin<T>(f: impl FnOnce() -> T) -> T {
+    let r = region();
+    let _pin = r.pin(my_slot()).expect("slot in range");
+    f()
 }
 
 /// Runs `f` holding the registry lock. An error inside releases the lock through

@@ -524,9 +524,12 @@ impl Replay {
                 // Cuts are logged under the registry lock: no publish is in
                 // progress, and one still unfinished was abandoned.
                 self.builds.retain(|_, b| b.kind != ContentKind::Publish);
-                if super::durability::replay_cut(r, gen, base, end) {
-                    self.waiting.remove(&gen);
-                } else if base {
+                // A filter's cuts are made one after another, each logging its
+                // base's contents before the next: contents still awaited from
+                // an earlier cut will not come (its primary stopped).
+                self.waiting.remove(&gen);
+                self.builds.retain(|_, b| !(b.kind == ContentKind::Cut && b.gen == gen));
+                if !super::durability::replay_cut(r, gen, base, end) && base {
                     // Replay does not have this filter's contents: the base's
                     // contents follow in the WAL.
                     self.waiting.insert(gen, Waiting { cut: end, records: Vec::new() });
@@ -561,7 +564,9 @@ impl Replay {
     /// installed as of the cut, then the filter's records since are applied.
     fn install_waiting(&mut self, r: &Region, b: &Build, content: Content<'_>) {
         let Some(w) = self.waiting.remove(&b.gen).filter(|w| w.cut == b.cut) else { return };
-        self.install(r, &b.meta, b.gen, content, false);
+        // As an image: a newer generation of the name (published since the
+        // cut) is not replaced.
+        self.install(r, &b.meta, b.gen, content, true);
         if let Some(info) = r.find_gen(b.gen) {
             r.set_stamp(info.index, b.cut, 0, 0, 0);
             // Not on file here yet: the next cut writes a base.
