@@ -32,11 +32,14 @@ psql() { tests/cluster.sh psql -q -At "$@"; }
 sbpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SB_DIR" -p "$SB_PORT" -U postgres "$@"; }
 fail() { echo "durability: FAIL: $*" >&2; tail -30 "$CLUSTER_DIR/server.log" >&2 || true; exit 1; }
 ok() { echo "durability: $*"; }
+EXTRA_DIRS=("${CLUSTER_DIR}-pitr" "${CLUSTER_DIR}-sw" "${CLUSTER_DIR}-swbk" "${CLUSTER_DIR}-bk" "${CLUSTER_DIR}-archive")
 cleanup() {
   tests/cluster.sh stop 2>/dev/null || true
-  [ -d "$SB_DIR/data" ] && as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
-  [ -d "${CLUSTER_DIR}-pitr/data" ] && as_pg "$PGBIN/pg_ctl" -D "${CLUSTER_DIR}-pitr/data" -m immediate -w stop >/dev/null 2>&1 || true
-  rm -rf "$SB_DIR" "${CLUSTER_DIR}-pitr"
+  local d
+  for d in "$SB_DIR" "${EXTRA_DIRS[@]}"; do
+    [ -d "$d/data" ] && as_pg "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$d"
+  done
 }
 trap cleanup EXIT
 cleanup
@@ -546,5 +549,144 @@ restart
   || fail "cf_publish did not bring torn1 back for good"
 psql -c "SELECT cf_drop('torn2')" >/dev/null
 ok "a flipped byte and a truncated file are detected (needs reload, named in the log), a stray temporary file is removed, other filters are intact"
+
+
+# ---- 12. a base backup copied while the files are being written -------------
+# A backup taken with pg_backup_start/pg_backup_stop and copied by hand, the way
+# a file-level copier can see the directory: the data directory first, then
+# cuckoo/ while a cut is half written (its temporary file copied as it is),
+# holding only the files that existed both when the backup began and when
+# they were copied. So it misses every file written during the backup and the
+# files a compaction and a drop removed meanwhile; replay from the backup's
+# start must supply all of it.
+AR=${CLUSTER_DIR}-archive BK=${CLUSTER_DIR}-bk BK_PORT=$((PGPORT + 4))
+install -d -o postgres -g postgres "$AR" "$BK"
+psql -c "ALTER SYSTEM SET archive_mode = on" -c "ALTER SYSTEM SET archive_command = 'cp %p $AR/%f'" >/dev/null
+restart
+psql -c "SELECT cf_create('bk', 200000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('bk', g)" \
+     -c "SELECT cf_create('cp', 500000)" -c "SELECT count(*) FROM generate_series(1, 200000) g WHERE cf_insert('cp', g)" \
+     -c "SELECT cf_create('gone', 1000)" -c "SELECT cf_insert('gone', 1)" -c "CHECKPOINT" >/dev/null
+cp_files_before=$(ls "$CLUSTER_DIR/data/cuckoo" | wc -l)
+coproc SESS { "$PGBIN/psql" -X -At -q -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -d postgres 2>>"$BK/session.log"; }
+echo "SELECT pg_backup_start('cuckoo durability test', true);" >&"${SESS[1]}"
+read -r -t 120 -u "${SESS[0]}" backup_start || fail "pg_backup_start did not answer"
+install -d -o postgres -g postgres "$BK/data"
+tar -C "$CLUSTER_DIR/data" --exclude=./cuckoo --exclude=./pg_wal --exclude=./postmaster.pid --exclude=./postmaster.opts -cf - . | tar -C "$BK/data" -xf -
+install -d -o postgres -g postgres -m 700 "$BK/data/pg_wal" "$BK/data/pg_wal/archive_status"
+listed=$(ls "$CLUSTER_DIR/data/cuckoo")
+# During the backup: inserts; three rounds that make cp compact (its old files
+# go); a drop; then a cut that stops halfway while cuckoo/ is copied.
+psql -c "SELECT count(*) FROM generate_series(50001, 60000) g WHERE cf_insert('bk', g)" >/dev/null
+for round in 1 2 3; do
+  psql -c "SELECT count(*) FROM generate_series(200000 + $round * 100000, 200000 + $round * 100000 + 49999) g WHERE cf_insert('cp', g)" -c "CHECKPOINT" >/dev/null
+done
+psql -c "SELECT cf_drop('gone')" -c "CHECKPOINT" >/dev/null
+psql -c "SELECT count(*) FROM generate_series(60001, 70000) g WHERE cf_insert('bk', g)" \
+     -c "ALTER SYSTEM SET cuckoo.debug_cut_write_delay = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
+psql -c "CHECKPOINT" >/dev/null 2>&1 & ckpt=$!
+for _ in $(seq 1 600); do compgen -G "$CLUSTER_DIR/data/cuckoo/*.tmp" >/dev/null && break; sleep 0.05; done
+compgen -G "$CLUSTER_DIR/data/cuckoo/*.tmp" >/dev/null || fail "no cut file was being written during the backup"
+install -d -o postgres -g postgres -m 700 "$BK/data/cuckoo"
+copied=0 missed=0
+for f in $listed; do
+  if [ -f "$CLUSTER_DIR/data/cuckoo/$f" ]; then cp -p "$CLUSTER_DIR/data/cuckoo/$f" "$BK/data/cuckoo/"; copied=$((copied + 1)); else missed=$((missed + 1)); fi
+done
+cp -p "$CLUSTER_DIR"/data/cuckoo/*.tmp "$BK/data/cuckoo/"
+[ "$missed" -gt 0 ] || fail "no file went away during the backup (the compaction and the drop should have removed some)"
+psql -c "ALTER SYSTEM RESET cuckoo.debug_cut_write_delay" -c "SELECT pg_reload_conf()" >/dev/null
+wait "$ckpt"
+psql -c "SELECT count(*) FROM generate_series(70001, 80000) g WHERE cf_insert('bk', g)" \
+     -c "SELECT count(*) FROM generate_series(600001, 610000) g WHERE cf_insert('cp', g)" >/dev/null
+cp_keys="(SELECT count(*) FROM generate_series(1, 200000) g WHERE NOT cf_contains('cp', g)) + (SELECT count(*) FROM generate_series(300000, 549999) g WHERE g % 100000 < 50000 AND NOT cf_contains('cp', g)) + (SELECT count(*) FROM generate_series(600001, 610000) g WHERE NOT cf_contains('cp', g))"
+bk_expect=$(psql -c "SELECT (SELECT items FROM cuckoo_filters WHERE name = 'bk') || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'cp') || ' ' || $cp_keys")
+echo "SELECT replace(encode(convert_to(labelfile, 'UTF8'), 'base64'), E'\n', '') FROM pg_backup_stop(true);" >&"${SESS[1]}"
+read -r -t 300 -u "${SESS[0]}" label || fail "pg_backup_stop did not answer"
+echo '\q' >&"${SESS[1]}"; wait "$SESS_PID" 2>/dev/null || true
+base64 -d <<<"$label" > "$BK/data/backup_label"; chown postgres:postgres "$BK/data/backup_label"
+cat >> "$BK/data/postgresql.conf" <<CONF
+port = $BK_PORT
+unix_socket_directories = '$BK'
+archive_mode = off
+restore_command = 'cp $AR/%f %p'
+CONF
+as_pg touch "$BK/data/recovery.signal"
+as_pg "$PGBIN/pg_ctl" -D "$BK/data" -l "$BK/server.log" -w start >/dev/null
+bkpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$BK" -p "$BK_PORT" -U postgres "$@"; }
+for _ in $(seq 1 600); do [ "$(bkpsql -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && break; sleep 0.1; done
+[ "$(bkpsql -c "SELECT pg_is_in_recovery()")" = f ] || fail "the backup did not finish recovery"
+got=$(bkpsql -c "SELECT (SELECT items FROM cuckoo_filters WHERE name = 'bk') || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'cp') || ' ' || $cp_keys")
+[ "$got" = "$bk_expect" ] || fail "the backup's filters: '$got', expected '$bk_expect'"
+[ "$(bkpsql -c "SELECT count(*) FROM generate_series(1, 80000) g WHERE NOT cf_contains('bk', g)")" = 0 ] || fail "the backup's bk lost keys"
+[ "$(bkpsql -c "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM cuckoo_filters WHERE name IN ('bk', 'cp', 'gone', 'ten_m')")" = "bk:ready,cp:ready,ten_m:ready" ] \
+  || fail "the backup's filters are $(bkpsql -c "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM cuckoo_filters")"
+[ "$(bkpsql -c "SELECT count(*) FROM generate_series(1, 2000000) g WHERE NOT cf_contains('ten_m', g)")" = 0 ] || fail "the backup's ten_m lost keys"
+as_pg "$PGBIN/pg_ctl" -D "$BK/data" -m fast -w restart >/dev/null
+[ "$(bkpsql -c "SELECT count(*) FROM generate_series(1, 80000) g WHERE NOT cf_contains('bk', g)") $(bkpsql -c "SELECT $cp_keys")" = "0 0" ] || fail "the restored backup lost keys in a restart"
+as_pg "$PGBIN/pg_ctl" -D "$BK/data" -m immediate -w stop >/dev/null
+psql -c "ALTER SYSTEM RESET archive_mode" -c "ALTER SYSTEM RESET archive_command" >/dev/null
+restart
+ok "a backup copied while files were written and removed ($copied of ${cp_files_before}+ files copied, $missed gone, one half written): every key after recovery (bk, cp: $got)"
+
+# ---- 13. switchover ------------------------------------------------------------
+# The primary stops cleanly, its standby replays the shutdown checkpoint,
+# restarts (its restartpoint is that checkpoint) and is promoted; the old
+# primary then follows the new one as a standby, and a base backup is taken
+# from it. Each of them has every key.
+SW=${CLUSTER_DIR}-sw SW_PORT=$((PGPORT + 2)) SWB=${CLUSTER_DIR}-swbk SWB_PORT=$((PGPORT + 3))
+swpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SW" -p "$SW_PORT" -U postgres "$@"; }
+swbpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SWB" -p "$SWB_PORT" -U postgres "$@"; }
+install -d -o postgres -g postgres "$SW" "$SWB"
+as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$SW/data" -R -X stream -c fast
+cat >> "$SW/data/postgresql.conf" <<CONF
+port = $SW_PORT
+unix_socket_directories = '$SW'
+CONF
+as_pg "$PGBIN/pg_ctl" -D "$SW/data" -l "$SW/server.log" -w start >/dev/null
+psql -c "SELECT cf_create('sw', 100000)" -c "SELECT count(*) FROM generate_series(1, 60000) g WHERE cf_insert('sw', g)" >/dev/null
+pg_ctl_ -m fast -w stop
+shutdown_ckpt=$(as_pg "$PGBIN/pg_controldata" -D "$CLUSTER_DIR/data" | sed -n 's/^Latest checkpoint location: *//p')
+for _ in $(seq 1 600); do
+  [ "$(swpsql -c "SELECT pg_last_wal_replay_lsn() >= '$shutdown_ckpt'")" = t ] && break
+  sleep 0.1
+done
+[ "$(swpsql -c "SELECT pg_last_wal_replay_lsn() >= '$shutdown_ckpt'")" = t ] || fail "the standby did not replay the primary's shutdown checkpoint"
+sw_check() { # label, psql function, expected sw keys
+  local got
+  got=$("$2" -c "SELECT coalesce((SELECT state || ' ' || items FROM cuckoo_filters WHERE name = 'sw'), 'missing') || ' ' ||
+                   (SELECT count(*) FROM generate_series(1, $3) g WHERE NOT cf_contains('sw', g)) || ' ' ||
+                   (SELECT count(*) FROM generate_series(1, 2000000) g WHERE NOT cf_contains('ten_m', g))")
+  [ "$got" = "ready $3 0 0" ] || fail "$1: sw is '$got', expected 'ready $3 0 0'"
+}
+as_pg "$PGBIN/pg_ctl" -D "$SW/data" -m fast -w restart >/dev/null
+sw_check "standby restarted after the primary's shutdown" swpsql 60000
+as_pg "$PGBIN/pg_ctl" -D "$SW/data" -w promote >/dev/null
+for _ in $(seq 1 100); do swpsql -c "SELECT cf_insert('sw', 60001)" >/dev/null 2>&1 && break; sleep 0.1; done
+swpsql -c "SELECT count(*) FROM generate_series(60002, 70000) g WHERE cf_insert('sw', g)" -c "CHECKPOINT" >/dev/null
+sw_check "promoted standby" swpsql 70000
+# The old primary follows the new one.
+as_pg touch "$CLUSTER_DIR/data/standby.signal"
+as_pg sh -c "echo \"primary_conninfo = 'host=$SW port=$SW_PORT user=postgres'\" >> '$CLUSTER_DIR/data/postgresql.auto.conf'"
+pg_ctl_ -w start
+target=$(swpsql -c "SELECT pg_current_wal_lsn()")
+for _ in $(seq 1 600); do
+  [ "$(psql -c "SELECT pg_last_wal_replay_lsn() >= '$target'" 2>/dev/null)" = t ] && break
+  sleep 0.1
+done
+sw_check "old primary following the new one" psql 70000
+restart
+sw_check "old primary, now a standby, restarted" psql 70000
+# A base backup of that standby, started on its own.
+as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$SWB/data" -X stream
+as_pg sed -i '/primary_conninfo/d' "$SWB/data/postgresql.auto.conf"
+rm -f "$SWB/data/standby.signal"
+cat >> "$SWB/data/postgresql.conf" <<CONF
+port = $SWB_PORT
+unix_socket_directories = '$SWB'
+CONF
+as_pg "$PGBIN/pg_ctl" -D "$SWB/data" -l "$SWB/server.log" -w start >/dev/null
+sw_check "base backup of the old primary as a standby" swbpsql 70000
+as_pg "$PGBIN/pg_ctl" -D "$SWB/data" -m fast -w stop >/dev/null
+as_pg "$PGBIN/pg_ctl" -D "$SW/data" -m fast -w stop >/dev/null
+ok "switchover: the standby restarted after the primary's shutdown checkpoint, promoted, the old primary following it, and a backup of that: every key"
 
 echo "durability tests passed"
