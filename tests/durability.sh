@@ -21,7 +21,20 @@
 #   6. a corrupt WAL record (valid CRC, bad contents) stops replay with a clear
 #      message instead of being applied;
 #   7. without the durability worker (no background worker slot), durable
-#      changes fail with 55000 and non-durable filters still work.
+#      changes fail with 55000 and non-durable filters still work;
+#   8. idle checkpoints write no cuckoo WAL; 100 inserts into a 21 MB filter
+#      cost a checkpoint a small delta file and a few records; a crash right
+#      after idle checkpoints keeps every key (all from the files and the WAL);
+#   9. a crash right after a clean restart, before anything flushed the WAL;
+#  10. a crash while a checkpoint's file is half written;
+#  11. damaged files (a flipped byte, a truncation, a stray temporary file);
+#  12. a base backup copied by hand while a cut is half written, after a
+#      compaction and a drop removed files it then lacks;
+#  13. a clean switchover: the standby restarts from the primary's shutdown
+#      checkpoint, is promoted, the old primary follows it, and a backup is
+#      taken from that;
+#  14. a server that ran 0.4.0, started with this release after a clean stop
+#      and after a crash, then ALTER EXTENSION UPDATE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -699,9 +712,9 @@ ok "switchover: the standby restarted after the primary's shutdown checkpoint, p
 # WAL of image passes): every filter comes back, goes to the new files, and
 # ALTER EXTENSION UPDATE follows.
 old_pkg=$(bash tests/old-build.sh 0.4.0 94ac4d7038371d5c93bb138a9f92c66fe4e060b7)
-old_bin=$(bash tests/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree040")
 up_port=$((PGPORT + 5))
 for how in clean crash; do
+  old_bin=$(bash tests/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree040")
   U=${CLUSTER_DIR}-up-$how
   upsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$U" -p "$up_port" -U postgres "$@"; }
   install -d -o postgres -g postgres "$U"
@@ -725,6 +738,16 @@ CONF
   keys="SELECT (SELECT count(*) FROM generate_series(1001, 60000) g WHERE NOT cf_contains('u_fill', g)) || ' ' || (SELECT count(*) FROM generate_series(1, 30000) g WHERE NOT cf_contains('u_pub', g))"
   before=$(upsql -c "$rows" | sed 's/ u_vol,0,ready//')
   if [ "$how" = clean ]; then
+    # This release's files installed while 0.4.0's library still runs (it is
+    # preloaded): the update refuses and changes nothing.
+    tree_root=${old_bin%/usr/lib/postgresql/*}
+    (cd target/package && find . -type f) | while read -r f; do
+      install -m 755 "target/package/$f" "$tree_root/${f#./}.new" && mv -f "$tree_root/${f#./}.new" "$tree_root/${f#./}"
+    done
+    if out=$(upsql -c "ALTER EXTENSION cuckoo UPDATE" 2>&1); then fail "the update ran on a server still running 0.4.0's library"; fi
+    grep -q "this session runs cuckoo library 0.4.0, the update needs" <<<"$out" || fail "the update's refusal: $out"
+    [ "$(upsql -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = 0.4.0 ] || fail "the refused update changed the version"
+    ok "ALTER EXTENSION UPDATE refuses while 0.4.0's library still runs: $(grep -o 'this session runs[^"]*' <<<"$out" | head -1)"
     as_pg "$old_bin/pg_ctl" -D "$U/data" -m fast -w stop >/dev/null
   else
     CLUSTER_DIR=$U PGPORT=$up_port kill_postmaster

@@ -324,6 +324,9 @@ pub struct Chain {
     pub files: Vec<Name>,
     /// The header of the last file: its stamp, metadata and reload reason.
     pub last: Header,
+    /// Whether the chain holds contents (its base does; a placeholder's does
+    /// not).
+    pub has_contents: bool,
     pub base_bytes: u64,
     pub delta_bytes: u64,
     /// Newer files that no chain reaches (a backup copied some files of a cut
@@ -354,6 +357,7 @@ pub fn chain(dir: &Path, names: &[Name]) -> Result<Chain, String> {
     };
     let base = names.iter().rev().find(|n| n.kind == Kind::Base).ok_or("no base file")?;
     let head = check(base).map_err(|e| format!("{}: {e}", base.file_name()))?;
+    let has_contents = head.has_contents;
     let mut files = vec![*base];
     let mut last = head;
     let mut delta_bytes = 0;
@@ -381,7 +385,7 @@ pub fn chain(dir: &Path, names: &[Name]) -> Result<Chain, String> {
         }
     }
     let unreachable = later.iter().filter(|n| n.stamp > last.name.stamp).count();
-    Ok(Chain { base_bytes: size(base), delta_bytes, files, last, unreachable })
+    Ok(Chain { base_bytes: size(base), delta_bytes, files, last, has_contents, unreachable })
 }
 
 /// Writes a chain's contents into `words` (zeroed first): the base, then each

@@ -173,7 +173,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
         return;
     }
     let spec = meta.new_filter();
-    let base_has_contents = c.last.has_contents;
+    let base_has_contents = c.has_contents;
     let failed = std::cell::RefCell::new(None);
     let made = if base_has_contents {
         let fill = |out: &mut [u64]| {
@@ -376,7 +376,11 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
     }
     let file_bytes = w.finish().map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
     if base {
-        files::remove(dir(), info.gen, stamp).map_err(|e| format!("cannot remove files older than {}: {e}", header.name.file_name()))?;
+        // The new base is in place: the older files are no longer read. One
+        // that cannot be removed now goes at the filter's next base or drop.
+        if let Err(e) = files::remove(dir(), info.gen, stamp) {
+            pgrx::warning!("cuckoo: could not remove files older than {}: {e}", header.name.file_name());
+        }
     }
     Ok(CutResult { file_bytes, wal_bytes })
 }
@@ -505,6 +509,24 @@ fn remove_discarded(r: &Region) -> Result<(), String> {
     Ok(())
 }
 
+/// Gives up what a cut of this worker's that an error interrupted left marked
+/// (its file was never written): the units count as changed again, their pool
+/// slots are freed, and writers stop waiting for them.
+fn abandon_marks(r: &Region) {
+    for info in r.list_all().into_iter().filter(|i| i.durable && i.blocks > 0) {
+        let slot = my_slot();
+        let Some(_pin) = r.pin(slot) else { continue };
+        if !r.still_current(info.index, info.seq) {
+            continue;
+        }
+        if let Some(units) = r.units(&info) {
+            if units.abandon_marks() > 0 {
+                r.mark_changed(info.index, CHANGED_WORDS);
+            }
+        }
+    }
+}
+
 /// Cuts every durable filter that changed and removes discarded files.
 fn pass(r: &Region) -> Result<(), String> {
     let mut failed = None;
@@ -567,6 +589,7 @@ fn stop(r: &Region) {
         return;
     }
     unsafe { STOPPED = true };
+    abandon_marks(r);
     // Durable writers check the state while pinned: once every writer pinned
     // before the freeze is gone, nothing durable is being logged. Writers stay
     // pinned for one operation.
@@ -656,6 +679,8 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     }
     set_delay((pg_sys::DELAY_CHKPT_START | pg_sys::DELAY_CHKPT_COMPLETE) as i32, true);
     let _ = files::remove_temporary(dir());
+    // An earlier worker that stopped on an error may have left a cut unfinished.
+    abandon_marks(r);
     // Whatever is not on file yet (restored from 0.4.0's file, or left by an
     // earlier worker that could not finish) is written before changes open.
     // SAFETY: reads the shared redo position.

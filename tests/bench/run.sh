@@ -6,10 +6,11 @@ cd "$(dirname "$0")/../.."
 export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-bench} PGPORT=${PGPORT:-5494}
 tests/cluster.sh start
 trap 'tests/cluster.sh stop' EXIT
-# Parts: probe, build, space, sweep, large, exists, batched (sql_bench.py) and shared (shared_bench.sh, its own
-# cluster); all by default.
-parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large exists batched shared)
+# Parts: probe, build, space, sweep, large, exists, batched (sql_bench.py), shared (shared_bench.sh, its own
+# cluster) and checkpoint (checkpoint_bench.sh: this release against 0.4.0, their own clusters); all by default.
+parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large exists batched shared checkpoint)
 sql_parts=()
-for p in "${parts[@]}"; do [ "$p" = shared ] || sql_parts+=("$p"); done
+for p in "${parts[@]}"; do [ "$p" = shared ] || [ "$p" = checkpoint ] || sql_parts+=("$p"); done
 [ ${#sql_parts[@]} -eq 0 ] || python3 tests/bench/sql_bench.py "${sql_parts[@]}"
 if [[ " ${parts[*]} " == *" shared "* ]]; then bash tests/bench/shared_bench.sh; fi
+if [[ " ${parts[*]} " == *" checkpoint "* ]]; then bash tests/bench/checkpoint_bench.sh; fi
