@@ -449,6 +449,7 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
         if r.changed(now.index) == 0 {
             return None;
         }
+        let paused_at = Instant::now();
         let paused = r.pause_writers(now.index);
         // Writers are pinned for one operation; this waits for those inside one.
         r.drain_writers(|_| {
@@ -465,10 +466,13 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
         // filter is dropped or replaced meanwhile.
         let pin = r.pin(slot);
         drop(paused);
-        let prev = r.durable_stats(now.index).stamp;
-        Some((now, changed, base, end, marked, pin, prev))
+        let pause = paused_at.elapsed();
+        let stats = r.durable_stats(now.index);
+        Some((now, changed, base, end, marked, pin, stats, pause))
     });
-    let Some((now, changed, base, end, marked, pin, prev)) = prepared else { return Ok(None) };
+    let Some((now, changed, base, end, marked, pin, stats, pause)) = prepared else { return Ok(None) };
+    let prev = stats.stamp;
+    let started = Instant::now();
     // SAFETY: flushes the WAL up to the cut before any file names it.
     unsafe { pg_sys::XLogFlush(end) };
     let log_base = base && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
@@ -480,6 +484,19 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
             if still.is_some() {
                 r.record_cut(now.index, end, base, done.file_bytes, done.wal_bytes);
             }
+            pgrx::debug1!(
+                "cuckoo: checkpoint cut of \"{}\" at {}: writers paused {} us, {} of {} units to a {} ({} bytes, {} bytes of WAL) in {} ms, {} writer waits for a full copy pool",
+                now.name,
+                lsn(end),
+                pause.as_micros(),
+                marked.len(),
+                r.units(&now).map_or(0, |u| u.count()),
+                if base { "base" } else { "delta" },
+                done.file_bytes,
+                done.wal_bytes,
+                started.elapsed().as_millis(),
+                r.durable_stats(now.index).pool_waits.saturating_sub(stats.pool_waits)
+            );
             Ok(Some(done))
         }
         Err(e) => {

@@ -5,18 +5,19 @@
 # fsync on:
 #
 #   wal        WAL bytes one CHECKPOINT writes after N keys were inserted
-#              (N = 0, 100, 10k, 1M) into a durable filter sized for 10M keys
-#              holding 2M (21 MB); also the bytes of files it writes (0.4.0
-#              writes none: its images go to the WAL) and the WAL the inserts
-#              themselves wrote (the same for both)
+#              (N = 0, 100, 10k, 1M, then 1M again, which makes this release
+#              write a new base, to the WAL too) into a durable filter sized for
+#              10M keys holding 2M (21 MB); also the bytes of files it writes
+#              (0.4.0 writes none: its images go to the WAL) and the WAL the
+#              inserts themselves wrote (the same for both)
 #   region     CHECKPOINT duration (the server's own "checkpoint complete ...
 #              total=" figure) with the default 64 MB region full of durable
 #              filters: idle, and after 1% more keys went into each
 #   inserts    durable cf_insert transactions per second (pgbench, 2 clients,
 #              synchronous_commit on), 0.4.0 and this release interleaved,
-#              median of rounds; and with a CHECKPOINT every second meanwhile,
-#              the 99th percentile and the maximum insert latency (the pause a
-#              checkpoint imposes on writers)
+#              median of rounds; and the 99th percentile and the maximum
+#              insert latency, without checkpoints and with a CHECKPOINT every
+#              second meanwhile (the pause a checkpoint imposes on writers)
 #
 # Prints figures side by side and ratios (this release / 0.4.0); absolute times
 # on a shared machine are noise.
@@ -73,7 +74,7 @@ next=3000000
 for v in old new; do
   q "$v" -c "SELECT cf_publish('big', cf_agg(g, 0.002, 10000000)) FROM generate_series(1, 2000000) g" -c "CHECKPOINT" -c "CHECKPOINT" >/dev/null
 done
-for n in 0 100 10000 1000000; do
+for n in 0 100 10000 1000000 1000000; do
   declare -A W=() I=()
   for v in old new; do
     a=$(lsn "$v")
@@ -87,8 +88,10 @@ for n in 0 100 10000 1000000; do
   files=$(q new -c "SELECT checkpoint_write_bytes FROM cuckoo_filters WHERE name = 'big'")
   [ "$n" -eq 0 ] && files=0
   printf '%-10s %14s %14s %8s %14s %14s\n' "$n" "${W[old]}" "${W[new]}" "$(ratio "${W[new]}" "${W[old]}")" "$files" "${I[new]}"
+  total_old=$(( ${total_old:-0} + ${W[old]} )) total_new=$(( ${total_new:-0} + ${W[new]} ))
   next=$((next + n))
 done
+printf '%-10s %14s %14s %8s\n' "all five" "$total_old" "$total_new" "$(ratio "$total_new" "$total_old")"
 echo "(filter: $(q new -c "SELECT bytes FROM cuckoo_filters WHERE name = 'big'") bytes in shared memory; 'files' is 0 when nothing changed: no cut is made)"
 
 # ---- region: checkpoint duration with the default region full --------------------
@@ -131,16 +134,23 @@ for r in $(seq 1 "$ROUNDS"); do
   for v in old new; do TPS[$v]="${TPS[$v]} $(bench "$v")"; done
 done
 mo=$(tr ' ' '\n' <<<"${TPS[old]}" | grep . | median); mn=$(tr ' ' '\n' <<<"${TPS[new]}" | grep . | median)
-printf '\n%-34s %10s %10s %8s\n' "durable inserts" "0.4.0" "this" "ratio"
-printf '%-34s %10s %10s %8s\n' "tps (median of $ROUNDS)" "$mo" "$mn" "$(ratio "$mn" "$mo")"
+printf '\n%-40s %10s %10s %8s\n' "durable inserts" "0.4.0" "this" "ratio"
+printf '%-40s %10s %10s %8s\n' "tps (median of $ROUNDS)" "$mo" "$mn" "$(ratio "$mn" "$mo")"
 declare -A P99=() MAX=()
-for v in old new; do
-  ( end=$((SECONDS + SECS)); while [ $SECONDS -lt $end ]; do q "$v" -c "CHECKPOINT" >/dev/null 2>&1 || true; sleep 1; done ) & loop=$!
-  bench "$v" "lat_$v" >/dev/null
-  wait "$loop"
+latency() { # version, name, with checkpoints (1/0)
+  local v=$1 loop=""
+  if [ "$3" = 1 ]; then
+    ( end=$((SECONDS + SECS)); while [ $SECONDS -lt $end ]; do q "$v" -c "CHECKPOINT" >/dev/null 2>&1 || true; sleep 1; done ) & loop=$!
+  fi
+  bench "$v" "$2" >/dev/null
+  [ -z "$loop" ] || wait "$loop"
   # pgbench's log: client, transaction, latency in microseconds, ...
-  read -r P99[$v] MAX[$v] < <(cat "$work"/lat_"$v".* | awk '{print $3}' | sort -n | awk '{a[NR] = $1} END {printf "%.1f %.1f\n", a[int(NR * 0.99)] / 1000, a[NR] / 1000}')
+  cat "$work/$2".* | awk '{print $3}' | sort -n | awk '{a[NR] = $1} END {printf "%.1f %.1f\n", a[int(NR * 0.99)] / 1000, a[NR] / 1000}'
+}
+for with in 0 1; do
+  for v in old new; do read -r P99[$v] MAX[$v] < <(latency "$v" "lat_${v}_$with" "$with"); done
+  what=$([ "$with" = 1 ] && echo "a CHECKPOINT every second" || echo "no checkpoint")
+  printf '%-40s %10s %10s %8s\n' "p99 ms, $what" "${P99[old]}" "${P99[new]}" "$(ratio "${P99[new]}" "${P99[old]}")"
+  printf '%-40s %10s %10s %8s\n' "max ms, $what" "${MAX[old]}" "${MAX[new]}" "$(ratio "${MAX[new]}" "${MAX[old]}")"
 done
-printf '%-34s %10s %10s %8s\n' "p99 ms, a CHECKPOINT every second" "${P99[old]}" "${P99[new]}" "$(ratio "${P99[new]}" "${P99[old]}")"
-printf '%-34s %10s %10s %8s\n' "max ms, a CHECKPOINT every second" "${MAX[old]}" "${MAX[new]}" "$(ratio "${MAX[new]}" "${MAX[old]}")"
 echo "(the filter 'dd' holds $(q new -c "SELECT items FROM cuckoo_filters WHERE name = 'dd'") keys in this release's cluster at the end)"
