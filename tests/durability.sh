@@ -42,8 +42,15 @@ export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-durable} PGPORT=${PGPORT:-5480}
 SB_DIR=${CLUSTER_DIR}-standby SB_PORT=$((PGPORT + 1))
 as_pg() { runuser -u postgres -- "$@"; }
 psql() { tests/cluster.sh psql -q -At "$@"; }
-sbpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SB_DIR" -p "$SB_PORT" -U postgres "$@"; }
+# psql on another cluster of this script: its directory, its port, then psql's arguments.
+psql_on() { local d=$1 p=$2; shift 2; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$d" -p "$p" -U postgres "$@"; }
+sbpsql() { psql_on "$SB_DIR" "$SB_PORT" "$@"; }
 fail() { echo "durability: FAIL: $*" >&2; tail -30 "$CLUSTER_DIR/server.log" >&2 || true; exit 1; }
+# Waits until the cluster at directory $1, port $2 (called $3) has finished recovery.
+wait_promoted() {
+  for _ in $(seq 1 600); do [ "$(psql_on "$1" "$2" -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && return 0; sleep 0.1; done
+  fail "$3 did not finish recovery"
+}
 ok() { echo "durability: $*"; }
 EXTRA_DIRS=("${CLUSTER_DIR}-pitr" "${CLUSTER_DIR}-sw" "${CLUSTER_DIR}-swbk" "${CLUSTER_DIR}-bk" "${CLUSTER_DIR}-archive"
             "${CLUSTER_DIR}-up-clean" "${CLUSTER_DIR}-up-crash")
@@ -363,9 +370,8 @@ recovery_target_inclusive = off
 CONF
 as_pg touch "$PITR_DIR/data/recovery.signal"
 as_pg "$PGBIN/pg_ctl" -D "$PITR_DIR/data" -l "$PITR_DIR/server.log" -w start >/dev/null
-pitr() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PITR_DIR" -p "$SB_PORT" -U postgres "$@"; }
-for _ in $(seq 1 300); do [ "$(pitr -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && break; sleep 0.1; done
-[ "$(pitr -c "SELECT pg_is_in_recovery()")" = f ] || fail "point-in-time recovery did not finish"
+pitr() { psql_on "$PITR_DIR" "$SB_PORT" "$@"; }
+wait_promoted "$PITR_DIR" "$SB_PORT" "point-in-time recovery"
 got=$(pitr -c "SELECT md5(cf_snapshot('pitr_a')::text) || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'pitr_a') || ' ' || (SELECT count(*) FROM cuckoo_filters WHERE name = 'pitr_b')")
 [ "$got" = "$at_target 1000 1" ] || fail "point-in-time recovery to $target gave '$got', expected '$at_target 1000 1'"
 as_pg "$PGBIN/pg_ctl" -D "$PITR_DIR/data" -m immediate -w stop >/dev/null
@@ -581,7 +587,6 @@ restart
 psql -c "SELECT cf_create('bk', 200000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('bk', g)" \
      -c "SELECT cf_create('cp', 500000)" -c "SELECT count(*) FROM generate_series(1, 200000) g WHERE cf_insert('cp', g)" \
      -c "SELECT cf_create('gone', 1000)" -c "SELECT cf_insert('gone', 1)" -c "CHECKPOINT" >/dev/null
-cp_files_before=$(ls "$CLUSTER_DIR/data/cuckoo" | wc -l)
 coproc SESS { "$PGBIN/psql" -X -At -q -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -d postgres 2>>"$BK/session.log"; }
 echo "SELECT pg_backup_start('cuckoo durability test', true);" >&"${SESS[1]}"
 read -r -t 120 -u "${SESS[0]}" backup_start || fail "pg_backup_start did not answer"
@@ -626,9 +631,8 @@ restore_command = 'cp $AR/%f %p'
 CONF
 as_pg touch "$BK/data/recovery.signal"
 as_pg "$PGBIN/pg_ctl" -D "$BK/data" -l "$BK/server.log" -w start >/dev/null
-bkpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$BK" -p "$BK_PORT" -U postgres "$@"; }
-for _ in $(seq 1 600); do [ "$(bkpsql -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && break; sleep 0.1; done
-[ "$(bkpsql -c "SELECT pg_is_in_recovery()")" = f ] || fail "the backup did not finish recovery"
+bkpsql() { psql_on "$BK" "$BK_PORT" "$@"; }
+wait_promoted "$BK" "$BK_PORT" "the backup"
 got=$(bkpsql -c "SELECT (SELECT items FROM cuckoo_filters WHERE name = 'bk') || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'cp') || ' ' || $cp_keys")
 [ "$got" = "$bk_expect" ] || fail "the backup's filters: '$got', expected '$bk_expect'"
 [ "$(bkpsql -c "SELECT count(*) FROM generate_series(1, 80000) g WHERE NOT cf_contains('bk', g)")" = 0 ] || fail "the backup's bk lost keys"
@@ -640,7 +644,7 @@ as_pg "$PGBIN/pg_ctl" -D "$BK/data" -m fast -w restart >/dev/null
 as_pg "$PGBIN/pg_ctl" -D "$BK/data" -m immediate -w stop >/dev/null
 psql -c "ALTER SYSTEM RESET archive_mode" -c "ALTER SYSTEM RESET archive_command" >/dev/null
 restart
-ok "a backup copied while files were written and removed ($copied of ${cp_files_before}+ files copied, $missed gone, one half written): every key after recovery (bk, cp: $got)"
+ok "a backup copied while files were written and removed ($copied files copied, $missed gone before they were, one half written): every key after recovery (bk, cp: $got)"
 
 # ---- 13. switchover ------------------------------------------------------------
 # The primary stops cleanly, its standby replays the shutdown checkpoint,
@@ -648,8 +652,8 @@ ok "a backup copied while files were written and removed ($copied of ${cp_files_
 # primary then follows the new one as a standby, and a base backup is taken
 # from it. Each of them has every key.
 SW=${CLUSTER_DIR}-sw SW_PORT=$((PGPORT + 2)) SWB=${CLUSTER_DIR}-swbk SWB_PORT=$((PGPORT + 3))
-swpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SW" -p "$SW_PORT" -U postgres "$@"; }
-swbpsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$SWB" -p "$SWB_PORT" -U postgres "$@"; }
+swpsql() { psql_on "$SW" "$SW_PORT" "$@"; }
+swbpsql() { psql_on "$SWB" "$SWB_PORT" "$@"; }
 install -d -o postgres -g postgres "$SW" "$SWB"
 as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$SW/data" -R -X stream -c fast
 cat >> "$SW/data/postgresql.conf" <<CONF
@@ -716,17 +720,8 @@ up_port=$((PGPORT + 5))
 for how in clean crash; do
   old_bin=$(bash tests/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree040")
   U=${CLUSTER_DIR}-up-$how
-  upsql() { "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$U" -p "$up_port" -U postgres "$@"; }
-  install -d -o postgres -g postgres "$U"
-  as_pg "$old_bin/initdb" -D "$U/data" -A trust -U postgres >/dev/null
-  cat >> "$U/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'cuckoo'
-port = $up_port
-listen_addresses = ''
-unix_socket_directories = '$U'
-fsync = off
-CONF
-  as_pg "$old_bin/pg_ctl" -D "$U/data" -l "$U/server.log" -w start >/dev/null
+  upsql() { psql_on "$U" "$up_port" "$@"; }
+  PGBIN=$old_bin CLUSTER_DIR=$U PGPORT=$up_port tests/cluster.sh start
   upsql -c "CREATE EXTENSION cuckoo" -c "CREATE ROLE reader" >/dev/null
   [ "$(upsql -c "SELECT cuckoo_library_version() || ' ' || extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "0.4.0 0.4.0" ] || fail "the private tree does not run 0.4.0"
   upsql -c "SELECT cf_create('u_fill', 100000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('u_fill', g)" \
