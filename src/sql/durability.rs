@@ -698,6 +698,9 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     let _ = files::remove_temporary(dir());
     // An earlier worker that stopped on an error may have left a cut unfinished.
     abandon_marks(r);
+    // Files of generations the registry no longer has may be left from before
+    // a restart (an older generation of a name, whose removal did not happen).
+    r.note_files_to_remove();
     // Whatever is not on file yet (restored from 0.4.0's file, or left by an
     // earlier worker that could not finish) is written before changes open.
     // SAFETY: reads the shared redo position.
