@@ -28,6 +28,8 @@
 #   9. a crash right after a clean restart, before anything flushed the WAL;
 #  10. a crash while a checkpoint's file is half written;
 #  11. damaged files (a flipped byte, a truncation, a stray temporary file);
+#  11b. a cut that cannot be written (the directory read-only): the
+#      checkpoint waits instead of completing, and a crash loses nothing;
 #  12. a base backup copied by hand while a cut is half written, after a
 #      compaction and a drop removed files it then lacks;
 #  13. a clean switchover: the standby restarts from the primary's shutdown
@@ -572,52 +574,89 @@ psql -c "SELECT cf_drop('torn2')" >/dev/null
 ok "a flipped byte and a truncated file are detected (needs reload, named in the log), a stray temporary file is removed, other filters are intact"
 
 
+# ---- 11b. a cut that cannot be written holds the checkpoint back -------------
+# The worker cannot create files (the directory made read-only): the
+# checkpoint must wait, not complete without the filter's changes on file;
+# the whole server is killed meanwhile, and every key comes back.
+psql -c "SELECT cf_create('held', 100000)" -c "SELECT count(*) FROM generate_series(1, 1000) g WHERE cf_insert('held', g)" -c "CHECKPOINT" \
+     -c "SELECT count(*) FROM generate_series(1001, 2000) g WHERE cf_insert('held', g)" >/dev/null
+before_ckpt=$(as_pg "$PGBIN/pg_controldata" -D "$CLUSTER_DIR/data" | sed -n 's/^Latest checkpoint location: *//p')
+warned=$(grep -c "a checkpoint cut failed" "$CLUSTER_DIR/server.log" || true)
+chmod 500 "$CLUSTER_DIR/data/cuckoo"
+psql -c "CHECKPOINT" >/dev/null 2>&1 & ckpt=$!
+for _ in $(seq 1 600); do
+  [ "$(grep -c "a checkpoint cut failed" "$CLUSTER_DIR/server.log" || true)" -gt "$warned" ] && break
+  sleep 0.05
+done
+[ "$(grep -c "a checkpoint cut failed" "$CLUSTER_DIR/server.log" || true)" -gt "$warned" ] || fail "the worker did not report the failed cut"
+sleep 1
+kill -0 "$ckpt" 2>/dev/null || fail "the CHECKPOINT completed although the cut could not be written"
+[ "$(as_pg "$PGBIN/pg_controldata" -D "$CLUSTER_DIR/data" | sed -n 's/^Latest checkpoint location: *//p')" = "$before_ckpt" ] || fail "a checkpoint completed although the cut could not be written"
+kill_postmaster
+wait "$ckpt" || true
+chmod 700 "$CLUSTER_DIR/data/cuckoo"
+pg_ctl_ -w start; wait_ready
+[ "$(psql -c "SELECT state || ' ' || items || ' ' || (SELECT count(*) FROM generate_series(1, 2000) g WHERE NOT cf_contains('held', g)) FROM cuckoo_filters WHERE name = 'held'")" = "ready 2000 0" ] \
+  || fail "held after a crash while its cut could not be written: $(psql -c "SELECT state, items FROM cuckoo_filters WHERE name = 'held'")"
+psql -c "CHECKPOINT" >/dev/null
+ok "a cut that cannot be written holds the checkpoint back (the worker warns and retries); a crash then loses nothing"
+
 # ---- 12. a base backup copied while the files are being written -------------
 # A backup taken with pg_backup_start/pg_backup_stop and copied by hand, the way
 # a file-level copier can see the directory: the data directory first, then
-# cuckoo/ while a cut is half written (its temporary file copied as it is),
-# holding only the files that existed both when the backup began and when
-# they were copied. So it misses every file written during the backup and the
-# files a compaction and a drop removed meanwhile; replay from the backup's
-# start must supply all of it.
+# cuckoo/ file by file while the server goes on: cp's base copied at once, its
+# deltas after a compaction removed them (so the copy holds a base of cp older
+# than the backup's start, with no file after it), the other files at the end,
+# while a cut is half written (its temporary file copied as it is), after a
+# drop removed gone's files. Replay from the backup's start must make up for
+# all of it (the compaction logged cp's new base).
 AR=${CLUSTER_DIR}-archive BK=${CLUSTER_DIR}-bk BK_PORT=$((PGPORT + 4))
 install -d -o postgres -g postgres "$AR" "$BK"
 psql -c "ALTER SYSTEM SET archive_mode = on" -c "ALTER SYSTEM SET archive_command = 'cp %p $AR/%f'" >/dev/null
 restart
+# The filter a file belongs to (the name in its header).
+file_filter() { python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); print(d[101:101 + d[100]].decode())' "$1"; }
 psql -c "SELECT cf_create('bk', 200000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('bk', g)" \
-     -c "SELECT cf_create('cp', 500000)" -c "SELECT count(*) FROM generate_series(1, 200000) g WHERE cf_insert('cp', g)" \
-     -c "SELECT cf_create('gone', 1000)" -c "SELECT cf_insert('gone', 1)" -c "CHECKPOINT" >/dev/null
+     -c "SELECT cf_create('cp', 2000000)" -c "SELECT count(*) FROM generate_series(1, 1000000) g WHERE cf_insert('cp', g)" \
+     -c "SELECT cf_create('gone', 1000)" -c "SELECT cf_insert('gone', 1)" -c "CHECKPOINT" \
+     -c "SELECT count(*) FROM generate_series(1000001, 1001000) g WHERE cf_insert('cp', g)" -c "CHECKPOINT" \
+     -c "SELECT count(*) FROM generate_series(1001001, 1002000) g WHERE cf_insert('cp', g)" >/dev/null
 coproc SESS { "$PGBIN/psql" -X -At -q -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -d postgres 2>>"$BK/session.log"; }
 echo "SELECT pg_backup_start('cuckoo durability test', true);" >&"${SESS[1]}"
 read -r -t 120 -u "${SESS[0]}" backup_start || fail "pg_backup_start did not answer"
 install -d -o postgres -g postgres "$BK/data"
 tar -C "$CLUSTER_DIR/data" --exclude=./cuckoo --exclude=./pg_wal --exclude=./postmaster.pid --exclude=./postmaster.opts -cf - . | tar -C "$BK/data" -xf -
-install -d -o postgres -g postgres -m 700 "$BK/data/pg_wal" "$BK/data/pg_wal/archive_status"
+install -d -o postgres -g postgres -m 700 "$BK/data/pg_wal" "$BK/data/pg_wal/archive_status" "$BK/data/cuckoo"
 listed=$(ls "$CLUSTER_DIR/data/cuckoo")
-# During the backup: inserts; three rounds that make cp compact (its old files
-# go); a drop; then a cut that stops halfway while cuckoo/ is copied.
-psql -c "SELECT count(*) FROM generate_series(50001, 60000) g WHERE cf_insert('bk', g)" >/dev/null
-for round in 1 2 3; do
-  psql -c "SELECT count(*) FROM generate_series(200000 + $round * 100000, 200000 + $round * 100000 + 49999) g WHERE cf_insert('cp', g)" -c "CHECKPOINT" >/dev/null
+cp_files=$(for f in $listed; do if [ "$(file_filter "$CLUSTER_DIR/data/cuckoo/$f")" = cp ]; then echo "$f"; fi; done)
+[ "$(grep -c 'base$' <<<"$cp_files")" = 1 ] && [ "$(grep -c 'delta$' <<<"$cp_files")" = 2 ] || fail "cp should have a base and two deltas when the backup starts: $cp_files"
+cp_base=$(grep 'base$' <<<"$cp_files")
+cp -p "$CLUSTER_DIR/data/cuckoo/$cp_base" "$BK/data/cuckoo/"
+# During the backup: two rounds after which cp compacts (its old files go), a
+# drop, inserts, then a cut that stops halfway while the rest is copied.
+for round in 1 2; do
+  psql -c "SELECT count(*) FROM generate_series(1900001 + $round * 100000, 2000000 + $round * 100000) g WHERE cf_insert('cp', g)" -c "CHECKPOINT" >/dev/null
 done
 psql -c "SELECT cf_drop('gone')" -c "CHECKPOINT" >/dev/null
-psql -c "SELECT count(*) FROM generate_series(60001, 70000) g WHERE cf_insert('bk', g)" \
+psql -c "SELECT count(*) FROM generate_series(50001, 60000) g WHERE cf_insert('bk', g)" \
+     -c "SELECT count(*) FROM generate_series(60001, 70000) g WHERE cf_insert('bk', g)" \
      -c "ALTER SYSTEM SET cuckoo.debug_cut_write_delay = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
 psql -c "CHECKPOINT" >/dev/null 2>&1 & ckpt=$!
 for _ in $(seq 1 600); do compgen -G "$CLUSTER_DIR/data/cuckoo/*.tmp" >/dev/null && break; sleep 0.05; done
 compgen -G "$CLUSTER_DIR/data/cuckoo/*.tmp" >/dev/null || fail "no cut file was being written during the backup"
-install -d -o postgres -g postgres -m 700 "$BK/data/cuckoo"
-copied=0 missed=0
+copied=1 missed=0
 for f in $listed; do
+  [ "$f" = "$cp_base" ] && continue
   if [ -f "$CLUSTER_DIR/data/cuckoo/$f" ]; then cp -p "$CLUSTER_DIR/data/cuckoo/$f" "$BK/data/cuckoo/"; copied=$((copied + 1)); else missed=$((missed + 1)); fi
 done
 cp -p "$CLUSTER_DIR"/data/cuckoo/*.tmp "$BK/data/cuckoo/"
-[ "$missed" -gt 0 ] || fail "no file went away during the backup (the compaction and the drop should have removed some)"
+[ ! -f "$CLUSTER_DIR/data/cuckoo/$cp_base" ] || fail "cp did not compact during the backup"
+[ "$missed" -ge 3 ] || fail "fewer files went away during the backup than the compaction and the drop remove ($missed)"
 psql -c "ALTER SYSTEM RESET cuckoo.debug_cut_write_delay" -c "SELECT pg_reload_conf()" >/dev/null
 wait "$ckpt"
 psql -c "SELECT count(*) FROM generate_series(70001, 80000) g WHERE cf_insert('bk', g)" \
-     -c "SELECT count(*) FROM generate_series(600001, 610000) g WHERE cf_insert('cp', g)" >/dev/null
-cp_keys="(SELECT count(*) FROM generate_series(1, 200000) g WHERE NOT cf_contains('cp', g)) + (SELECT count(*) FROM generate_series(300000, 549999) g WHERE g % 100000 < 50000 AND NOT cf_contains('cp', g)) + (SELECT count(*) FROM generate_series(600001, 610000) g WHERE NOT cf_contains('cp', g))"
+     -c "SELECT count(*) FROM generate_series(3000001, 3010000) g WHERE cf_insert('cp', g)" >/dev/null
+cp_keys="(SELECT count(*) FROM generate_series(1, 1002000) g WHERE NOT cf_contains('cp', g)) + (SELECT count(*) FROM generate_series(2000001, 2200000) g WHERE NOT cf_contains('cp', g)) + (SELECT count(*) FROM generate_series(3000001, 3010000) g WHERE NOT cf_contains('cp', g))"
 bk_expect=$(psql -c "SELECT (SELECT items FROM cuckoo_filters WHERE name = 'bk') || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'cp') || ' ' || $cp_keys")
 echo "SELECT replace(encode(convert_to(labelfile, 'UTF8'), 'base64'), E'\n', '') FROM pg_backup_stop(true);" >&"${SESS[1]}"
 read -r -t 300 -u "${SESS[0]}" label || fail "pg_backup_stop did not answer"
@@ -644,7 +683,7 @@ as_pg "$PGBIN/pg_ctl" -D "$BK/data" -m fast -w restart >/dev/null
 as_pg "$PGBIN/pg_ctl" -D "$BK/data" -m immediate -w stop >/dev/null
 psql -c "ALTER SYSTEM RESET archive_mode" -c "ALTER SYSTEM RESET archive_command" >/dev/null
 restart
-ok "a backup copied while files were written and removed ($copied files copied, $missed gone before they were, one half written): every key after recovery (bk, cp: $got)"
+ok "a backup copied while files were written and removed ($copied files copied, one of them a base of cp older than the backup's start, $missed gone before they were, one half written): every key after recovery (bk, cp: $got)"
 
 # ---- 13. switchover ------------------------------------------------------------
 # The primary stops cleanly, its standby replays the shutdown checkpoint,

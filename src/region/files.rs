@@ -140,20 +140,41 @@ impl FileWriter {
     }
 
     /// Adds the checksum, syncs, renames into place and syncs the directory.
-    /// Returns the file's size.
-    pub fn finish(mut self) -> std::io::Result<u64> {
+    /// Returns the file's size. An error after the rename (the directory could
+    /// not be synced) is [`Finish::Named`]: the file may exist under its name,
+    /// or may not after a crash.
+    pub fn finish(mut self) -> Result<u64, Finish> {
+        let before = |e: std::io::Error| Finish::Unnamed(e);
         if self.units_written != self.units_declared {
-            return Err(std::io::Error::other(format!("{} units written, {} declared", self.units_written, self.units_declared)));
+            return Err(before(std::io::Error::other(format!("{} units written, {} declared", self.units_written, self.units_declared))));
         }
         let sum = self.sum.digest().to_le_bytes();
-        self.out.write_all(&sum)?;
+        self.out.write_all(&sum).map_err(before)?;
         let bytes = self.bytes + 8;
-        let f = self.out.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
+        let f = self.out.into_inner().map_err(|e| before(e.into_error()))?;
+        f.sync_all().map_err(before)?;
         drop(f);
-        std::fs::rename(&self.tmp, &self.path)?;
-        File::open(&self.dir)?.sync_all()?;
+        std::fs::rename(&self.tmp, &self.path).map_err(before)?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(Finish::Named)?;
         Ok(bytes)
+    }
+}
+
+/// Why [`FileWriter::finish`] failed.
+#[derive(Debug)]
+pub enum Finish {
+    /// The file did not get its name.
+    Unnamed(std::io::Error),
+    /// It got its name, but the directory could not be synced.
+    Named(std::io::Error),
+}
+
+impl std::fmt::Display for Finish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Finish::Unnamed(e) => write!(f, "{e}"),
+            Finish::Named(e) => write!(f, "could not sync the directory after naming the file: {e}"),
+        }
     }
 }
 
@@ -363,9 +384,12 @@ pub fn chain(dir: &Path, names: &[Name]) -> Result<Chain, String> {
     let mut delta_bytes = 0;
     let later: Vec<&Name> = names.iter().filter(|n| n.stamp > base.stamp).collect();
     loop {
-        let next = later.iter().find(|n| n.kind == Kind::Delta && {
-            // Deltas are named by their own stamp; the header says what they
-            // extend, so the next one is the one whose header links here.
+        // Deltas are named by their own stamp; the header says what they
+        // extend, so the next one is one whose header links here. Two link to
+        // the same file only when a cut failed after naming its file and the
+        // next cut wrote everything since that same file again: the newer one
+        // holds all of it.
+        let next = later.iter().rev().find(|n| n.kind == Kind::Delta && {
             matches!(check(n), Ok(h) if h.prev == last.name.stamp)
         });
         match next {

@@ -100,6 +100,9 @@ struct RegionHeader {
     /// Set when a durable filter is dropped or replaced: files of generations
     /// that no longer exist are waiting to be removed.
     files_to_remove: AtomicU64,
+    /// Set when restoring the filters' files met an error that may have left
+    /// a filter out: no file is removed then (until a restart restores all).
+    restore_incomplete: AtomicU64,
     epoch: CachePadded<AtomicU64>,
 }
 
@@ -904,6 +907,58 @@ impl Region {
 
     pub fn note_files_to_remove(&self) {
         self.header().files_to_remove.store(1, Ordering::SeqCst);
+    }
+
+    /// Records that restoring the filters' files was not complete (see
+    /// [`Self::restore_incomplete`]).
+    pub fn note_restore_incomplete(&self) {
+        self.header().restore_incomplete.store(1, Ordering::SeqCst);
+    }
+
+    /// Whether restoring the files met an error that may have left a filter
+    /// out of the registry: files of generations it does not have must stay.
+    pub fn restore_incomplete(&self) -> bool {
+        self.header().restore_incomplete.load(Ordering::SeqCst) != 0
+    }
+
+    /// Keeps live filter `info`'s name, owner and grant, as generation `gen`
+    /// with parameters `params`, without contents (they were lost: it needs a
+    /// reload for `reason`); its blocks are retired.
+    #[allow(clippy::too_many_arguments)]
+    pub fn clear_contents(&self, lk: &Locked, info: &EntryInfo, params: &Params, capacity: u64, fpp: f64, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
+        debug_assert!(reason != 0);
+        let e = self.unchanged(info)?;
+        self.retired_room(lk)?;
+        self.rewrite(lk, e, |e| {
+            e.start_block.store(0, Ordering::Relaxed);
+            e.blocks.store(0, Ordering::Relaxed);
+            e.tag.store(0, Ordering::Relaxed);
+            e.capacity.store(capacity, Ordering::Relaxed);
+            e.fpp_bits.store(fpp.to_bits(), Ordering::Relaxed);
+            e.gen.store(gen, Ordering::Relaxed);
+            e.durable.store(1, Ordering::Relaxed);
+            e.reload_reason.store(reason, Ordering::Relaxed);
+            for (w, v) in e.params.iter().zip(pack_params(params)) {
+                w.store(v, Ordering::Relaxed);
+            }
+            reset_durable(&e.checkpoint, true, gen);
+        });
+        if info.durable {
+            self.note_files_to_remove();
+        }
+        if info.blocks > 0 {
+            self.retire(lk, info.start_block, info.blocks, info.tag, None);
+        }
+        Ok(self.entry_info(info.index).expect("still linked"))
+    }
+
+    /// Frees every slot of the copy pool. Only while no cut is in progress and
+    /// no unit is marked (a writer that claimed a slot meanwhile then fails to
+    /// mark its unit and gives the slot back).
+    pub fn reset_pool(&self) {
+        for w in self.at::<AtomicU64>(self.lay.pool_used_at, Pool::bitmap_words(self.lay.pool_slots)) {
+            w.store(0, Ordering::SeqCst);
+        }
     }
 
     // ----- changes: the caller holds the registry lock -----

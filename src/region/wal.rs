@@ -96,9 +96,9 @@ pub enum Record {
     PassBegin,
     PassDone { begin: u64, filters: u64 },
     Placeholder { gen: u64, reason: u64, meta: Meta },
-    /// `base`: the cut writes a whole base file (and its contents follow in the
-    /// WAL when the filter had files before: a compaction).
-    Cut { gen: u64, base: bool },
+    /// `base`: the cut writes a whole base file; `logged`: its contents follow
+    /// in the WAL (a compaction: the filter's older files are about to go).
+    Cut { gen: u64, base: bool, logged: bool },
     Discard { gen: u64 },
 }
 
@@ -235,8 +235,8 @@ impl Record {
                 w.u64(*gen).u64(*reason).meta(meta);
                 kind::PLACEHOLDER
             }
-            Record::Cut { gen, base } => {
-                w.u64(*gen).u8(*base as u8);
+            Record::Cut { gen, base, logged } => {
+                w.u64(*gen).u8(*base as u8 | (*logged as u8) << 1);
                 kind::CUT
             }
             Record::Discard { gen } => {
@@ -290,12 +290,13 @@ impl Record {
             }
             kind::CUT => {
                 let gen = r.u64()?;
-                let base = match r.u8()? {
-                    0 => false,
-                    1 => true,
-                    b => return Err(format!("CUT record has a bad flag {b}")),
+                let (base, logged) = match r.u8()? {
+                    0 => (false, false),
+                    1 => (true, false),
+                    3 => (true, true),
+                    b => return Err(format!("CUT record has bad flags {b}")),
                 };
-                Record::Cut { gen, base }
+                Record::Cut { gen, base, logged }
             }
             kind::DISCARD => Record::Discard { gen: r.u64()? },
             other => return Err(format!("unknown cuckoo WAL record kind 0x{other:02X}")),
@@ -330,7 +331,7 @@ impl Record {
             Record::PassBegin => String::new(),
             Record::PassDone { begin, filters } => format!("begin {begin:X} filters {filters}"),
             Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
-            Record::Cut { gen, base } => format!("gen {gen:X}{}", if *base { " base" } else { "" }),
+            Record::Cut { gen, base, logged } => format!("gen {gen:X}{}", if *logged { " base, contents follow" } else if *base { " base" } else { "" }),
             Record::Discard { gen } => format!("gen {gen:X}"),
         }
     }
@@ -388,8 +389,9 @@ mod tests {
             Record::PassBegin,
             Record::PassDone { begin: 4, filters: 2 },
             Record::Placeholder { gen: 4, reason: 2, meta: meta() },
-            Record::Cut { gen: 4, base: true },
-            Record::Cut { gen: 4, base: false },
+            Record::Cut { gen: 4, base: true, logged: true },
+            Record::Cut { gen: 4, base: true, logged: false },
+            Record::Cut { gen: 4, base: false, logged: false },
             Record::Discard { gen: 4 },
         ]
     }

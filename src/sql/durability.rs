@@ -151,6 +151,7 @@ pub fn restore(r: &Region) {
         Ok(m) => m,
         Err(e) => {
             pgrx::warning!("cuckoo: cannot read the directory {}: {e}; durable filters are restored only by WAL replay, if any", files::DIR);
+            r.note_restore_incomplete();
             Default::default()
         }
     };
@@ -194,6 +195,10 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
                     pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be read back from its files: {e}; it is kept as needing a reload", meta.name, meta.db);
                     reason::FILES_DAMAGED
                 }
+                // A later file that does not follow on: a base backup copied
+                // while a compaction removed files (recovery then installs the
+                // base the compaction logged, which clears this), or damage.
+                None if base_has_contents && c.unreachable > 0 => reason::FILES_INCOMPLETE,
                 None if base_has_contents => c.last.reason,
                 None => 0,
             };
@@ -204,7 +209,13 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
             // The files are current.
             r.take_changed(info.index);
             if c.unreachable > 0 {
-                pgrx::log!("cuckoo: durable filter \"{}\" (database {}) restored from its files as of {}; {} newer file(s) do not follow on (WAL replay supplies what they held)", meta.name, meta.db, lsn(c.last.name.stamp), c.unreachable);
+                pgrx::log!(
+                    "cuckoo: durable filter \"{}\" (database {}): its files as of {} are followed by {} newer file(s) that do not follow on; it needs a reload unless recovery installs a base of it",
+                    meta.name,
+                    meta.db,
+                    lsn(c.last.name.stamp),
+                    c.unreachable
+                );
             }
         }
         Err(_) => {
@@ -223,7 +234,10 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
                         Region::bytes_for(&meta.params, true)
                     );
                 }
-                Err(e) => pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all: {e}", meta.name, meta.db),
+                Err(e) => {
+                    pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all: {e}; its files are kept", meta.name, meta.db);
+                    r.note_restore_incomplete();
+                }
             }
         }
     }
@@ -247,7 +261,10 @@ fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str)
             }
         }
         Some(_) => {}
-        None => pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held is lost unless WAL replay restores it", files::DIR),
+        None => {
+            pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held is lost unless WAL replay restores it (the files are kept)", files::DIR);
+            r.note_restore_incomplete();
+        }
     }
 }
 
@@ -319,19 +336,27 @@ pub struct CutResult {
     pub wal_bytes: u64,
 }
 
+/// Why a cut failed; `named`: its file may exist under its name (only the
+/// directory's sync failed), so that the chain may hold it or not.
+struct CutError {
+    message: String,
+    named: bool,
+}
+
+impl From<String> for CutError {
+    fn from(message: String) -> CutError {
+        CutError { message, named: false }
+    }
+}
+
 /// Writes filter `info`'s cut at `stamp`: `marked` units (already marked in
 /// its unit states, all of them for a base) into a new file, and for a
 /// compaction its contents to the WAL. Takes every marked unit even when the
 /// file cannot be written. `pin` was taken while `info` was current; it is
 /// released once the units are taken, before any I/O.
 #[allow(clippy::too_many_arguments)]
-fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool, in_worker: bool) -> Result<CutResult, String> {
-    let params = info.params.ok_or("a filter without parameters")?;
-    let meta = meta_of(info, params);
+fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool, in_worker: bool) -> Result<CutResult, CutError> {
     let units = r.units(info);
-    let g = Geometry::new(&params);
-    // Files keep reasons that describe the contents, not the server's memory.
-    let kept_reason = if info.reload_reason == reason::NO_ROOM { 0 } else { info.reload_reason };
     // A base stores only units with something in them (the rest are zero).
     let mut buf = vec![0u64; UNIT_WORDS as usize];
     let mut taken: Vec<(u32, Vec<u64>)> = Vec::new();
@@ -352,6 +377,12 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
         }
     }
     drop(pin);
+    let params = info.params.ok_or("a filter without parameters".to_string())?;
+    let meta = meta_of(info, params);
+    let g = Geometry::new(&params);
+    // Files keep reasons that describe the contents, not the server's memory
+    // (a filter restored without room keeps its contents in its files).
+    let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 { 0 } else { info.reload_reason };
     let header = Header {
         name: Name { gen: info.gen, stamp, kind: if base { Kind::Base } else { Kind::Delta } },
         prev: if base { 0 } else { prev },
@@ -374,7 +405,7 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
     if in_worker && taken.is_empty() {
         test_pause(&mut w);
     }
-    let file_bytes = w.finish().map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
+    let file_bytes = w.finish().map_err(|e| CutError { named: matches!(e, files::Finish::Named(_)), message: format!("cannot write {}: {e}", header.name.file_name()) })?;
     if base {
         // The new base is in place: the older files are no longer read. One
         // that cannot be removed now goes at the filter's next base or drop.
@@ -460,7 +491,11 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
         let changed = r.take_changed(now.index);
         // (A placeholder's files keep the contents it had: never rebase them.)
         let base = changed & NEEDS_BASE != 0 || now.blocks > 0 && compaction_due(r, &now);
-        let end = log(&Record::Cut { gen: now.gen, base });
+        // A base goes to the WAL too unless the filter never had files (a new
+        // generation, whose creation or publish is in the WAL since the last
+        // checkpoint): see the module documentation.
+        let logged = base && now.blocks > 0 && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
+        let end = log(&Record::Cut { gen: now.gen, base, logged });
         let marked = r.units(&now).map(|u| u.mark(base)).unwrap_or_default();
         // Read-pinned while the units are taken: the blocks stay even if the
         // filter is dropped or replaced meanwhile.
@@ -468,14 +503,13 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
         drop(paused);
         let pause = paused_at.elapsed();
         let stats = r.durable_stats(now.index);
-        Some((now, changed, base, end, marked, pin, stats, pause))
+        Some((now, changed, base, logged, end, marked, pin, stats, pause))
     });
-    let Some((now, changed, base, end, marked, pin, stats, pause)) = prepared else { return Ok(None) };
+    let Some((now, changed, base, log_base, end, marked, pin, stats, pause)) = prepared else { return Ok(None) };
     let prev = stats.stamp;
     let started = Instant::now();
     // SAFETY: flushes the WAL up to the cut before any file names it.
     unsafe { pg_sys::XLogFlush(end) };
-    let log_base = base && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
     let res = write_cut(r, &now, pin, end, base, &marked, prev, log_base, true);
     let still = r.entry_info(now.index).filter(|e| e.gen == now.gen);
     match res {
@@ -499,15 +533,31 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
             );
             Ok(Some(done))
         }
+        Err(e) if e.named => {
+            // The file may be in the chain or not, whatever a crash leaves:
+            // stop, as PostgreSQL does when it cannot sync, and recover from
+            // the last checkpoint (whose files are complete).
+            pgrx::ereport!(
+                PgLogLevel::PANIC,
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!("cuckoo: durable filter \"{}\": {}", now.name, e.message)
+            );
+            unreachable!("PANIC does not return")
+        }
         Err(e) => {
             // Nothing of this cut counts: what it took must go into the next.
-            if let Some(info) = still {
-                if let Some(units) = r.units(&info) {
-                    units.mark_changed(&marked);
+            // (Pinned again: the blocks must still be the filter's.)
+            if let Some(pin) = r.pin(my_slot()) {
+                let same = r.entry_info(now.index).is_some_and(|e| e.gen == now.gen && e.start_block == now.start_block && e.blocks == now.blocks);
+                if same {
+                    if let Some(units) = r.units(&now) {
+                        units.mark_changed(&marked);
+                    }
+                    r.mark_changed(now.index, changed);
                 }
-                r.mark_changed(info.index, changed);
+                drop(pin);
             }
-            Err(format!("durable filter \"{}\": {e}", now.name))
+            Err(format!("durable filter \"{}\": {}", now.name, e.message))
         }
     }
 }
@@ -515,6 +565,11 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
 /// Removes the files of generations that no longer exist, each after a
 /// `DISCARD` record (see the module documentation).
 fn remove_discarded(r: &Region) -> Result<(), String> {
+    if r.restore_incomplete() {
+        // Some generation may be missing from the registry only because its
+        // files could not be read at start-up: remove nothing until a restart.
+        return Ok(());
+    }
     let live: std::collections::HashSet<u64> = r.list_all().into_iter().filter(|i| i.durable).map(|i| i.gen).collect();
     let on_disk = files::list(dir()).map_err(|e| format!("cannot read {}: {e}", files::DIR))?;
     for gen in on_disk.keys().filter(|g| !live.contains(g)) {
@@ -542,6 +597,9 @@ fn abandon_marks(r: &Region) {
             }
         }
     }
+    // No unit is marked now: slots still taken belong to filters replaced or
+    // dropped since (their units are no longer reachable).
+    r.reset_pool();
 }
 
 /// Cuts every durable filter that changed and removes discarded files.
@@ -584,6 +642,8 @@ fn set_delay(flags: i32, on: bool) {
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
 }
 
+/// Set when [`stop`] begins and when it has made its last pass.
+static mut STOPPING: bool = false;
 static mut STOPPED: bool = false;
 static mut LAST_WARNING: Option<Instant> = None;
 
@@ -605,7 +665,17 @@ fn stop(r: &Region) {
     if unsafe { STOPPED } {
         return;
     }
-    unsafe { STOPPED = true };
+    if unsafe { STOPPING } {
+        // An error interrupted the last pass, and the process is exiting:
+        // letting checkpoints go now could lose changes (see below).
+        pgrx::ereport!(
+            PgLogLevel::PANIC,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            "cuckoo: the durability worker stopped before its last checkpoint cut was written".to_string(),
+            "The next start recovers durable filters from the WAL since the last checkpoint."
+        );
+    }
+    unsafe { STOPPING = true };
     abandon_marks(r);
     // Durable writers check the state while pinned: once every writer pinned
     // before the freeze is gone, nothing durable is being logged. Writers stay
@@ -643,6 +713,7 @@ fn stop(r: &Region) {
         }
     }
     set_delay((pg_sys::DELAY_CHKPT_START | pg_sys::DELAY_CHKPT_COMPLETE) as i32, false);
+    unsafe { STOPPED = true };
 }
 
 #[pg_guard]
@@ -653,20 +724,28 @@ unsafe extern "C-unwind" fn on_exit(_code: i32, _arg: pg_sys::Datum) {
     stop(super::shared_fns::region());
 }
 
-/// Makes a pass if the redo position moved past `covered`; returns the redo
-/// position the files now cover (`covered` again if the pass failed: the
-/// checkpoint keeps waiting and the pass is retried).
+/// Makes a pass if the redo position moved past `covered`, and returns the
+/// redo position the files now cover. A pass that fails is repeated (every
+/// second) until it succeeds, with the checkpoint-delay flags kept set: the
+/// checkpoint waits meanwhile, and WAL is kept. If the server shuts down
+/// meanwhile, [`stop`] makes the last attempts.
 fn pass_if_needed(r: &Region, covered: u64) -> u64 {
     // SAFETY: reads the shared redo position.
     let redo = unsafe { pg_sys::GetRedoRecPtr() };
     if redo <= covered {
         return covered;
     }
-    match pass(r) {
-        Ok(()) => redo,
-        Err(e) => {
-            warn_failed(&e);
-            covered
+    loop {
+        match pass(r) {
+            Ok(()) => return redo,
+            Err(e) => {
+                warn_failed(&e);
+                if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
+                    stop(r);
+                    // SAFETY: as at the end of the worker's main function.
+                    unsafe { pg_sys::proc_exit(1) };
+                }
+            }
         }
     }
 }
@@ -703,25 +782,20 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     r.note_files_to_remove();
     // Whatever is not on file yet (restored from 0.4.0's file, or left by an
     // earlier worker that could not finish) is written before changes open.
-    // SAFETY: reads the shared redo position.
-    let mut covered = unsafe { pg_sys::GetRedoRecPtr() };
-    loop {
-        match pass(r) {
-            Ok(()) => break,
+    let mut covered = pass_if_needed(r, 0);
+    // 0.4.0's file goes once every filter is on file, before any change (a
+    // filter dropped later must not come back from it).
+    while Path::new(LEGACY_FILE).exists() {
+        match std::fs::remove_file(LEGACY_FILE).and_then(|()| std::fs::File::open(".")?.sync_all()) {
+            Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", files::DIR),
             Err(e) => {
-                warn_failed(&e);
-                if !BackgroundWorker::wait_latch(Some(Duration::from_millis(100))) {
+                warn_failed(&format!("could not remove {LEGACY_FILE}: {e}"));
+                if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
                     stop(r);
                     // SAFETY: as at the end.
                     unsafe { pg_sys::proc_exit(1) };
                 }
             }
-        }
-    }
-    if Path::new(LEGACY_FILE).exists() && r.list_all().iter().all(|i| !i.durable || r.changed(i.index) == 0) {
-        match std::fs::remove_file(LEGACY_FILE) {
-            Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", files::DIR),
-            Err(e) => pgrx::warning!("cuckoo: could not remove {LEGACY_FILE}: {e}"),
         }
     }
     with_registry_lock(|r, _| r.set_durable_state(DURABLE_OPEN, 0));
@@ -748,35 +822,26 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
 
 // ----- replay (the startup process) ----------------------------------------------------
 
-/// Replay of a `CUT` record ending at `end`: writes filter `gen`'s changes
-/// since its files to its own files, as the primary did. False if the filter
-/// has no contents here (the caller may then wait for the contents the record
-/// announces).
-pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) -> bool {
-    let Some(info) = r.find_gen(gen) else { return false };
+/// Replay of a `CUT` record ending at `end` whose contents do not follow:
+/// writes filter `gen`'s changes since its files to its own files, as the
+/// primary did.
+pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
+    let Some(info) = r.find_gen(gen) else { return };
     if r.durable_stats(info.index).stamp >= end {
-        return true;
+        return;
     }
-    if info.blocks == 0 {
-        // A placeholder. One restored without room keeps its files' contents,
-        // and only its metadata can change here; one without contents waits
-        // for the contents a base cut logs.
-        if info.reload_reason != reason::NO_ROOM && base {
-            return false;
-        }
-        if r.changed(info.index) != 0 {
-            cut_in_replay(r, &info, false, end);
-        }
-        return true;
+    // A placeholder writes only what changed about it (its metadata, or the
+    // base that says it has no contents).
+    if info.blocks == 0 && r.changed(info.index) == 0 {
+        return;
     }
     cut_in_replay(r, &info, base, end);
-    true
 }
 
 /// Writes filter `info`'s changes to its files at `stamp` in replay or at the
 /// end of recovery (this process is its only writer). Raises an ERROR if the
 /// files cannot be written: replay must not go on past a cut it could not keep.
-fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) {
+pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) {
     let changed = r.take_changed(info.index);
     let base = force_base && info.blocks > 0 || changed & NEEDS_BASE != 0;
     let slot = my_slot();
@@ -797,7 +862,7 @@ fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) {
             pgrx::ereport!(
                 PgLogLevel::ERROR,
                 PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!("cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {e}", info.name, lsn(stamp)),
+                format!("cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {}", info.name, lsn(stamp), e.message),
                 "Replay stops here so that no restartpoint can pass a cut that is not on file; fix the cause (for example free disk space) and restart."
             );
         }

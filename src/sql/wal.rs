@@ -80,10 +80,12 @@ pub mod reason {
     pub const NOT_SAVED: u64 = 3;
     pub const NOT_RESTORED: u64 = 4;
     pub const FILES_DAMAGED: u64 = 5;
+    pub const FILES_INCOMPLETE: u64 = 6;
 
     pub fn text(code: u64) -> &'static str {
         match code {
             FILES_DAMAGED => "its files in the data directory are damaged",
+            FILES_INCOMPLETE => "a file it needs is missing from the data directory (a later one is there) and recovery did not restore it",
             REPLAY_FULL => "recovery could not re-insert a key (the filter was too full to replay its changes in log order)",
             NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
             NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
@@ -290,7 +292,11 @@ unsafe extern "C-unwind" fn startup() {
 /// before the end-of-recovery checkpoint (which no worker holds back).
 #[pg_guard]
 unsafe extern "C-unwind" fn cleanup() {
-    REPLAY.with(|s| *s.borrow_mut() = None);
+    REPLAY.with(|s| {
+        if let Some(mut replay) = s.borrow_mut().take() {
+            replay.finish();
+        }
+    });
     // SAFETY: plain read of the replay position.
     let end = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
     super::durability::cut_after_recovery(region(), end);
@@ -312,9 +318,10 @@ struct Build {
     filled: u64,
 }
 
-/// A generation whose contents replay does not have, waiting for the contents
-/// that a base cut logs (a base backup that missed files removed while it was
-/// copied): the cut's end, and its records logged since, to apply after.
+/// A filter whose base a compaction's `CUT` announced: replay installs it
+/// (what replay holds may be older: a base backup that copied the filter's
+/// files while the compaction removed some), then the filter's records logged
+/// since, which wait here meanwhile: the cut's end, and those records.
 struct Waiting {
     cut: u64,
     records: Vec<(Record, u64)>,
@@ -381,7 +388,7 @@ impl Replay {
         if let Some(gen) = gen_of(&rec, end) {
             // Already in the filter's files (or in the contents it was made
             // from).
-            if !matches!(rec, Record::Cut { .. }) && self.stamp_of(r, gen) >= end {
+            if self.stamp_of(r, gen) >= end {
                 return;
             }
             if let Some(w) = self.waiting.get_mut(&gen) {
@@ -443,7 +450,7 @@ impl Replay {
                     Content::Words(&b.words)
                 };
                 if b.kind == ContentKind::Cut {
-                    self.install_waiting(r, &b, content);
+                    self.install_waiting(r, &b, content, end);
                     return;
                 }
                 if b.kind == ContentKind::Image {
@@ -520,19 +527,18 @@ impl Replay {
                     });
                 }
             }
-            Record::Cut { gen, base } => {
+            Record::Cut { gen, base, logged } => {
                 // Cuts are logged under the registry lock: no publish is in
                 // progress, and one still unfinished was abandoned.
                 self.builds.retain(|_, b| b.kind != ContentKind::Publish);
                 // A filter's cuts are made one after another, each logging its
                 // base's contents before the next: contents still awaited from
                 // an earlier cut will not come (its primary stopped).
-                self.waiting.remove(&gen);
-                self.builds.retain(|_, b| !(b.kind == ContentKind::Cut && b.gen == gen));
-                if !super::durability::replay_cut(r, gen, base, end) && base {
-                    // Replay does not have this filter's contents: the base's
-                    // contents follow in the WAL.
+                self.give_up_waiting(gen);
+                if logged {
                     self.waiting.insert(gen, Waiting { cut: end, records: Vec::new() });
+                } else {
+                    super::durability::replay_cut(r, gen, base, end);
                 }
             }
             Record::Discard { gen } => {
@@ -549,9 +555,11 @@ impl Replay {
                     return;
                 }
                 // Durable filters the pass did not mention were dropped before
-                // it began (unless a record after its start made them).
+                // it began (unless a record after its start made them, or files
+                // that cover the pass restored them).
                 for info in r.list_all() {
-                    if info.durable && !seen.contains(&info.gen) && self.based.get(&info.gen).is_none_or(|at| *at < begin) {
+                    let covered = r.durable_stats(info.index).stamp >= begin;
+                    if info.durable && !covered && !seen.contains(&info.gen) && self.based.get(&info.gen).is_none_or(|at| *at < begin) {
                         drop_now(&info);
                         self.based.remove(&info.gen);
                     }
@@ -560,21 +568,47 @@ impl Replay {
         }
     }
 
-    /// The contents a base cut logged, for a filter replay was waiting for:
-    /// installed as of the cut, then the filter's records since are applied.
-    fn install_waiting(&mut self, r: &Region, b: &Build, content: Content<'_>) {
+    /// The contents a base cut logged (ending at `end`), for a filter replay
+    /// was waiting for: installed as of the cut, then the filter's records
+    /// since are applied, and it gets a base of its own at once (no later cut
+    /// of it may come before a restartpoint).
+    fn install_waiting(&mut self, r: &Region, b: &Build, content: Content<'_>, end: u64) {
         let Some(w) = self.waiting.remove(&b.gen).filter(|w| w.cut == b.cut) else { return };
         // As an image: a newer generation of the name (published since the
         // cut) is not replaced.
         self.install(r, &b.meta, b.gen, content, true);
+        self.refusals.retain(|_, (g, _)| *g != b.gen);
         if let Some(info) = r.find_gen(b.gen) {
             r.set_stamp(info.index, b.cut, 0, 0, 0);
-            // Not on file here yet: the next cut writes a base.
             r.mark_changed(info.index, crate::region::registry::NEEDS_BASE);
         }
         self.based.insert(b.gen, b.cut);
-        for (rec, end) in w.records {
-            self.apply(rec, end);
+        for (rec, at) in w.records {
+            self.apply(rec, at);
+        }
+        if let Some(info) = r.find_gen(b.gen) {
+            super::durability::cut_in_replay(r, &info, true, end);
+        }
+    }
+
+    /// The base a compaction's `CUT` announced will not come (its primary
+    /// stopped before logging it all): the filter's records held meanwhile are
+    /// applied to what replay holds (then no file was removed by that
+    /// compaction, so what replay holds is not older than the cut).
+    fn give_up_waiting(&mut self, gen: u64) {
+        self.builds.retain(|_, b| !(b.kind == ContentKind::Cut && b.gen == gen));
+        if let Some(w) = self.waiting.remove(&gen) {
+            for (rec, at) in w.records {
+                self.apply(rec, at);
+            }
+        }
+    }
+
+    /// The end of replay: records held for bases that never came are applied.
+    fn finish(&mut self) {
+        let gens: Vec<u64> = self.waiting.keys().copied().collect();
+        for gen in gens {
+            self.give_up_waiting(gen);
         }
     }
 
@@ -752,7 +786,14 @@ impl Replay {
 pub(super) fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
     match existing {
         Some(e) => {
-            r.set_reload(lk, e, gen, why)?;
+            // The entry's contents are of another generation (or were lost):
+            // they go, so that nothing of this generation is ever applied to
+            // them or filed as its contents.
+            if r.clear_contents(lk, e, &meta.params, meta.capacity, meta.fpp, gen, why).is_err() {
+                // No retired record free now: mark in place, with a reason that
+                // never counts as contents.
+                r.set_reload(lk, e, gen, reason::NOT_RESTORED)?;
+            }
             if let Some(info) = r.find(meta.db, &meta.name) {
                 r.set_readers(lk, &info, meta.readers)?;
             }
