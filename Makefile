@@ -42,7 +42,10 @@ test-regress: install
 test-shared: install
 	bash tests/concurrency/run.sh
 
-# Durable filters: restarts, crashes, a streaming standby, corrupt WAL.
+# Durable filters: restarts, crashes, standbys and switchover, base backups,
+# point-in-time recovery, the checkpoint files (half written, damaged, not
+# writable), corrupt WAL, and a server that ran 0.4.0 (built once from this
+# repository's history into target/old/, run from a private installation tree).
 test-durable: install
 	bash tests/durability.sh
 
