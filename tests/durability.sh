@@ -53,6 +53,13 @@ wait_promoted() {
   for _ in $(seq 1 600); do [ "$(psql_on "$1" "$2" -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ] && return 0; sleep 0.1; done
   fail "$3 did not finish recovery"
 }
+# Starts the copy in directory $1 (port $2, called $3) in archive recovery and
+# waits until it has finished.
+recover() {
+  as_pg touch "$1/data/recovery.signal"
+  as_pg "$PGBIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w start >/dev/null
+  wait_promoted "$@"
+}
 ok() { echo "durability: $*"; }
 EXTRA_DIRS=("${CLUSTER_DIR}-pitr" "${CLUSTER_DIR}-sw" "${CLUSTER_DIR}-swbk" "${CLUSTER_DIR}-bk" "${CLUSTER_DIR}-archive"
             "${CLUSTER_DIR}-up-clean" "${CLUSTER_DIR}-up-crash")
@@ -370,10 +377,8 @@ recovery_target_lsn = '$target'
 recovery_target_action = 'promote'
 recovery_target_inclusive = off
 CONF
-as_pg touch "$PITR_DIR/data/recovery.signal"
-as_pg "$PGBIN/pg_ctl" -D "$PITR_DIR/data" -l "$PITR_DIR/server.log" -w start >/dev/null
+recover "$PITR_DIR" "$SB_PORT" "point-in-time recovery"
 pitr() { psql_on "$PITR_DIR" "$SB_PORT" "$@"; }
-wait_promoted "$PITR_DIR" "$SB_PORT" "point-in-time recovery"
 got=$(pitr -c "SELECT md5(cf_snapshot('pitr_a')::text) || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'pitr_a') || ' ' || (SELECT count(*) FROM cuckoo_filters WHERE name = 'pitr_b')")
 [ "$got" = "$at_target 1000 1" ] || fail "point-in-time recovery to $target gave '$got', expected '$at_target 1000 1'"
 as_pg "$PGBIN/pg_ctl" -D "$PITR_DIR/data" -m immediate -w stop >/dev/null
@@ -668,10 +673,8 @@ unix_socket_directories = '$BK'
 archive_mode = off
 restore_command = 'cp $AR/%f %p'
 CONF
-as_pg touch "$BK/data/recovery.signal"
-as_pg "$PGBIN/pg_ctl" -D "$BK/data" -l "$BK/server.log" -w start >/dev/null
+recover "$BK" "$BK_PORT" "the backup"
 bkpsql() { psql_on "$BK" "$BK_PORT" "$@"; }
-wait_promoted "$BK" "$BK_PORT" "the backup"
 got=$(bkpsql -c "SELECT (SELECT items FROM cuckoo_filters WHERE name = 'bk') || ' ' || (SELECT items FROM cuckoo_filters WHERE name = 'cp') || ' ' || $cp_keys")
 [ "$got" = "$bk_expect" ] || fail "the backup's filters: '$got', expected '$bk_expect'"
 [ "$(bkpsql -c "SELECT count(*) FROM generate_series(1, 80000) g WHERE NOT cf_contains('bk', g)")" = 0 ] || fail "the backup's bk lost keys"
