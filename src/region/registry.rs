@@ -583,22 +583,20 @@ impl Region {
         PausedWriters(&e.writers_paused)
     }
 
-    /// Waits (spinning, then calling `idle` between checks) until every process
-    /// pinned as a writer before this call has unpinned. Returns false if
-    /// `idle` asked to give up.
-    pub fn drain_writers(&self, mut idle: impl FnMut(u64) -> bool) -> bool {
+    /// Waits until every process pinned as a writer before this call has
+    /// unpinned: after each check that finds one still pinned, asks
+    /// `keep_waiting` (with the number of such checks so far, from 0) and
+    /// spins. Returns false if it said to give up.
+    pub fn drain_writers(&self, mut keep_waiting: impl FnMut(u64) -> bool) -> bool {
         let target = epoch::advance(&self.header().epoch);
         let backoff = crossbeam_utils::Backoff::new();
         let mut waits = 0u64;
         while !epoch::writers_drained(self.slot_words(), target) {
-            if backoff.is_completed() {
-                waits += 1;
-                if !idle(waits) {
-                    return false;
-                }
-            } else {
-                spin(&backoff);
+            if !keep_waiting(waits) {
+                return false;
             }
+            waits += 1;
+            spin(&backoff);
         }
         true
     }
@@ -647,15 +645,8 @@ impl Region {
         #[cfg(all(test, not(loom)))]
         tests::PAUSED_SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _paused = self.pause_writers(info.index);
-        let target = epoch::advance(&self.header().epoch);
-        let backoff = crossbeam_utils::Backoff::new();
-        let mut waits = 0;
-        while !epoch::writers_drained(self.slot_words(), target) {
-            if waits == patience {
-                return Err(SnapshotBusy);
-            }
-            waits += 1;
-            spin(&backoff);
+        if !self.drain_writers(|waits| waits < patience) {
+            return Err(SnapshotBusy);
         }
         t.copy_words(out);
         let items = t.occupied_in(out);
@@ -1243,15 +1234,7 @@ impl Region {
         if state == DURABLE_OPEN {
             return true;
         }
-        let target = epoch::advance(&self.header().epoch);
-        let backoff = crossbeam_utils::Backoff::new();
-        for _ in 0..patience {
-            if epoch::writers_drained(self.slot_words(), target) {
-                return true;
-            }
-            spin(&backoff);
-        }
-        false
+        self.drain_writers(|waits| waits + 1 < patience)
     }
 
     /// Sets who besides the owner may look up filter `info`.

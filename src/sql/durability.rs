@@ -97,7 +97,7 @@ use super::wal::{log, logged_bytes, meta_of, placeholder, reason};
 use crate::filter::Geometry;
 use crate::region::durable::UNIT_WORDS;
 use crate::region::files::{self, FileWriter, Header, Kind, Name};
-use crate::region::registry::{CHANGED_META, CHANGED_WORDS, DURABLE_FROZEN, DURABLE_OPEN, NEEDS_BASE};
+use crate::region::registry::{CHANGED_WORDS, DURABLE_FROZEN, DURABLE_OPEN, NEEDS_BASE};
 use crate::region::saved::{self, FileKind};
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
 use crate::region::registry::Pin;
@@ -329,13 +329,6 @@ fn compaction_due(r: &Region, info: &EntryInfo) -> bool {
     s.deltas >= 64 || s.delta_bytes >= s.base_bytes.max(1 << 20)
 }
 
-/// What a cut wrote.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct CutResult {
-    pub file_bytes: u64,
-    pub wal_bytes: u64,
-}
-
 /// Why a cut failed; `named`: its file may exist under its name (only the
 /// directory's sync failed), so that the chain may hold it or not.
 struct CutError {
@@ -351,29 +344,24 @@ impl From<String> for CutError {
 
 /// Writes filter `info`'s cut at `stamp`: `marked` units (already marked in
 /// its unit states, all of them for a base) into a new file, and for a
-/// compaction its contents to the WAL. Takes every marked unit even when the
-/// file cannot be written. `pin` was taken while `info` was current; it is
-/// released once the units are taken, before any I/O.
+/// compaction its contents to the WAL; returns the file's size. Takes every
+/// marked unit even when the file cannot be written. `pin` was taken while
+/// `info` was current; it is released once the units are taken, before any
+/// I/O.
 #[allow(clippy::too_many_arguments)]
-fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool, in_worker: bool) -> Result<CutResult, CutError> {
-    let units = r.units(info);
-    // A base stores only units with something in them (the rest are zero).
-    let mut buf = vec![0u64; UNIT_WORDS as usize];
-    let mut taken: Vec<(u32, Vec<u64>)> = Vec::new();
-    let mut kept_units = 0u64;
-    let take = |u: u32, buf: &mut Vec<u64>| {
-        if let Some(units) = &units {
-            units.take(u, buf);
-        }
-    };
+fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool, in_worker: bool) -> Result<u64, CutError> {
     // Units are taken (copied into this process's memory) first, as fast as
     // possible, so that writers stop copying them aside; a base is taken in
-    // one go, a delta likewise (at most the filter's size).
-    for &u in marked {
-        take(u, &mut buf);
-        if !base || buf.iter().any(|&w| w != 0) {
-            taken.push((u, buf.clone()));
-            kept_units += 1;
+    // one go, a delta likewise (at most the filter's size). A base stores
+    // only units with something in them (the rest are zero).
+    let mut taken: Vec<(u32, Vec<u64>)> = Vec::new();
+    if let Some(units) = r.units(info) {
+        let mut buf = vec![0u64; UNIT_WORDS as usize];
+        for &u in marked {
+            units.take(u, &mut buf);
+            if !base || buf.iter().any(|&w| w != 0) {
+                taken.push((u, buf.clone()));
+            }
         }
     }
     drop(pin);
@@ -389,11 +377,10 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
         reason: kept_reason,
         has_contents: !(base && info.blocks == 0),
         meta: meta.clone(),
-        units: kept_units,
+        units: taken.len() as u64,
     };
-    let mut wal_bytes = 0;
-    if base && log_base && info.blocks > 0 {
-        wal_bytes = log_cut_contents(info.gen, stamp, &meta, &g, &taken);
+    if log_base {
+        log_cut_contents(info.gen, stamp, &meta, &g, &taken);
     }
     let mut w = FileWriter::create(dir(), &header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
     for (i, (u, words)) in taken.iter().enumerate() {
@@ -413,7 +400,7 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
             pgrx::warning!("cuckoo: could not remove files older than {}: {e}", header.name.file_name());
         }
     }
-    Ok(CutResult { file_bytes, wal_bytes })
+    Ok(file_bytes)
 }
 
 /// `cuckoo.debug_cut_write_delay`: half of the file is out (flushed, under its
@@ -423,11 +410,7 @@ fn test_pause(w: &mut FileWriter) {
     let started = Instant::now();
     let mut flushed = false;
     loop {
-        // SAFETY: called in the background worker only.
-        if BackgroundWorker::sighup_received() {
-            // SAFETY: rereads the configuration file, as a SIGHUP asks.
-            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
-        }
+        reload_config_if_asked();
         let delay = super::shared_fns::CUT_WRITE_DELAY_MS.get().max(0) as u128;
         if started.elapsed().as_millis() >= delay {
             return;
@@ -442,9 +425,8 @@ fn test_pause(w: &mut FileWriter) {
 }
 
 /// Logs a compaction's base (the units with something in them) as contents
-/// of kind `Cut`; returns the bytes logged.
-fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, g: &Geometry, units: &[(u32, Vec<u64>)]) -> u64 {
-    let start = logged_bytes();
+/// of kind `Cut`.
+fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, g: &Geometry, units: &[(u32, Vec<u64>)]) {
     let begin = log(&Record::ContentBegin { kind: ContentKind::Cut, gen, cut, meta: meta.clone() });
     let mut items = 0u64;
     let mut run: Vec<u64> = Vec::new();
@@ -467,12 +449,11 @@ fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, g: &Geometry, units: &[(u32
     }
     flush(&mut run, run_start);
     log(&Record::ContentEnd { begin, items });
-    logged_bytes() - start
 }
 
-/// Cuts filter `info` on the primary (see the module documentation); `Ok(None)`
-/// if it did not change or is gone.
-fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
+/// Cuts filter `info` on the primary (see the module documentation), if it
+/// changed and is still there.
+fn cut(r: &Region, info: &EntryInfo) -> Result<(), String> {
     let slot = my_slot();
     let start = logged_bytes();
     let prepared = with_registry_lock(|_, _| {
@@ -482,10 +463,13 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
         }
         let paused_at = Instant::now();
         let paused = r.pause_writers(now.index);
-        // Writers are pinned for one operation; this waits for those inside one.
-        r.drain_writers(|_| {
-            // SAFETY: a plain sleep (interrupts are held under the lock).
-            unsafe { pg_sys::pg_usleep(50) };
+        // Writers are pinned for one operation; this waits for those inside one
+        // (spinning a while, then sleeping between checks).
+        r.drain_writers(|waits| {
+            if waits >= 64 {
+                // SAFETY: a plain sleep (interrupts are held under the lock).
+                unsafe { pg_sys::pg_usleep(50) };
+            }
             true
         });
         let changed = r.take_changed(now.index);
@@ -505,7 +489,7 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
         let stats = r.durable_stats(now.index);
         Some((now, changed, base, logged, end, marked, pin, stats, pause))
     });
-    let Some((now, changed, base, log_base, end, marked, pin, stats, pause)) = prepared else { return Ok(None) };
+    let Some((now, changed, base, log_base, end, marked, pin, stats, pause)) = prepared else { return Ok(()) };
     let prev = stats.stamp;
     let started = Instant::now();
     // SAFETY: flushes the WAL up to the cut before any file names it.
@@ -513,10 +497,10 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
     let res = write_cut(r, &now, pin, end, base, &marked, prev, log_base, true);
     let still = r.entry_info(now.index).filter(|e| e.gen == now.gen);
     match res {
-        Ok(mut done) => {
-            done.wal_bytes = logged_bytes() - start;
+        Ok(file_bytes) => {
+            let wal_bytes = logged_bytes() - start;
             if still.is_some() {
-                r.record_cut(now.index, end, base, done.file_bytes, done.wal_bytes);
+                r.record_cut(now.index, end, base, file_bytes, wal_bytes);
             }
             pgrx::debug1!(
                 "cuckoo: checkpoint cut of \"{}\" at {}: writers paused {} us, {} of {} units to a {} ({} bytes, {} bytes of WAL) in {} ms, {} writer waits for a full copy pool",
@@ -526,12 +510,12 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<Option<CutResult>, String> {
                 marked.len(),
                 r.units(&now).map_or(0, |u| u.count()),
                 if base { "base" } else { "delta" },
-                done.file_bytes,
-                done.wal_bytes,
+                file_bytes,
+                wal_bytes,
                 started.elapsed().as_millis(),
                 r.durable_stats(now.index).pool_waits.saturating_sub(stats.pool_waits)
             );
-            Ok(Some(done))
+            Ok(())
         }
         Err(e) if e.named => {
             // The file may be in the chain or not, whatever a crash leaves:
@@ -740,13 +724,28 @@ fn pass_if_needed(r: &Region, covered: u64) -> u64 {
             Ok(()) => return redo,
             Err(e) => {
                 warn_failed(&e);
-                if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
-                    stop(r);
-                    // SAFETY: as at the end of the worker's main function.
-                    unsafe { pg_sys::proc_exit(1) };
-                }
+                retry_later(r);
             }
         }
+    }
+}
+
+/// Waits a second before something that failed is tried again (the worker
+/// keeps the checkpoint-delay flags meanwhile); stops the worker instead if
+/// the server shuts down.
+fn retry_later(r: &Region) {
+    if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
+        stop(r);
+        // SAFETY: as at the end of the worker's main function.
+        unsafe { pg_sys::proc_exit(1) };
+    }
+}
+
+/// Rereads the configuration file if a SIGHUP asked for it (the worker only).
+fn reload_config_if_asked() {
+    if BackgroundWorker::sighup_received() {
+        // SAFETY: rereads the configuration file, as a SIGHUP asks.
+        unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
     }
 }
 
@@ -790,21 +789,14 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
             Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", files::DIR),
             Err(e) => {
                 warn_failed(&format!("could not remove {LEGACY_FILE}: {e}"));
-                if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
-                    stop(r);
-                    // SAFETY: as at the end.
-                    unsafe { pg_sys::proc_exit(1) };
-                }
+                retry_later(r);
             }
         }
     }
     with_registry_lock(|r, _| r.set_durable_state(DURABLE_OPEN, 0));
     pgrx::log!("cuckoo: durability worker started; durable filters accept changes");
     loop {
-        if BackgroundWorker::sighup_received() {
-            // SAFETY: rereads the configuration file, as a SIGHUP asks.
-            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
-        }
+        reload_config_if_asked();
         covered = pass_if_needed(r, covered);
         release(pg_sys::DELAY_CHKPT_START);
         covered = pass_if_needed(r, covered);
@@ -822,17 +814,12 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
 
 // ----- replay (the startup process) ----------------------------------------------------
 
-/// Replay of a `CUT` record ending at `end` whose contents do not follow:
-/// writes filter `gen`'s changes since its files to its own files, as the
-/// primary did.
+/// Replay of a `CUT` record ending at `end` whose contents do not follow (and
+/// the end of recovery): writes filter `gen`'s changes since its files, if
+/// any, to its own files, as the primary did.
 pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
     let Some(info) = r.find_gen(gen) else { return };
-    if r.durable_stats(info.index).stamp >= end {
-        return;
-    }
-    // A placeholder writes only what changed about it (its metadata, or the
-    // base that says it has no contents).
-    if info.blocks == 0 && r.changed(info.index) == 0 {
+    if r.durable_stats(info.index).stamp >= end || r.changed(info.index) == 0 {
         return;
     }
     cut_in_replay(r, &info, base, end);
@@ -853,7 +840,7 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64)
     let prev = r.durable_stats(info.index).stamp;
     let res = write_cut(r, info, Some(pin), stamp, base, &marked, prev, false, false);
     match res {
-        Ok(done) => r.record_cut(info.index, stamp, base, done.file_bytes, 0),
+        Ok(file_bytes) => r.record_cut(info.index, stamp, base, file_bytes, 0),
         Err(e) => {
             if let Some(units) = r.units(info) {
                 units.mark_changed(&marked);
@@ -873,22 +860,14 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64)
 /// files, as of `end`, before the end-of-recovery checkpoint.
 pub fn cut_after_recovery(r: &Region, end: u64) {
     for info in r.list_all().into_iter().filter(|i| i.durable) {
-        let changed = r.changed(info.index);
-        if changed == 0 || r.durable_stats(info.index).stamp >= end {
-            continue;
-        }
-        if info.blocks == 0 && changed & NEEDS_BASE == 0 && changed & (CHANGED_META | CHANGED_WORDS) == 0 {
-            continue;
-        }
-        cut_in_replay(r, &info, false, end);
+        replay_cut(r, info.gen, false, end);
     }
 }
 
 /// Replay of a `DISCARD` record: the generation's files go (and the filter, if
 /// it is still here).
-pub fn replay_discard(r: &Region, gen: u64) {
+pub fn replay_discard(gen: u64) {
     if let Err(e) = files::remove(dir(), gen, u64::MAX) {
         pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X}: {e}");
     }
-    let _ = r;
 }

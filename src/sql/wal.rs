@@ -226,9 +226,6 @@ unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64)
     }
 }
 
-fn lsn(x: u64) -> String {
-    format!("{:X}/{:X}", x >> 32, x as u32)
-}
 
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
@@ -350,7 +347,7 @@ struct Replay {
 fn corrupt(end: u64, why: String) -> ! {
     pgrx::pg_sys::panic::ErrorReport::new(
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-        format!("cuckoo: cannot replay the WAL record ending at {}: {why}", lsn(end)),
+        format!("cuckoo: cannot replay the WAL record ending at {}: {why}", super::durability::lsn(end)),
         "cuckoo",
     )
     .set_detail("The record was refused before it changed any filter.")
@@ -546,7 +543,7 @@ impl Replay {
                     drop_now(&info);
                 }
                 self.waiting.remove(&gen);
-                super::durability::replay_discard(r, gen);
+                super::durability::replay_discard(gen);
             }
             Record::PassBegin => self.pass = Some((end, HashSet::new())),
             Record::PassDone { begin, .. } => {
@@ -580,7 +577,6 @@ impl Replay {
         self.refusals.retain(|_, (g, _)| *g != b.gen);
         if let Some(info) = r.find_gen(b.gen) {
             r.set_stamp(info.index, b.cut, 0, 0, 0);
-            r.mark_changed(info.index, crate::region::registry::NEEDS_BASE);
         }
         self.based.insert(b.gen, b.cut);
         for (rec, at) in w.records {
