@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-regress test-shared test-durable bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-shared test-durable bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -16,7 +16,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-pg test-regress test-shared test-durable
+test: setup test-core loom test-isolation test-regress test-shared test-durable
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
@@ -30,9 +30,17 @@ loom:
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
 	  cargo test --no-default-features --lib --release loom -- --nocapture --test-threads 1
 
-# #[pg_test]s inside a temporary PostgreSQL run by pgrx as user postgres.
+# #[pg_test]s inside a temporary PostgreSQL run by pgrx as user postgres, from a
+# private installation tree under target/pg_test/: the system's installation is
+# never written (tests/pg_test.sh).
 test-pg: setup
 	bash tests/pg_test.sh
+
+# test-pg while a server with cuckoo preloaded runs from the system's
+# installation: the server, its durability worker and the installed files are
+# left exactly as they were (tests/isolation.sh).
+test-isolation: install
+	bash tests/isolation.sh
 
 # SQL behaviour against an installed extension in a throwaway cluster.
 test-regress: install
