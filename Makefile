@@ -20,8 +20,10 @@ test: setup test-core loom test-isolation test-regress test-shared test-durable
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
-# the native benchmark is compiled too, so that it cannot fall behind the core.
+# the native benchmark is compiled too, so that it cannot fall behind the core;
+# and the source files import one another without a circle (tests/layering.py).
 test-core:
+	python3 tests/layering.py
 	cargo test --no-default-features --lib --release
 	cargo bench --no-default-features --bench core --no-run
 

@@ -17,7 +17,7 @@ pgrx::pg_module_magic!();
 #[cfg(feature = "pgrx")]
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    sql::shared_fns::init();
+    sql::named::init();
 }
 
 #[cfg(feature = "pgrx")]
@@ -36,7 +36,7 @@ mod tests {
     fn checkpoints_do_not_wait_for_readers() {
         Spi::run("SELECT cf_create('ck_reader', 100000)").unwrap();
         Spi::run("SELECT count(*) FROM generate_series(1, 1000) g WHERE cf_insert('ck_reader', g)").unwrap();
-        crate::sql::shared_fns::with_reader_pin(|| {
+        crate::sql::named::attach::with_reader_pin(|| {
             // A checkpoint that waited for this reader would never end: fail
             // instead of hanging.
             Spi::run("SET LOCAL statement_timeout = '60s'").unwrap();

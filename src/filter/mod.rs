@@ -7,6 +7,7 @@ pub mod build;
 pub mod dense;
 pub mod hash;
 pub mod layout;
+pub mod radix;
 pub mod sizing;
 pub mod sync;
 pub mod table;

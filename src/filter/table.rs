@@ -72,6 +72,10 @@
 //!
 //! Orderings: loads are `Acquire`, CASes `AcqRel`. A reader that sees a move's
 //! clear in `S` therefore also sees its earlier copy in `T`.
+//!
+//! This file runs past 800 lines for its tests (from `mod tests` on, about
+//! 280 lines), which sit next to the code they check; the table itself is
+//! about 760 lines, one algorithm that does not split without scattering it.
 
 use crossbeam_utils::Backoff;
 
@@ -392,7 +396,7 @@ impl<'a> Table<'a> {
             }
         }
         let alternate = |h: u64| g.alternate(g.primary(h), g.fingerprint(h));
-        super::build::sort_by_key_bits(&mut left, super::build::index_bits(g.bucket_count), alternate);
+        super::radix::sort_by_key_bits(&mut left, super::radix::index_bits(g.bucket_count), alternate);
         let mut rest: Vec<u64> = Vec::new();
         for &h in &left {
             if place(alternate(h), g.fingerprint(h)) {
@@ -989,7 +993,7 @@ pub(crate) mod tests {
                 assert_eq!(distinct, n);
                 if mapping == Mapping::PowerOfTwoXor {
                     // Format 1's primary bucket is the low bits.
-                    crate::filter::build::sort_by_key_bits(&mut hashes, 10, |h| h);
+                    crate::filter::radix::sort_by_key_bits(&mut hashes, 10, |h| h);
                 }
                 let bulk = OwnedFilter::new(p);
                 bulk.table().bulk_insert_exclusive(&hashes).unwrap();

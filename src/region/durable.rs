@@ -1,7 +1,7 @@
 //! What a checkpoint *cut* of a durable filter needs in shared memory: which
 //! parts of the filter changed since its last cut, and a copy-on-write that
 //! lets the cut copy a part's contents as they were at the cut while writers go
-//! on. No pgrx; `sql::durability` drives it and `region::files` stores the
+//! on. No pgrx; `sql::named::cut` drives it and `region::files` stores the
 //! result.
 //!
 //! A filter's bucket words are split into *units* of [`UNIT_WORDS`] words

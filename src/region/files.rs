@@ -1,6 +1,6 @@
 //! The files that keep durable filters between checkpoints, in the directory
 //! `cuckoo/` of the data directory: their names, layout, writing and strict
-//! reading. No pgrx; `sql::durability` decides when to write them.
+//! reading. No pgrx; `sql::named::cut` decides when to write them.
 //!
 //! A filter generation `G` has a *chain* of files: one *base* (every unit of the
 //! filter as it was at a checkpoint cut) and the *deltas* written at later cuts

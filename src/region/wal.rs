@@ -1,7 +1,7 @@
 //! The WAL records of durable named filters: their kinds and byte layouts, with
 //! encoding and strict decoding (a record whose length or fields do not match its
 //! kind is refused with a message, never applied). No pgrx here: the glue in
-//! `sql::wal` writes and replays them.
+//! `sql::named::log` writes them and `sql::named::replay` replays them.
 //!
 //! Every record is little-endian and fixed-layout, so the same bytes decode on
 //! any server that runs this release. A filter is named in records by its
@@ -39,7 +39,7 @@ pub mod kind {
     /// by image passes so that it survives as such.
     pub const PLACEHOLDER: u8 = 0xB0;
     /// A checkpoint cut of one filter: every change of it logged before this
-    /// record is in the files its cut writes, none after (see `sql::durability`).
+    /// record is in the files its cut writes, none after (see `sql::named::cut`).
     pub const CUT: u8 = 0xC0;
     /// The files of a dropped or replaced generation are about to be removed.
     pub const DISCARD: u8 = 0xD0;

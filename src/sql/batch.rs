@@ -8,9 +8,9 @@
 
 use pgrx::pg_sys;
 
-use super::datatype::{palloc_slice, probe_many_arg};
+use super::value::datatype::{palloc_slice, probe_many_arg};
 use super::keys::KeyHasher;
-use super::shared_fns::named_call;
+use super::named::call::named_call;
 
 /// An array's dimensions (`ndim` of them), followed by its lower bounds: what
 /// PostgreSQL's ARR_DIMS gives.

@@ -1,5 +1,7 @@
-//! The PostgreSQL glue: the `cuckoofilter` type, key hashing for any SQL type, the
-//! value functions and the aggregates. Functions are plain version-1 C functions so
+//! The PostgreSQL glue: key hashing for any SQL type (`keys`), the
+//! `cuckoofilter` value type with its functions and aggregates (`value`), named
+//! filters in shared memory with their WAL and durability (`named`), batched
+//! probes (`batch`) and the planner support (`planner`) serving both. Functions are plain version-1 C functions so
 //! they can read arguments in place and cache per call site in `fn_extra`; their SQL
 //! declarations are in `sql/cuckoo.sql`.
 
@@ -30,12 +32,11 @@ macro_rules! v1_functions {
     };
 }
 
-pub mod datatype;
+// Only downward imports: `keys` serves both forms; `value` uses `keys`; `named`
+// uses `keys` and `value` (a value published into or snapshotted from a named
+// filter); `batch` and `planner` serve both and use all three.
 pub mod keys;
-pub mod value_fns;
-pub mod aggregate;
-pub mod shared_fns;
-pub mod wal;
+pub mod value;
+pub mod named;
 pub mod batch;
 pub mod planner;
-pub mod durability;

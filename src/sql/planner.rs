@@ -31,9 +31,9 @@
 use pgrx::pg_sys;
 use pgrx::PgList;
 
-use super::datatype::{in_memory, FilterValue};
+use super::value::datatype::{in_memory, FilterValue};
 use super::keys::{native_key_type, KeyHasher};
-use super::shared_fns::{probe_named_for_plan, PlanProbe};
+use super::named::call::{probe_named_for_plan, PlanProbe};
 
 /// PostgreSQL's selectivity for a boolean function it knows nothing about.
 pub const DEFAULT_SELECTIVITY: f64 = 1.0 / 3.0;

@@ -485,7 +485,7 @@ pub struct LayoutCache {
 #[repr(C)]
 pub struct CallCache {
     pub filter: DetoastCache,
-    pub key: super::keys::KeyHasher,
+    pub key: crate::sql::keys::KeyHasher,
     pub layout: LayoutCache,
 }
 
@@ -550,7 +550,7 @@ pub fn palloc_slice<'a, T: Copy>(n: usize) -> &'a mut [T] {
 pub unsafe fn probe_many_arg<'a>(
     fcinfo: pg_sys::FunctionCallInfo,
     n: usize,
-    hashes: impl FnOnce(&mut super::keys::KeyHasher, u64) -> &'a [u64],
+    hashes: impl FnOnce(&mut crate::sql::keys::KeyHasher, u64) -> &'a [u64],
 ) -> &'a [bool] {
     // SAFETY: as documented; the value is checked (`from_ptr`) unless the cache
     // checked it when it stored it.
@@ -620,7 +620,7 @@ unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: 
 ///
 /// # Safety
 /// `raw` must be a non-null `cuckoofilter` datum.
-pub(super) unsafe fn in_memory(raw: *mut pg_sys::varlena) -> *mut pg_sys::varlena {
+pub(crate) unsafe fn in_memory(raw: *mut pg_sys::varlena) -> *mut pg_sys::varlena {
     // SAFETY: the caller guarantees a varlena in one of its storage forms;
     // pg_detoast_datum_copy returns a new palloc'd 4-byte-header varlena.
     unsafe {

@@ -1,57 +1,18 @@
-//! Durable named filters in PostgreSQL's WAL: the custom resource manager
-//! (`cuckoo`, ID [`RM_CUCKOO_ID`]), the functions that log, and replay.
+//! Replay of the cuckoo resource manager's records (the startup process, on a
+//! standby, in crash recovery and in archive recovery), and its registration.
 //!
-//! # What is logged
+//! # Where replay starts
 //!
-//! Registry changes are logged under the registry lock: a creation
-//! (`CREATE`, before the new entry is linked, so nobody can use a filter whose
-//! record does not exist yet; the record's end position becomes the filter's
-//! *generation*), a publish (`CONTENT_BEGIN`, chunks, `CONTENT_END`, also
-//! before linking; the generation is the end of `CONTENT_BEGIN`), a drop and a
-//! grant (after they are applied: they cannot fail after that). Inserts and
-//! deletes log one small record each, naming the generation and the key's
-//! 64-bit hash, never the key; lookups log nothing.
-//!
-//! # Ordering: why replay never loses an acknowledged key
-//!
-//! An insert logs `INSERT` *before* it changes the table, and a delete logs
-//! `DELETE` only *after* it removed a copy; both while pinned (see
-//! `region::epoch`). So if a delete removed the copy that an insert stored, the
-//! insert's record precedes the delete's in the WAL, whatever the order in which
-//! concurrent operations reached the table: in WAL order, every delete finds
-//! the copy it removed on the primary, and the multiset of fingerprints (per
-//! bucket pair) that replay produces is the primary's. An insert that finds the
-//! filter full changed nothing on the primary; it then logs `REFUSED` naming its
-//! `INSERT`, and replay takes back the copy it stored (or, if replay could not
-//! store it either, forgets the failure). If replay cannot store a key that the
-//! primary stored (a nearly full table filled in another order), the filter is
-//! marked as needing a reload: probes raise 55000 instead of answering without
-//! the key. Records of an older generation (a publish replaced it) never touch
-//! newer contents.
-//!
-//! A transaction whose only change is `cf_insert` must still make its commit
-//! wait for the WAL flush and synchronous standbys, as a committed row's would.
-//! `nextval` gets this by assigning the transaction an ID (so a commit record
-//! is written and flushed); here a transaction callback does what
-//! `RecordTransactionCommit` does for such a commit, for the last record the
-//! transaction wrote (see [`at_commit`]): with `synchronous_commit` on (or
-//! local, remote_write, remote_apply) it flushes up to it before the commit and
-//! waits for synchronous standbys after it, with `off` it only tells the WAL
-//! writer. No transaction ID is consumed, so a stream of inserts neither writes
-//! commit records nor ages the XID horizon.
-//!
-//! # Checkpoints
-//!
-//! Replay starts at a checkpoint's redo position, and the region starts empty
-//! (or as the saved file left it, see `durability`). So after every redo
-//! position a complete *image pass* follows in the WAL: `PASS_BEGIN`, each
-//! durable filter's contents (`CONTENT_*` of kind image, each logged with that
-//! filter's writers paused, so the image holds exactly the changes logged before
-//! it), `PASS_DONE`. The durability worker writes the passes and holds the
-//! checkpoint back until the pass for its redo position is in the WAL (the
-//! argument is in `durability`). Replay installs images of filters it has not
-//! rebuilt from their creation, and at `PASS_DONE` drops filters that the pass
-//! did not mention and that no later record created.
+//! Replay starts at a checkpoint's redo position, with the region as the
+//! postmaster restored it from the checkpoint files (`restore`): each durable
+//! filter remembers the stamp of its last file, and its records ending at or
+//! before it are skipped. At each `CUT` replay writes the filter's changes to
+//! its own files, and at a compaction's `CUT` it installs the base the WAL
+//! carries (see `cut`). WAL written by 0.4.0 carries *image passes* instead
+//! (`PASS_BEGIN`, each durable filter's contents of kind image, `PASS_DONE`):
+//! replay installs images of filters it has not rebuilt from their creation,
+//! and at `PASS_DONE` drops filters that the pass did not mention and that no
+//! later record created.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -60,40 +21,14 @@ use std::ffi::{c_char, CString};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::shared_fns::{region, wait_for, with_registry_lock};
-use crate::filter::layout::Params;
+use super::attach::{my_slot, region, wait_for, with_registry_lock};
+use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard};
+use super::restore::legacy_stamp;
+use super::log::{lsn, RM_CUCKOO_ID};
+use super::reload::{placeholder, reason};
 use crate::filter::{Geometry, Table};
-use crate::region::wal::{kind, name_of, ContentKind, Meta, Record, CHUNK_WORDS};
-use crate::region::{EntryInfo, NewFilter, Region, RegionError};
-
-/// The resource manager ID. PostgreSQL reserves 128 (`RM_EXPERIMENTAL_ID`) for
-/// extensions in development and hands out 129–255 through its wiki page
-/// "CustomWALResourceManagers"; cuckoo uses 128 until it has an assigned ID.
-/// Another extension that also uses 128 cannot be preloaded with cuckoo (the
-/// server refuses to start, naming both).
-pub const RM_CUCKOO_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
-
-/// Reasons a filter must be published again (the registry stores the code).
-pub mod reason {
-    pub const REPLAY_FULL: u64 = 1;
-    pub const NO_ROOM: u64 = 2;
-    pub const NOT_SAVED: u64 = 3;
-    pub const NOT_RESTORED: u64 = 4;
-    pub const FILES_DAMAGED: u64 = 5;
-    pub const FILES_INCOMPLETE: u64 = 6;
-
-    pub fn text(code: u64) -> &'static str {
-        match code {
-            FILES_DAMAGED => "its files in the data directory are damaged",
-            FILES_INCOMPLETE => "a file it needs is missing from the data directory (a later one is there) and recovery did not restore it",
-            REPLAY_FULL => "recovery could not re-insert a key (the filter was too full to replay its changes in log order)",
-            NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
-            NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
-            NOT_RESTORED => "replay could not install its contents (old copies stayed in use)",
-            _ => "its contents were lost",
-        }
-    }
-}
+use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
+use crate::region::{EntryInfo, Region, RegionError};
 
 /// Registers the resource manager (from `_PG_init`, while preloading).
 pub fn register() {
@@ -112,108 +47,6 @@ pub fn register() {
     unsafe { pg_sys::RegisterCustomRmgr(RM_CUCKOO_ID, &mut rm) };
 }
 
-/// Writes one record; returns its end position, which the current
-/// transaction's commit will flush (see [`at_commit`]).
-pub fn log(rec: &Record) -> u64 {
-    let (k, body) = rec.encode();
-    // SAFETY: the body outlives XLogInsert, which copies it; callers checked that
-    // WAL may be written (not in recovery).
-    let end = unsafe {
-        pg_sys::XLogBeginInsert();
-        if !body.is_empty() {
-            pg_sys::XLogRegisterData(body.as_ptr() as *mut c_char, body.len() as i32);
-        }
-        pg_sys::XLogInsert(RM_CUCKOO_ID, k)
-    };
-    // SAFETY: backend-local variables, set and read by this process only;
-    // ProcLastRecPtr is the start of the record just inserted.
-    unsafe {
-        FLUSH_AT_COMMIT = FLUSH_AT_COMMIT.max(end);
-        LOGGED_BYTES += end - pg_sys::ProcLastRecPtr;
-    }
-    end
-}
-
-/// WAL bytes this process has logged through [`log`].
-static mut LOGGED_BYTES: u64 = 0;
-
-pub fn logged_bytes() -> u64 {
-    // SAFETY: a backend-local variable.
-    unsafe { LOGGED_BYTES }
-}
-
-/// The end of the last record this transaction logged (0: none).
-static mut FLUSH_AT_COMMIT: u64 = 0;
-
-/// Registers [`at_commit`] (from `_PG_init`).
-pub fn register_commit_flush() {
-    // SAFETY: called once per process from _PG_init.
-    unsafe { pg_sys::RegisterXactCallback(Some(at_commit), std::ptr::null_mut()) };
-}
-
-/// Makes a committing transaction's cuckoo records as durable as its commit
-/// makes a row, in the order `RecordTransactionCommit` uses: before the commit
-/// (where an error still aborts cleanly) the WAL is flushed up to the last
-/// record, or with `synchronous_commit = off` the WAL writer is told; after the
-/// commit (interrupts held, as the wait requires) the session waits for
-/// synchronous standbys to have flushed it. (Records without a commit record do
-/// not make a standby report their apply, so under `remote_apply` the wait is
-/// for the standby's flush.) A prepared transaction's PREPARE record follows
-/// these records and its own wait covers them.
-#[pg_guard]
-unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    // SAFETY: backend-local state and PostgreSQL's own commit-path functions,
-    // each at the point of the commit where PostgreSQL calls it.
-    unsafe {
-        let end = FLUSH_AT_COMMIT;
-        if end == 0 {
-            return;
-        }
-        let synchronous = pg_sys::synchronous_commit > pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32;
-        match event {
-            pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
-                if synchronous {
-                    pg_sys::XLogFlush(end);
-                } else {
-                    pg_sys::XLogSetAsyncXactLSN(end);
-                }
-            }
-            pg_sys::XactEvent::XACT_EVENT_COMMIT => {
-                if synchronous {
-                    pg_sys::SyncRepWaitForLSN(end, false);
-                }
-                FLUSH_AT_COMMIT = 0;
-            }
-            pg_sys::XactEvent::XACT_EVENT_PREPARE
-            | pg_sys::XactEvent::XACT_EVENT_ABORT
-            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
-                // After an abort the records stay (changes are not
-                // transactional) and reach the disk in due time, as an aborted
-                // transaction's do.
-                FLUSH_AT_COMMIT = 0;
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Writes a filter's contents in chunks; returns the end of `CONTENT_BEGIN`.
-pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, words: &[u64], items: u64) -> u64 {
-    let begin = log(&Record::ContentBegin { kind: ck, gen, cut: 0, meta: meta.clone() });
-    for (i, chunk) in words.chunks(CHUNK_WORDS).enumerate() {
-        log(&Record::ContentChunk { begin, offset: (i * CHUNK_WORDS) as u64, words: chunk.to_vec() });
-    }
-    log(&Record::ContentEnd { begin, items });
-    begin
-}
-
-/// A filter's metadata as logged.
-pub fn meta_of(info: &EntryInfo, params: Params) -> Meta {
-    Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone() }
-}
-
-/// # Safety
-/// `record` is the reader state PostgreSQL passes to a resource manager.
 unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64) {
     // SAFETY: as documented; the decoded record and its main data live as long
     // as the callback.
@@ -235,7 +68,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         Ok(r) => r,
         Err(why) => corrupt(end, why),
     };
-    if end <= super::durability::legacy_stamp() {
+    if end <= legacy_stamp() {
         // Already in 0.4.0's saved file the region was restored from.
         return;
     }
@@ -296,7 +129,7 @@ unsafe extern "C-unwind" fn cleanup() {
     });
     // SAFETY: plain read of the replay position.
     let end = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
-    super::durability::cut_after_recovery(region(), end);
+    cut_after_recovery(region(), end);
 }
 
 thread_local! {
@@ -347,7 +180,7 @@ struct Replay {
 fn corrupt(end: u64, why: String) -> ! {
     pgrx::pg_sys::panic::ErrorReport::new(
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-        format!("cuckoo: cannot replay the WAL record ending at {}: {why}", super::durability::lsn(end)),
+        format!("cuckoo: cannot replay the WAL record ending at {}: {why}", lsn(end)),
         "cuckoo",
     )
     .set_detail("The record was refused before it changed any filter.")
@@ -438,7 +271,7 @@ impl Replay {
                     corrupt(end, format!("contents end after {} of {} words", b.filled, b.meta.params.bucket_count));
                 }
                 let content = if b.words.is_empty() {
-                    Content::Lost(super::wal::reason::NO_ROOM)
+                    Content::Lost(reason::NO_ROOM)
                 } else {
                     let counted = Geometry::new(&b.meta.params).occupied_total(b.words.iter().copied());
                     if counted != items {
@@ -535,7 +368,7 @@ impl Replay {
                 if logged {
                     self.waiting.insert(gen, Waiting { cut: end, records: Vec::new() });
                 } else {
-                    super::durability::replay_cut(r, gen, base, end);
+                    replay_cut(r, gen, base, end);
                 }
             }
             Record::Discard { gen } => {
@@ -543,7 +376,7 @@ impl Replay {
                     drop_now(&info);
                 }
                 self.waiting.remove(&gen);
-                super::durability::replay_discard(gen);
+                replay_discard(gen);
             }
             Record::PassBegin => self.pass = Some((end, HashSet::new())),
             Record::PassDone { begin, .. } => {
@@ -583,7 +416,7 @@ impl Replay {
             self.apply(rec, at);
         }
         if let Some(info) = r.find_gen(b.gen) {
-            super::durability::cut_in_replay(r, &info, true, end);
+            cut_in_replay(r, &info, true, end);
         }
     }
 
@@ -729,7 +562,7 @@ impl Replay {
     /// writer (waiting while a snapshot on a hot standby pauses writers), and
     /// recording the units it changes for the next cut.
     fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Table<'_>) -> T) -> Option<T> {
-        let slot = super::shared_fns::my_slot();
+        let slot = my_slot();
         loop {
             let info = self.find(r, gen)?;
             if info.blocks == 0 {
@@ -773,32 +606,6 @@ impl Replay {
             None => self.entries.remove(&gen),
         };
         info
-    }
-}
-
-/// Keeps filter `spec` as generation `gen` needing a reload: the existing
-/// entry of that name is marked in place (no space needed), or a placeholder
-/// is made.
-pub(super) fn placeholder(r: &Region, lk: &crate::region::Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
-    match existing {
-        Some(e) => {
-            // The entry's contents are of another generation (or were lost):
-            // they go, so that nothing of this generation is ever applied to
-            // them or filed as its contents.
-            if r.clear_contents(lk, e, &meta.params, meta.capacity, meta.fpp, gen, why).is_err() {
-                // No retired record free now: mark in place, with a reason that
-                // never counts as contents.
-                r.set_reload(lk, e, gen, reason::NOT_RESTORED)?;
-            }
-            if let Some(info) = r.find(meta.db, &meta.name) {
-                r.set_readers(lk, &info, meta.readers)?;
-            }
-            Ok(())
-        }
-        None => {
-            let info = r.create_placeholder(lk, spec, &meta.params, gen, why)?;
-            r.set_readers(lk, &info, meta.readers)
-        }
     }
 }
 

@@ -25,7 +25,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::datatype::{bytea_datum, call_cache, filter_arg_once, value_from_filter, MAX_VALUE_BYTES};
-use super::value_fns::{full_error, sizing_error, union_filters, value_max_buckets};
+use super::functions::{full_error, sizing_error, union_filters, value_max_buckets};
 use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};

@@ -1,0 +1,349 @@
+//! How a function call reaches a named filter: the name resolved once per call
+//! site (`fn_extra`) and checked again under a pin on every call, the role's
+//! right to read or change it, the checks before a change (read-only
+//! transactions, standbys, durable changes open), and the read-only probe the
+//! planner uses.
+
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::attach::{my_slot, region, wait_for, REGION};
+use super::errors::{closed_error, fail, not_found};
+use super::reload::needs_reload;
+use crate::filter::Table;
+use crate::region::durable::Units;
+use crate::region::registry::Pin;
+use crate::region::registry::{CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
+use crate::region::{EntryInfo, Region};
+use crate::sql::keys::KeyHasher;
+
+pub(super) fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
+    let Some(pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
+    r.still_current(index, seq).then_some(pin)
+}
+
+/// As [`pin_current`], pinned as a writer (one that may change bucket words).
+fn pin_current_writer(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
+    let Some(pin) = r.pin_writer(my_slot()) else { error!("cuckoo: process slot out of range") };
+    r.still_current(index, seq).then_some(pin)
+}
+
+/// Runs `f` while this process is pinned as a reader, as a long batched lookup
+
+pub(super) fn db() -> u32 {
+    // SAFETY: plain read of a backend global.
+    unsafe { pg_sys::MyDatabaseId.to_u32() }
+}
+
+// Called once per row by the by-name functions: declared directly so that the call
+// skips pgrx's error-catching boundary, which GetUserId (a read of a backend
+// global that never raises an error) does not need.
+unsafe extern "C" {
+    #[link_name = "GetUserId"]
+    fn get_user_id() -> pg_sys::Oid;
+}
+
+pub(super) fn user() -> pg_sys::Oid {
+    // SAFETY: no preconditions, no error paths.
+    unsafe { get_user_id() }
+}
+
+/// logged sequence, a change to a durable filter is refused in a read-only
+/// transaction, on a standby and in parallel mode (its commit is made durable
+/// by `log::at_commit`).
+pub(super) fn prepare_write(durable: bool, what: &CStr) {
+    // SAFETY: these raise 25006 (or 0A000 for parallel mode) with PostgreSQL's
+    // own messages.
+    unsafe {
+        if pg_sys::RecoveryInProgress() {
+            pg_sys::PreventCommandDuringRecovery(what.as_ptr());
+        }
+        if durable {
+            pg_sys::PreventCommandIfReadOnly(what.as_ptr());
+            pg_sys::PreventCommandIfParallelMode(what.as_ptr());
+        }
+    }
+}
+
+/// Waits (up to ten seconds, cancellable) for durable changes to be accepted;
+/// raises the error that explains why not. Never pinned or holding the lock.
+pub(super) fn wait_durable_open(r: &Region) {
+    for _ in 0..10_000 {
+        if r.durable_state() == DURABLE_OPEN {
+            return;
+        }
+        wait_for(std::time::Duration::from_millis(1));
+    }
+    closed_error()
+}
+
+/// Text argument `n` as a string (names are short; detoasted if need be).
+///
+/// # Safety
+/// Argument `n` of `fcinfo` is a non-null text datum.
+pub(super) unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> &'a str {
+    // SAFETY: as documented; a packed or plain varlena is read in place, any other
+    // form detoasted into the current context.
+    unsafe {
+        let mut raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
+        if pgrx::varlena::varatt_is_1b_e(raw) || pgrx::varlena::varatt_is_4b_c(raw) {
+            raw = pg_sys::pg_detoast_datum_packed(raw);
+        }
+        let bytes = pgrx::varlena::varlena_to_byte_slice(raw);
+        match std::str::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(_) => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cuckoo filter names must be valid UTF-8".into(), None),
+        }
+    }
+}
+
+/// Who may do what with a filter: its owner's members (and superusers, who have
+/// every role's privileges) may do anything; lookups are also open to the role
+/// the owner granted them to (or everyone, for `public`).
+pub(super) fn may_access(info: &EntryInfo, write: bool, who: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups on valid role ids; may raise an ERROR (no lock or pin
+    // is held here that the error cleanup would not release).
+    unsafe {
+        if pg_sys::has_privs_of_role(who, pg_sys::Oid::from(info.owner)) {
+            return true;
+        }
+        !write
+            && match info.readers {
+                READERS_NONE => false,
+                READERS_PUBLIC => true,
+                role => pg_sys::has_privs_of_role(who, pg_sys::Oid::from(role as u32)),
+            }
+    }
+}
+
+pub(super) fn require_access(info: &EntryInfo, write: bool) {
+    if !may_access(info, write, user()) {
+        fail(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            format!("permission denied for cuckoo filter \"{}\"", info.name),
+            Some(if write {
+                "Only members of the filter's owning role may change or drop it."
+            } else {
+                "Only members of the filter's owning role, or of the role it granted lookups to with cf_grant_lookup, may read it."
+            }),
+        );
+    }
+}
+
+/// Waits, answering cancel requests, while `busy` holds. Never called pinned or
+/// with the registry lock held.
+fn wait_while(busy: impl Fn() -> bool) {
+    let backoff = crossbeam_utils::Backoff::new();
+    while busy() {
+        if backoff.is_completed() {
+            pgrx::check_for_interrupts!();
+            // SAFETY: a plain sleep.
+            unsafe { pg_sys::pg_usleep(100) };
+        } else {
+            backoff.snooze();
+        }
+    }
+}
+
+/// Per-call-site state of the by-name functions, in `fn_extra`; all-zero is the
+/// valid unresolved state.
+#[repr(C)]
+pub(crate) struct NamedCall {
+    key: KeyHasher,
+    resolved: bool,
+    write: bool,
+    /// For inserts and deletes, the resolved filter's generation if it is
+    /// durable, else 0.
+    gen: u64,
+    name_len: usize,
+    name: [u8; 64],
+    user: pg_sys::Oid,
+    index: usize,
+    seq: u64,
+    seed: u64,
+    /// Valid when `resolved`; used only while pinned and after `still_current`.
+    table: MaybeUninit<Table<'static>>,
+    /// A durable filter's units (for writers: see `region::durable`), as `table`.
+    units: MaybeUninit<Option<Units<'static>>>,
+}
+
+/// # Safety
+/// `fcinfo` is a valid frame whose `fn_extra` only this function uses.
+pub(crate) unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: bool) -> &'a mut NamedCall {
+    // SAFETY: fn_extra is null or the NamedCall allocated here in fn_mcxt.
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if (*flinfo).fn_extra.is_null() {
+            (*flinfo).fn_extra = pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<NamedCall>());
+            (*((*flinfo).fn_extra as *mut NamedCall)).write = write;
+        }
+        &mut *((*flinfo).fn_extra as *mut NamedCall)
+    }
+}
+
+impl NamedCall {
+    /// Looks the name up, checks the caller's right, and caches the filter.
+    fn resolve(&mut self, r: &'static Region, name: &str, who: pg_sys::Oid) {
+        loop {
+            let Some(info) = r.find(db(), name) else { not_found(name) };
+            require_access(&info, self.write);
+            if !info.usable() {
+                needs_reload(&info);
+            }
+            if self.write {
+                prepare_write(info.durable, if info.durable { c"cf_insert() or cf_delete() on a durable filter" } else { c"cf_insert() or cf_delete()" });
+            }
+            let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
+            let table = r.table(&info);
+            self.seed = table.params().seed;
+            self.table = MaybeUninit::new(table);
+            self.units = MaybeUninit::new(if self.write { r.units(&info) } else { None });
+            drop(pin);
+            self.index = info.index;
+            self.seq = info.seq;
+            self.gen = if info.durable && self.write { info.gen } else { 0 };
+            self.user = who;
+            self.name[..name.len()].copy_from_slice(name.as_bytes());
+            self.name_len = name.len();
+            self.resolved = true;
+            return;
+        }
+    }
+
+    /// The region, the filter name (argument 0) and the current role, with the
+    /// call site resolved for them; `true` if that took a fresh resolve (the
+    /// name or role changed since the last call, or this is the first).
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with a non-null text argument 0.
+    unsafe fn current<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> (&'static Region, &'a str, pg_sys::Oid, bool) {
+        let r = region();
+        // SAFETY: as documented.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let who = user();
+        let fresh = !self.resolved || self.user != who || &self.name[..self.name_len] != name.as_bytes();
+        if fresh {
+            self.resolve(r, name, who);
+        }
+        (r, name, who, fresh)
+    }
+
+    /// Runs `op` on the named filter (argument 0) for the key (argument 1): hashes
+    /// first (hashing may raise errors), then pins, checks the cached entry is
+    /// still the same filter, and runs `op` without anything that can fail.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with non-null text and key arguments.
+    pub(super) unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'_>, u64, &Region, usize, usize, u64) -> T) -> T {
+        // SAFETY: as documented.
+        let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
+        if !fresh && self.gen != 0 {
+            // The transaction may have become read-only since the call site
+            // was resolved.
+            prepare_write(true, c"cf_insert() or cf_delete() on a durable filter");
+        }
+        let slot = my_slot();
+        loop {
+            // SAFETY: as documented; the hasher was resolved for this call site.
+            let h = unsafe { self.key.hash_arg(fcinfo, 1, self.seed) };
+            let pinned = if self.write { pin_current_writer(r, self.index, self.seq) } else { pin_current(r, self.index, self.seq) };
+            if let Some(pin) = pinned {
+                if self.write && r.writers_paused(self.index) {
+                    // A snapshot is copying this filter: wait unpinned (so that it
+                    // can proceed), and cancellable.
+                    drop(pin);
+                    wait_while(|| r.writers_paused(self.index));
+                    continue;
+                }
+                if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
+                    // Durable changes are frozen or not yet open.
+                    drop(pin);
+                    wait_durable_open(r);
+                    continue;
+                }
+                if self.gen != 0 {
+                    // Before anything is logged: the next checkpoint's cut then
+                    // includes this filter (see `cut`).
+                    r.mark_changed(self.index, CHANGED_WORDS);
+                }
+                // SAFETY: `resolved` implies `table` and `units` were written; the
+                // entry is unchanged and we are pinned, so its memory cannot be
+                // reused.
+                let (table, units) = unsafe { (self.table.assume_init_ref(), self.units.assume_init_ref()) };
+                let out = match units {
+                    Some(u) => op(&table.with_hook(u), h, r, self.index, slot, self.gen),
+                    None => op(table, h, r, self.index, slot, self.gen),
+                };
+                drop(pin);
+                return out;
+            }
+            self.resolve(r, name, who);
+        }
+    }
+
+    /// Looks up many keys in the named filter (argument 0), counted as that
+    /// many lookups. `hashes` gives the keys' hashes under a seed; it runs
+    /// unpinned, since hashing may raise errors.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with a non-null text argument 0.
+    pub(crate) unsafe fn lookup_many<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64) -> &'a [u64]) -> &'a [bool] {
+        // SAFETY: as documented.
+        let (r, name, who, _) = unsafe { self.current(fcinfo) };
+        let slot = my_slot();
+        loop {
+            let hs = hashes(&mut self.key, self.seed);
+            let out = crate::sql::value::datatype::palloc_slice::<bool>(hs.len());
+            if let Some(pin) = pin_current(r, self.index, self.seq) {
+                // SAFETY: resolved, unchanged and pinned (see `run`).
+                unsafe { self.table.assume_init_ref() }.contains_many(hs, out);
+                r.count_lookups(self.index, slot, hs.len() as u64);
+                drop(pin);
+                return out;
+            }
+            self.resolve(r, name, who);
+        }
+    }
+}
+
+/// What the planner may learn from a named filter: the answers for some keys,
+/// its items, and its false-positive rate at that fill.
+pub(crate) struct PlanProbe {
+    pub answers: Vec<bool>,
+    pub items: u64,
+    pub fpp: f64,
+}
+
+/// For the planner: looks up the hashes `hashes(seed)` in the named filter
+/// `name` of this database, without counting them. None when cuckoo is not
+/// preloaded, the filter does not exist, needs a reload, or the current role may
+/// not look it up (the query itself reports why), or when it was replaced while
+/// being read.
+pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u64>) -> Option<PlanProbe> {
+    // SAFETY: REGION is written once, before any backend runs SQL.
+    let r = unsafe { (*(&raw const REGION)).as_ref() }?;
+    let info = r.find(db(), name)?;
+    if !info.usable() || !may_access(&info, false, user()) {
+        return None;
+    }
+    let pin = pin_current(r, info.index, info.seq)?;
+    let table = r.table(&info);
+    let params = table.params();
+    drop(pin);
+    let hs = hashes(params.seed);
+    let mut answers = vec![false; hs.len()];
+    let pin = pin_current(r, info.index, info.seq)?;
+    table.contains_many(&hs, &mut answers);
+    // A delete overtaking its insert can leave the shared count briefly below
+    // zero (wrapped); the view clamps it the same way.
+    let items = table.item_count().min(params.slot_count());
+    drop(pin);
+    Some(PlanProbe {
+        answers,
+        items,
+        fpp: crate::filter::sizing::expected_fpp(&params, items),
+    })
+}

@@ -1,0 +1,405 @@
+//! The SQL functions over filter names: `cf_contains`, `cf_insert` and
+//! `cf_delete` by name, `cf_create`, `cf_drop`, `cf_publish`, `cf_snapshot` and
+//! the lookup grant. Their SQL declarations are in `sql/cuckoo.sql`.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::attach::{my_slot, region, with_registry_lock};
+use super::call::{db, named_call, pin_current, user, prepare_write, require_access, text_arg, wait_durable_open};
+use super::errors::{fail, not_found, region_error};
+use super::log::{log, log_content};
+use super::reload::needs_reload;
+use crate::filter::dense::DenseHeader;
+use crate::filter::sizing::{size_for_capacity, SizingError};
+use crate::filter::OpStats;
+use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
+use crate::region::wal::{ContentKind, Meta, Record};
+use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
+use crate::sql::value::datatype::{filter_arg_once, value_from_words};
+use crate::sql::value::functions::sizing_error;
+
+/// Bucket words allocated in the current memory context (freed with it, also on
+/// error).
+struct PgWords {
+    ptr: *mut u64,
+    len: usize,
+}
+
+impl PgWords {
+    fn new(len: usize) -> PgWords {
+        // SAFETY: a huge allocation of `len` words in the current context.
+        let ptr = unsafe { pg_sys::MemoryContextAllocHuge(pg_sys::CurrentMemoryContext, len.max(1) * 8) as *mut u64 };
+        PgWords { ptr, len }
+    }
+
+    /// # Safety
+    /// No other reference to the words may exist while the slice is used.
+    unsafe fn as_mut_slice<'a>(&self) -> &'a mut [u64] {
+        // SAFETY: `len` words allocated in `new`, 8-aligned (MAXALIGN).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+v1_functions! {
+    /// `cf_contains(name text, key anyelement) -> boolean`.
+    fn cf_contains_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 anyelement.
+        unsafe {
+            let found = named_call(fcinfo, false).run(fcinfo, |t, h, r, index, slot, _| {
+                let mut st = OpStats::default();
+                let found = t.contains_counted(h, &mut st);
+                r.count_lookup(index, slot, &st);
+                found
+            });
+            pg_sys::Datum::from(found)
+        }
+    }
+
+    /// `cf_insert(name text, key anyelement) -> boolean`: false when full.
+    fn cf_insert_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 anyelement.
+        unsafe {
+            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot, gen| {
+                // Durable: logged before it takes effect, and if the filter is
+                // full, the refusal too (see `log`).
+                let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));
+                let mut st = OpStats::default();
+                let ok = t.insert_counted(h, &mut st).is_ok();
+                if let (false, Some(insert_end)) = (ok, logged) {
+                    log(&Record::Refused { gen, hash: h, insert_end });
+                }
+                r.count_insert(index, slot, ok, &st);
+                ok
+            });
+            pg_sys::Datum::from(ok)
+        }
+    }
+
+    /// `cf_delete(name text, key anyelement) -> boolean`: false when no copy of
+    /// the key's fingerprint is stored.
+    fn cf_delete_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 anyelement.
+        unsafe {
+            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot, gen| {
+                let ok = t.delete(h);
+                if ok {
+                    // Durable: logged after the copy is gone (see `log`).
+                    if gen != 0 {
+                        log(&Record::Delete { gen, hash: h });
+                    }
+                    r.count_delete(index, slot);
+                }
+                ok
+            });
+            pg_sys::Datum::from(ok)
+        }
+    }
+
+    /// `cf_create(name text, capacity bigint, fpp float8, durable boolean) -> void`.
+    fn cf_create(fcinfo) {
+        // SAFETY: strict; text, int8, float8, and bool unless called through the
+        // 0.2.0 declaration (three arguments: not durable, as then).
+        let (name, capacity, fpp, durable) = unsafe {
+            (
+                text_arg(fcinfo, 0),
+                pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64,
+                f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64),
+                bool_arg(fcinfo, 3),
+            )
+        };
+        if capacity < 1 {
+            sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
+        }
+        let sized = size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT).unwrap_or_else(|e| sizing_error(e));
+        prepare_write(durable, c"cf_create()");
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable };
+        purge_dropped_databases();
+        registry_change(name, |_| {}, |r, lk, _| {
+            durable_open(r, durable)?;
+            r.create(lk, &spec, &sized.params, None, &mut |_, _| {
+                if !durable {
+                    return 0;
+                }
+                log(&Record::Create(Meta::of(&spec, READERS_NONE, sized.params)))
+            })
+        });
+        pg_sys::Datum::from(0)
+    }
+
+    /// `cf_drop(name text) -> boolean`: false if there is no such filter.
+    fn cf_drop(fcinfo) {
+        // SAFETY: strict; text.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let dropped = registry_change(
+            name,
+            |found| {
+                if let Some(info) = found {
+                    require_access(info, true);
+                    prepare_write(info.durable, c"cf_drop()");
+                }
+            },
+            |r, lk, found| match found {
+                Some(info) => {
+                    durable_open(r, info.durable)?;
+                    r.drop_filter(lk, info)?;
+                    if info.durable {
+                        log(&Record::Drop { gen: info.gen });
+                    }
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+        );
+        pg_sys::Datum::from(dropped)
+    }
+
+    /// `cf_publish(name text, f cuckoofilter, durable boolean) -> void`: creates
+    /// the filter as a copy of `f`, or replaces its contents in one step.
+    fn cf_publish(fcinfo) {
+        // SAFETY: strict; text, cuckoofilter (validated when read), and bool
+        // unless called through the 0.2.0 declaration.
+        let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
+        prepare_write(durable, c"cf_publish()");
+        let params = v.params();
+        let capacity = v.capacity();
+        let fpp = published_fpp(&params, capacity);
+        // The value's buckets expanded into bucket words before the registry lock
+        // is taken (decoding a large value takes a while), then copied under it.
+        let words: Vec<u64> = v.words().collect();
+        let contents = |out: &mut [u64]| out.copy_from_slice(&words);
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable };
+        purge_dropped_databases();
+        registry_change(
+            name,
+            |found| {
+                if let Some(info) = found {
+                    require_access(info, true);
+                    prepare_write(info.durable, c"cf_publish()");
+                }
+            },
+            |r, lk, found| {
+                durable_open(r, durable || found.is_some_and(|i| i.durable))?;
+                // A durable publish logs the contents before they are linked;
+                // the generation is the end of their first record.
+                let mut stamp = |words: &[u64], items: u64| {
+                    if !durable {
+                        return 0;
+                    }
+                    // A replaced filter keeps its owner and grant.
+                    let meta = Meta {
+                        owner: found.map_or(spec.owner, |i| i.owner),
+                        ..Meta::of(&spec, found.map_or(READERS_NONE, |i| i.readers), params)
+                    };
+                    log_content(ContentKind::Publish, 0, &meta, words, items)
+                };
+                match found {
+                    Some(info) => {
+                        let made = r.replace(lk, info, &params, &contents, capacity, fpp, durable, &mut stamp)?;
+                        if info.durable && !durable {
+                            // No longer durable: replay forgets it.
+                            log(&Record::Drop { gen: info.gen });
+                        }
+                        Ok(made)
+                    }
+                    None => r.create(lk, &spec, &params, Some(&contents), &mut stamp),
+                }
+            },
+        );
+        pg_sys::Datum::from(0)
+    }
+
+    /// `cf_snapshot(name text) -> cuckoofilter`: a copy that holds every key
+    /// stored throughout the call, compacted into a dense value.
+    fn cf_snapshot(fcinfo) {
+        // SAFETY: strict; text.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        let r = region();
+        loop {
+            let Some(info) = r.find(db(), name) else { not_found(name) };
+            require_access(&info, false);
+            if !info.usable() {
+                needs_reload(&info);
+            }
+            let params = {
+                let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
+                r.table(&info).params()
+            };
+            crate::sql::value::datatype::check_value_size(&params);
+            // The copy of the words, in this call's memory context.
+            let words = PgWords::new(params.bucket_count as usize);
+            // SAFETY: the fresh buffer is ours alone.
+            let out = unsafe { words.as_mut_slice() };
+            let slot = my_slot();
+            let copied = {
+                let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
+                // Other processes stay pinned for one call's computation; this
+                // allows seconds.
+                r.snapshot(&info, slot, out, 1 << 22)
+            };
+            match copied {
+                Ok(items) => {
+                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()) };
+                    return value_from_words(&h, out.iter().copied()).as_datum();
+                }
+                Err(_) => fail(
+                    PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                    format!("could not snapshot cuckoo filter \"{name}\": other sessions stayed inside filter operations"),
+                    None,
+                ),
+            }
+        }
+    }
+
+    /// `cf_grant_lookup(name text, role text) -> void`: lets `role` (and its
+    /// members), or everyone for `public`, look the filter up and snapshot it.
+    fn cf_grant_lookup(fcinfo) {
+        // SAFETY: strict; text, text.
+        let (name, role) = unsafe { (text_arg(fcinfo, 0), text_arg(fcinfo, 1)) };
+        // Exactly "public", as PostgreSQL's own functions take it: a role may be
+        // called "Public".
+        let readers = if role == "public" {
+            READERS_PUBLIC
+        } else {
+            let c = std::ffi::CString::new(role).unwrap_or_else(|_| error!("role name contains a NUL byte"));
+            // SAFETY: valid C string; raises 42704 for an unknown role.
+            unsafe { pg_sys::get_role_oid(c.as_ptr(), false).to_u32() as u64 }
+        };
+        set_readers(name, readers);
+        pg_sys::Datum::from(0)
+    }
+
+    /// `cf_revoke_lookup(name text) -> void`: back to owner members only.
+    fn cf_revoke_lookup(fcinfo) {
+        // SAFETY: strict; text.
+        let name = unsafe { text_arg(fcinfo, 0) };
+        set_readers(name, READERS_NONE);
+        pg_sys::Datum::from(0)
+    }
+}
+
+fn set_readers(name: &str, readers: u64) {
+    registry_change(
+        name,
+        |found| match found {
+            Some(info) => {
+                require_access(info, true);
+                prepare_write(info.durable, c"cf_grant_lookup() or cf_revoke_lookup()");
+            }
+            None => not_found(name),
+        },
+        |r, lk, found| {
+            let info = found.expect("checked before the lock");
+            durable_open(r, info.durable)?;
+            r.set_readers(lk, info, readers)?;
+            if info.durable {
+                log(&Record::Grant { gen: info.gen, readers });
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Under the registry lock: a change to a durable filter needs durable changes
+/// to be open (the caller waits outside the lock and tries again).
+fn durable_open(r: &Region, durable: bool) -> Result<(), RegionError> {
+    if durable && r.durable_state() != DURABLE_OPEN {
+        Err(RegionError::Closed)
+    } else {
+        Ok(())
+    }
+}
+
+/// Boolean argument `n`, or false if the function was declared with fewer
+/// arguments (an older extension version's declaration).
+///
+/// # Safety
+/// `fcinfo` is a valid frame; argument `n`, if passed, is a non-null bool.
+unsafe fn bool_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> bool {
+    // SAFETY: as documented.
+    unsafe { ((*fcinfo).nargs as usize) > n && pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).value() != 0 }
+}
+
+/// Changes the registry for filter `name`: looks it up and runs `check` (which
+/// may read catalogs and raise errors) *before* taking the registry lock, since a
+/// catalog lock wait under an LWLock could deadlock where PostgreSQL cannot see
+/// it; then, under the lock, applies `change` if the entry is still the one
+/// checked, and starts over if not. Space or records still held by copies that
+/// running statements read are waited for outside the lock (up to about a second,
+/// cancellable) before the error is reported.
+fn registry_change<T>(
+    name: &str,
+    check: impl Fn(Option<&EntryInfo>),
+    change: impl Fn(&Region, &Locked, Option<&EntryInfo>) -> Result<T, RegionError>,
+) -> T {
+    let r = region();
+    let mut waits = 0;
+    loop {
+        let before = r.find(db(), name);
+        check(before.as_ref());
+        let key = before.as_ref().map(|i| (i.index, i.seq));
+        let attempt = with_registry_lock(|r, lk| {
+            let now = r.find(db(), name);
+            (now.as_ref().map(|i| (i.index, i.seq)) == key).then(|| change(r, lk, now.as_ref()))
+        });
+        match attempt {
+            None => continue,
+            Some(Ok(v)) => return v,
+            Some(Err(RegionError::Closed)) => {
+                wait_durable_open(r);
+                continue;
+            }
+            Some(Err(e)) => {
+                let releasing = match e {
+                    RegionError::Busy => true,
+                    RegionError::NoSpace { requested, free, pending, .. } => pending > 0 && free + pending >= requested,
+                    _ => false,
+                };
+                if releasing && waits < 1000 {
+                    waits += 1;
+                    pgrx::check_for_interrupts!();
+                    // SAFETY: a plain sleep, with no lock held.
+                    unsafe { pg_sys::pg_usleep(1000) };
+                    continue;
+                }
+                region_error(name, e)
+            }
+        }
+    }
+}
+
+/// Drops the filters of databases that no longer exist (a filter cannot be
+/// reached from another database, so nothing else would ever free them). Runs
+/// before creating or publishing; the catalog is read outside the lock.
+fn purge_dropped_databases() {
+    let r = region();
+    let mut dbs: Vec<u32> = r.list_all().iter().map(|i| i.db).collect();
+    dbs.sort_unstable();
+    dbs.dedup();
+    for db in dbs {
+        // SAFETY: a syscache probe by OID.
+        let exists = unsafe {
+            pg_sys::SearchSysCacheExists(
+                pg_sys::SysCacheIdentifier::DATABASEOID as i32,
+                pg_sys::Datum::from(db),
+                pg_sys::Datum::from(0),
+                pg_sys::Datum::from(0),
+                pg_sys::Datum::from(0),
+            )
+        };
+        if !exists {
+            with_registry_lock(|r, lk| {
+                for info in r.list(db) {
+                    // A durable one is dropped only while its drop can be logged
+                    // (else a later purge does it).
+                    if info.durable && r.durable_state() != DURABLE_OPEN {
+                        continue;
+                    }
+                    if r.drop_filter(lk, &info).is_ok() && info.durable {
+                        log(&Record::Drop { gen: info.gen });
+                    }
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Writing durable named filters' changes to PostgreSQL's WAL: the custom
+//! resource manager's ID ([`RM_CUCKOO_ID`]), the functions that log, and the
+//! commit that waits for the WAL flush. Replay is `replay`.
+//!
+//! # What is logged
+//!
+//! Registry changes are logged under the registry lock: a creation
+//! (`CREATE`, before the new entry is linked, so nobody can use a filter whose
+//! record does not exist yet; the record's end position becomes the filter's
+//! *generation*), a publish (`CONTENT_BEGIN`, chunks, `CONTENT_END`, also
+//! before linking; the generation is the end of `CONTENT_BEGIN`), a drop and a
+//! grant (after they are applied: they cannot fail after that). Inserts and
+//! deletes log one small record each, naming the generation and the key's
+//! 64-bit hash, never the key; lookups log nothing.
+//!
+//! # Ordering: why replay never loses an acknowledged key
+//!
+//! An insert logs `INSERT` *before* it changes the table, and a delete logs
+//! `DELETE` only *after* it removed a copy; both while pinned (see
+//! `region::epoch`). So if a delete removed the copy that an insert stored, the
+//! insert's record precedes the delete's in the WAL, whatever the order in which
+//! concurrent operations reached the table: in WAL order, every delete finds
+//! the copy it removed on the primary, and the multiset of fingerprints (per
+//! bucket pair) that replay produces is the primary's. An insert that finds the
+//! filter full changed nothing on the primary; it then logs `REFUSED` naming its
+//! `INSERT`, and replay takes back the copy it stored (or, if replay could not
+//! store it either, forgets the failure). If replay cannot store a key that the
+//! primary stored (a nearly full table filled in another order), the filter is
+//! marked as needing a reload: probes raise 55000 instead of answering without
+//! the key. Records of an older generation (a publish replaced it) never touch
+//! newer contents.
+//!
+//! A transaction whose only change is `cf_insert` must still make its commit
+//! wait for the WAL flush and synchronous standbys, as a committed row's would.
+//! `nextval` gets this by assigning the transaction an ID (so a commit record
+//! is written and flushed); here a transaction callback does what
+//! `RecordTransactionCommit` does for such a commit, for the last record the
+//! transaction wrote (see [`at_commit`]): with `synchronous_commit` on (or
+//! local, remote_write, remote_apply) it flushes up to it before the commit and
+//! waits for synchronous standbys after it, with `off` it only tells the WAL
+//! writer. No transaction ID is consumed, so a stream of inserts neither writes
+//! commit records nor ages the XID horizon.
+//!
+
+use std::ffi::c_char;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::filter::layout::Params;
+use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::EntryInfo;
+
+/// The resource manager ID. PostgreSQL reserves 128 (`RM_EXPERIMENTAL_ID`) for
+/// extensions in development and hands out 129–255 through its wiki page
+/// "CustomWALResourceManagers"; cuckoo uses 128 until it has an assigned ID.
+/// Another extension that also uses 128 cannot be preloaded with cuckoo (the
+/// server refuses to start, naming both).
+pub const RM_CUCKOO_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
+
+/// transaction's commit will flush (see [`at_commit`]).
+pub fn log(rec: &Record) -> u64 {
+    let (k, body) = rec.encode();
+    // SAFETY: the body outlives XLogInsert, which copies it; callers checked that
+    // WAL may be written (not in recovery).
+    let end = unsafe {
+        pg_sys::XLogBeginInsert();
+        if !body.is_empty() {
+            pg_sys::XLogRegisterData(body.as_ptr() as *mut c_char, body.len() as i32);
+        }
+        pg_sys::XLogInsert(RM_CUCKOO_ID, k)
+    };
+    // SAFETY: backend-local variables, set and read by this process only;
+    // ProcLastRecPtr is the start of the record just inserted.
+    unsafe {
+        FLUSH_AT_COMMIT = FLUSH_AT_COMMIT.max(end);
+        LOGGED_BYTES += end - pg_sys::ProcLastRecPtr;
+    }
+    end
+}
+
+/// WAL bytes this process has logged through [`log`].
+static mut LOGGED_BYTES: u64 = 0;
+
+pub fn logged_bytes() -> u64 {
+    // SAFETY: a backend-local variable.
+    unsafe { LOGGED_BYTES }
+}
+
+/// The end of the last record this transaction logged (0: none).
+static mut FLUSH_AT_COMMIT: u64 = 0;
+
+/// Registers [`at_commit`] (from `_PG_init`).
+pub fn register_commit_flush() {
+    // SAFETY: called once per process from _PG_init.
+    unsafe { pg_sys::RegisterXactCallback(Some(at_commit), std::ptr::null_mut()) };
+}
+
+/// Makes a committing transaction's cuckoo records as durable as its commit
+/// makes a row, in the order `RecordTransactionCommit` uses: before the commit
+/// (where an error still aborts cleanly) the WAL is flushed up to the last
+/// record, or with `synchronous_commit = off` the WAL writer is told; after the
+/// commit (interrupts held, as the wait requires) the session waits for
+/// synchronous standbys to have flushed it. (Records without a commit record do
+/// not make a standby report their apply, so under `remote_apply` the wait is
+/// for the standby's flush.) A prepared transaction's PREPARE record follows
+/// these records and its own wait covers them.
+#[pg_guard]
+unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    // SAFETY: backend-local state and PostgreSQL's own commit-path functions,
+    // each at the point of the commit where PostgreSQL calls it.
+    unsafe {
+        let end = FLUSH_AT_COMMIT;
+        if end == 0 {
+            return;
+        }
+        let synchronous = pg_sys::synchronous_commit > pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_OFF as i32;
+        match event {
+            pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
+                if synchronous {
+                    pg_sys::XLogFlush(end);
+                } else {
+                    pg_sys::XLogSetAsyncXactLSN(end);
+                }
+            }
+            pg_sys::XactEvent::XACT_EVENT_COMMIT => {
+                if synchronous {
+                    pg_sys::SyncRepWaitForLSN(end, false);
+                }
+                FLUSH_AT_COMMIT = 0;
+            }
+            pg_sys::XactEvent::XACT_EVENT_PREPARE
+            | pg_sys::XactEvent::XACT_EVENT_ABORT
+            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+                // After an abort the records stay (changes are not
+                // transactional) and reach the disk in due time, as an aborted
+                // transaction's do.
+                FLUSH_AT_COMMIT = 0;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Writes a filter's contents in chunks; returns the end of `CONTENT_BEGIN`.
+pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, words: &[u64], items: u64) -> u64 {
+    let begin = log(&Record::ContentBegin { kind: ck, gen, cut: 0, meta: meta.clone() });
+    for (i, chunk) in words.chunks(CHUNK_WORDS).enumerate() {
+        log(&Record::ContentChunk { begin, offset: (i * CHUNK_WORDS) as u64, words: chunk.to_vec() });
+    }
+    log(&Record::ContentEnd { begin, items });
+    begin
+}
+
+/// A filter's metadata as logged.
+pub fn meta_of(info: &EntryInfo, params: Params) -> Meta {
+    Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone() }
+}
+
+/// # Safety
+
+pub fn lsn(x: u64) -> String {
+    format!("{:X}/{:X}", x >> 32, x as u32)
+}

@@ -1,0 +1,42 @@
+//! Named filters in PostgreSQL shared memory, from the bottom up:
+//!
+//! - `errors`: the errors several places raise;
+//! - `attach`: the settings, the shared-memory hooks, the region and its
+//!   registry lock, this process's slot;
+//! - `reload`: filters whose contents were lost (reasons, placeholders);
+//! - `log`: writing changes to the WAL, and the commit that waits for it;
+//! - `cut`: checkpoint cuts of durable filters into files;
+//! - `restore`: reading the files back when shared memory is set up;
+//! - `replay`: the WAL resource manager's replay;
+//! - `worker`: the durability background worker;
+//! - `call`: how a function call reaches a filter (name, rights, pins);
+//! - `functions`: the SQL functions over filter names;
+//! - `view`: the rows of the `cuckoo_filters` view.
+//!
+//! Each module uses only modules listed above it. The region itself is
+//! `crate::region` (no pgrx).
+
+pub mod errors;
+pub mod attach;
+pub mod reload;
+pub mod log;
+pub mod cut;
+pub mod restore;
+pub mod replay;
+pub mod worker;
+pub mod call;
+pub mod functions;
+pub mod view;
+
+/// From `_PG_init`: when loaded at server start, the settings and hooks, the
+/// WAL resource manager, the commit callback and the durability worker.
+/// Loaded on first use instead, values work and named filters explain what is
+/// missing.
+pub fn init() {
+    if !attach::init(restore::restore) {
+        return;
+    }
+    replay::register();
+    log::register_commit_flush();
+    worker::register();
+}

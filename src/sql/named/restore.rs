@@ -1,0 +1,208 @@
+//! Restoring durable filters when shared memory is set up (in the postmaster,
+//! before anything forks): each generation's checkpoint files (`cut`), and once
+//! after an update from 0.4.0 its single saved file. What cannot be restored is
+//! kept as a placeholder that needs a reload (`reload`), and replay goes on from
+//! each filter's stamp.
+
+use std::path::Path;
+
+use super::cut::{dir, LOG_BASE};
+use super::log::lsn;
+use super::reload::{placeholder, reason};
+use crate::region::files::{self, Name};
+use crate::region::saved::{self, FileKind};
+use crate::region::{Locked, Region};
+
+/// 0.4.0's file of saved filters (read once after an update, then removed).
+pub const LEGACY_FILE: &str = "cuckoo_filters.dat";
+
+/// Records ending at or before this position are in 0.4.0's saved file the
+/// region was restored from (set by the postmaster before it forks anything).
+static mut LEGACY_STAMP: u64 = 0;
+
+pub fn legacy_stamp() -> u64 {
+    // SAFETY: written once by the postmaster before replay starts.
+    unsafe { LEGACY_STAMP }
+}
+
+// ----- restore ------------------------------------------------------------------
+
+/// Restores every durable filter from its files into a region just
+/// initialised (in the postmaster, before any other process runs). Never
+/// raises an error: damaged files and filters that do not fit are reported in
+/// the log, and their filters kept as needing a reload.
+pub fn restore(r: &Region) {
+    // SAFETY: single-threaded postmaster, before forking.
+    unsafe { LEGACY_STAMP = 0 };
+    // SAFETY: only the postmaster runs now; nothing else uses the region.
+    let lk = unsafe { Locked::assume() };
+    let _ = files::remove_temporary(dir());
+    let by_gen = match files::list(dir()) {
+        Ok(m) => m,
+        Err(e) => {
+            pgrx::warning!("cuckoo: cannot read the directory {}: {e}; durable filters are restored only by WAL replay, if any", files::DIR);
+            r.note_restore_incomplete();
+            Default::default()
+        }
+    };
+    // Newest generation first: an older one of the same name (replaced, its
+    // files not yet removed) is skipped.
+    for (gen, names) in by_gen.iter().rev() {
+        match files::chain(dir(), names) {
+            Ok(c) => restore_chain(r, &lk, *gen, &c),
+            Err(why) => restore_damaged(r, &lk, *gen, names, &why),
+        }
+    }
+    if Path::new(LEGACY_FILE).exists() {
+        restore_legacy(r, &lk);
+    }
+}
+
+fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
+    let meta = &c.last.meta;
+    if r.find(meta.db, &meta.name).is_some() {
+        return;
+    }
+    let spec = meta.new_filter();
+    let base_has_contents = c.has_contents;
+    let failed = std::cell::RefCell::new(None);
+    let made = if base_has_contents {
+        let fill = |out: &mut [u64]| {
+            if let Err(e) = files::load(dir(), c, out) {
+                *failed.borrow_mut() = Some(e);
+            }
+        };
+        r.create(lk, &spec, &meta.params, Some(&fill), &mut |_, _| gen)
+    } else {
+        r.create_placeholder(lk, &spec, &meta.params, gen, c.last.reason.max(reason::NOT_RESTORED))
+    };
+    match made {
+        Ok(info) => {
+            let _ = r.set_readers(lk, &info, meta.readers);
+            let info = r.entry_info(info.index).expect("just made");
+            let why = match &*failed.borrow() {
+                Some(e) => {
+                    pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be read back from its files: {e}; it is kept as needing a reload", meta.name, meta.db);
+                    reason::FILES_DAMAGED
+                }
+                // A later file that does not follow on: a base backup copied
+                // while a compaction removed files (recovery then installs the
+                // base the compaction logged, which clears this), or damage.
+                None if base_has_contents && c.unreachable > 0 => reason::FILES_INCOMPLETE,
+                None if base_has_contents => c.last.reason,
+                None => 0,
+            };
+            if why != 0 {
+                let _ = r.set_reload(lk, &info, gen, why);
+            }
+            r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
+            // The files are current.
+            r.take_changed(info.index);
+            if c.unreachable > 0 {
+                pgrx::log!(
+                    "cuckoo: durable filter \"{}\" (database {}): its files as of {} are followed by {} newer file(s) that do not follow on; it needs a reload unless recovery installs a base of it",
+                    meta.name,
+                    meta.db,
+                    lsn(c.last.name.stamp),
+                    c.unreachable
+                );
+            }
+        }
+        Err(_) => {
+            // No room: keep the name (and the files, for a later restart with
+            // more shared memory).
+            match placeholder(r, lk, None, &spec, meta, gen, reason::NO_ROOM) {
+                Ok(()) => {
+                    if let Some(info) = r.find(meta.db, &meta.name) {
+                        r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
+                        r.take_changed(info.index);
+                    }
+                    pgrx::log!(
+                        "cuckoo: durable filter \"{}\" (database {}, {} bytes) does not fit in cuckoo.shared_memory; it is kept as needing a reload",
+                        meta.name,
+                        meta.db,
+                        Region::bytes_for(&meta.params, true)
+                    );
+                }
+                Err(e) => {
+                    pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all: {e}; its files are kept", meta.name, meta.db);
+                    r.note_restore_incomplete();
+                }
+            }
+        }
+    }
+}
+
+/// A generation whose files cannot be used: kept as needing a reload if any of
+/// them still says what the filter is.
+fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str) {
+    let meta = names.iter().rev().find_map(|n| files::read_header(&dir().join(n.file_name())).ok()).map(|h| h.meta);
+    match meta {
+        Some(meta) if r.find(meta.db, &meta.name).is_none() => {
+            pgrx::warning!("cuckoo: the files of durable filter \"{}\" (database {}) are damaged ({why}); it is kept as needing a reload", meta.name, meta.db);
+            let spec = meta.new_filter();
+            if placeholder(r, lk, None, &spec, &meta, gen, reason::FILES_DAMAGED).is_ok() {
+                if let Some(info) = r.find(meta.db, &meta.name) {
+                    r.set_stamp(info.index, 0, 0, 0, 0);
+                    // Leave the damaged files alone (nothing is written for it
+                    // until it is published again or dropped).
+                    r.take_changed(info.index);
+                }
+            }
+        }
+        Some(_) => {}
+        None => {
+            pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held is lost unless WAL replay restores it (the files are kept)", files::DIR);
+            r.note_restore_incomplete();
+        }
+    }
+}
+
+/// 0.4.0's saved file: filters not restored from newer files come from it, and
+/// their first cut writes their base (to the WAL too: a backup taken before
+/// that may not hold the old file).
+fn restore_legacy(r: &Region, lk: &Locked) {
+    let bytes = match std::fs::read(LEGACY_FILE) {
+        Ok(b) => b,
+        Err(e) => {
+            pgrx::warning!("cuckoo: cannot read {LEGACY_FILE}: {e}; durable filters are not restored from it");
+            return;
+        }
+    };
+    let (kind, stamp, filters) = match saved::decode(&bytes) {
+        Ok(x) => x,
+        Err(why) => {
+            pgrx::warning!("cuckoo: ignoring {LEGACY_FILE}: {why}; durable filters are restored only by WAL replay, if any");
+            return;
+        }
+    };
+    for f in &filters {
+        if r.find(f.meta.db, &f.meta.name).is_some() {
+            continue;
+        }
+        let spec = f.meta.new_filter();
+        let why = match (kind, &f.words) {
+            (FileKind::Saved, Some(words)) => {
+                let fill = |out: &mut [u64]| out.copy_from_slice(words);
+                match r.create(lk, &spec, &f.meta.params, Some(&fill), &mut |_, _| f.gen) {
+                    Ok(info) => {
+                        let _ = r.set_readers(lk, &info, f.meta.readers);
+                        r.set_stamp(info.index, stamp, 0, 0, 0);
+                        r.mark_changed(info.index, LOG_BASE);
+                        continue;
+                    }
+                    Err(_) => reason::NO_ROOM,
+                }
+            }
+            (FileKind::Saved, None) => f.reason.max(1),
+            (FileKind::Live, _) => reason::NOT_SAVED,
+        };
+        if placeholder(r, lk, None, &spec, &f.meta, f.gen, why).is_err() {
+            pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all", f.meta.name, f.meta.db);
+        }
+    }
+    if kind == FileKind::Saved {
+        // SAFETY: single-threaded postmaster, before forking.
+        unsafe { LEGACY_STAMP = stamp };
+    }
+}

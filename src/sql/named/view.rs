@@ -1,0 +1,100 @@
+//! The rows of the `cuckoo_filters` view: the current database's named
+//! filters that the caller may look up, with their statistics and, for durable
+//! ones, what their last checkpoint wrote.
+
+use std::ffi::CStr;
+
+use pgrx::prelude::*;
+
+use super::attach::region;
+use super::call::{db, may_access, pin_current, user};
+use super::reload::reason;
+use crate::region::registry::{BLOCK_BYTES, READERS_NONE, READERS_PUBLIC};
+
+fn role_name(oid: u64) -> Option<String> {
+    // SAFETY: noerr lookup; returns null for a dropped role.
+    unsafe {
+        let p = pg_sys::GetUserNameFromId(pg_sys::Oid::from(oid as u32), true);
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+/// Rows of the `cuckoo_filters` view: the current database's filters that the
+/// caller may look up.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn cuckoo_filters_rows() -> TableIterator<
+    'static,
+    (
+        name!(name, String),
+        name!(capacity, i64),
+        name!(items, i64),
+        name!(load_factor, f64),
+        name!(bytes, i64),
+        name!(fpp, f64),
+        name!(inserts, i64),
+        name!(lookups, i64),
+        name!(deletes, i64),
+        name!(failed_inserts, i64),
+        name!(lookup_retries, i64),
+        name!(kicks, i64),
+        name!(owner, Option<String>),
+        name!(lookup_grantee, Option<String>),
+        name!(durable, bool),
+        name!(state, String),
+        name!(reason, Option<String>),
+        name!(checkpoint_write_bytes, Option<i64>),
+        name!(checkpoint_wal_bytes, Option<i64>),
+        name!(disk_bytes, Option<i64>),
+    ),
+> {
+    let r = region();
+    let who = user();
+    let mut rows = Vec::new();
+    for info in r.list(db()) {
+        if !may_access(&info, false, who) {
+            continue;
+        }
+        let (items, slots) = if !info.usable() {
+            (0, info.params.map_or(1, |p| p.slot_count()))
+        } else {
+            let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
+            let t = r.table(&info);
+            // The count is changed after each bucket word, so it can lag (even
+            // dip below zero for a moment when a delete overtakes an insert).
+            let slots = t.params().slot_count();
+            ((t.item_count() as i64).clamp(0, slots as i64) as u64, slots)
+        };
+        let s = r.stat_totals(info.index);
+        let d = info.durable.then(|| r.durable_stats(info.index));
+        let grantee = match info.readers {
+            READERS_NONE => None,
+            READERS_PUBLIC => Some("public".to_string()),
+            role => role_name(role),
+        };
+        rows.push((
+            info.name.clone(),
+            info.capacity as i64,
+            items as i64,
+            items as f64 / slots as f64,
+            (info.blocks * BLOCK_BYTES) as i64,
+            info.fpp,
+            s.inserts as i64,
+            s.lookups as i64,
+            s.deletes as i64,
+            s.failed_inserts as i64,
+            s.lookup_retries as i64,
+            s.kicks as i64,
+            role_name(info.owner as u64),
+            grantee,
+            info.durable,
+            if info.usable() { "ready" } else { "needs reload" }.to_string(),
+            (!info.usable()).then(|| reason::text(info.reload_reason).to_string()),
+            d.as_ref().map(|d| d.cut_file_bytes as i64),
+            d.as_ref().map(|d| d.cut_wal_bytes as i64),
+            d.as_ref().map(|d| (d.base_bytes + d.delta_bytes) as i64),
+        ));
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    TableIterator::new(rows)
+}

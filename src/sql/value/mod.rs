@@ -1,0 +1,8 @@
+//! The `cuckoofilter` value type: its storage format and text and binary forms
+//! (`datatype`), the functions over values (`functions`), and the aggregates
+//! that build, merge and build in parallel (`aggregate`). Nothing here knows
+//! named filters.
+
+pub mod datatype;
+pub mod functions;
+pub mod aggregate;
