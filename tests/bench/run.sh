@@ -12,5 +12,10 @@ parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large exi
 sql_parts=()
 for p in "${parts[@]}"; do [ "$p" = shared ] || [ "$p" = checkpoint ] || sql_parts+=("$p"); done
 [ ${#sql_parts[@]} -eq 0 ] || python3 tests/bench/sql_bench.py "${sql_parts[@]}"
+# Part space also wrote its rows to target/bench/space.tsv: draw them.
+if [[ " ${sql_parts[*]} " == *" space "* ]]; then
+  python3 tests/bench/plot_space.py "${BENCH_SPACE_TSV:-target/bench/space.tsv}" docs/bits-per-item.svg
+  echo "space: drew ${BENCH_SPACE_TSV:-target/bench/space.tsv} as docs/bits-per-item.svg"
+fi
 if [[ " ${parts[*]} " == *" shared "* ]]; then bash tests/bench/shared_bench.sh; fi
 if [[ " ${parts[*]} " == *" checkpoint "* ]]; then bash tests/bench/checkpoint_bench.sh; fi
