@@ -33,7 +33,7 @@ loom:
 	  cargo test --no-default-features --lib --release loom -- --nocapture --test-threads 1
 
 # #[pg_test]s inside a temporary PostgreSQL run by pgrx as user postgres, from a
-# private installation tree under target/pg_test/: the system's installation is
+# private installation tree in /tmp (tests/pgtree.sh): the system's installation is
 # never written (tests/pg_test.sh).
 test-pg: setup
 	bash tests/pg_test.sh

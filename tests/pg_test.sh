@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the #[pg_test]s against a private PostgreSQL installation tree
-# (tests/pgtree.sh, under target/): `cargo pgrx test` is given the tree's
+# (tests/pgtree.sh; in /tmp, so that user postgres can run the server from it
+# wherever this checkout is): `cargo pgrx test` is given the tree's
 # pg_config through a private PGRX_HOME, so the debug build with the test-only
 # functions is installed into the tree and the test server runs from it. The
 # system's installation, and any server running from it, is never touched
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export PG_CONFIG
-tree=$PWD/target/pg_test/tree
+tree=${CUCKOO_PG_TEST_TREE:-/tmp/cuckoo-pg-test-tree}
 bin=$(bash tests/pgtree.sh - "$tree")
 export PGRX_HOME=$PWD/target/pg_test/pgrx-home
 mkdir -p "$PGRX_HOME"
@@ -22,6 +23,6 @@ if [ "$(id -u)" -eq 0 ]; then
   export CARGO_PGRX_TEST_RUNAS=postgres CARGO_PGRX_TEST_PGDATA="$dir/data"
 fi
 cargo pgrx test pg15 "$@"
-# Nothing of cuckoo may have left the tree.
+# The build went into the tree (cargo pgrx test installs where pg_config says).
 installed=$(find "$tree" -name 'cuckoo*' -newer "$PGRX_HOME/config.toml" -type f | wc -l)
 [ "$installed" -gt 0 ] || { echo "pg_test: nothing was installed into $tree" >&2; exit 1; }

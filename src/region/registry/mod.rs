@@ -37,9 +37,10 @@
 //! Pins are held across one filter operation: for a non-durable filter, pure
 //! computation (no PostgreSQL call, nothing that can be cancelled); for a
 //! durable one also the writing of its WAL record (`XLogInsert`, which may wait
-//! for WAL buffer space), and for a checkpoint image the logging of the whole
-//! filter. So a reclaimer usually waits microseconds and at most as long as
-//! one image takes to log; it never blocks, it retries. A backend that is
+//! for WAL buffer space); a checkpoint cut and a snapshot hold one while they
+//! copy the units or words they take into their own memory (files and WAL are
+//! written after). So a reclaimer usually waits microseconds and at most as
+//! long as one filter takes to copy; it never blocks, it retries. A backend that is
 //! killed while pinned takes the server through crash recovery, which rebuilds
 //! the region.
 //!

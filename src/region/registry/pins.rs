@@ -93,10 +93,10 @@ impl Region {
 
     /// Copies filter `info`'s bucket words into `out` with its writers paused (as
     /// [`Self::snapshot`] does after failed attempts) and runs `then` on the copy
-    /// and its item count *before* lifting the pause: a durable filter's
-    /// checkpoint image is logged there, so that every change logged before the
-    /// image is in it and every change after it is logged after it. Call pinned
-    /// (slot `slot`) after `still_current`.
+    /// and its item count *before* lifting the pause (0.4.0 logged its
+    /// checkpoint images there; today only [`Self::snapshot`] calls it, and
+    /// `then` just returns the count). Call pinned (slot `slot`) after
+    /// `still_current`.
     pub fn image<R>(&self, info: &EntryInfo, _slot: usize, out: &mut [u64], patience: u64, then: impl FnOnce(&[u64], u64) -> R) -> Result<R, SnapshotBusy> {
         let t = self.table(info);
         #[cfg(all(test, not(loom)))]
