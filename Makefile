@@ -23,6 +23,7 @@ test: setup test-core loom test-isolation test-regress test-shared test-durable
 # the native benchmark is compiled too, so that it cannot fall behind the core;
 # and the source files import one another without a circle (tests/layering.py).
 test-core:
+	python3 tests/layering.py --self-test
 	python3 tests/layering.py
 	cargo test --no-default-features --lib --release
 	cargo bench --no-default-features --bench core --no-run

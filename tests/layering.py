@@ -8,11 +8,49 @@ the file that makes it to the file that defines that module; `mod` declarations
 are not. Test modules inside a file (`#[cfg(test)] mod tests`) are left out.
 Prints the graph's layers and exits non-zero on a circle or a forbidden import.
   python3 tests/layering.py [SRC_DIR]
+  python3 tests/layering.py --self-test   checks that it finds circles in
+                                          small trees with tricky imports
 """
 import os
 import re
 import sys
 
+
+
+def self_test():
+    """Small trees with the import forms that are easy to miss: each must be
+    reported as a circle (or, for a test module, must not)."""
+    import subprocess
+    import tempfile
+    lib = "pub mod a;\npub mod b;\npub mod p;\n"
+    p = "pub mod q;\npub mod r;\n"
+    tail = "\npub struct A;\npub struct X;\npub fn g() {}\n"
+    cases = [
+        ("a group two deep", {"a.rs": "use crate::{p::{q, r::X}};", "p/r.rs": "use crate::a::A;"}, True),
+        ("a glob of the parent", {"p/mod.rs": p + "pub use r::X;", "p/r.rs": "use super::*;"}, True),
+        ("self in a group", {"a.rs": "use crate::{b::{self}};", "b.rs": "pub(crate) use crate::a::A;"}, True),
+        ("a path in code after a char literal", {"a.rs": "fn f() { let q = '\"'; crate::b::g(); }", "b.rs": "use crate::a::A;"}, True),
+        ("code under cfg(not(test))", {"a.rs": "#[cfg(not(test))]\nmod m {\n    use crate::b::X;\n}", "b.rs": "use crate::a::A;"}, True),
+        ("only a test module imports back", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}"}, False),
+    ]
+    ok = True
+    for what, bodies, circle in cases:
+        with tempfile.TemporaryDirectory() as d:
+            tree = {"lib.rs": lib, "a.rs": "", "b.rs": "", "p/mod.rs": p, "p/q.rs": "", "p/r.rs": ""}
+            tree.update(bodies)
+            for n, body in tree.items():
+                os.makedirs(os.path.dirname(os.path.join(d, "src", n)), exist_ok=True)
+                open(os.path.join(d, "src", n), "w").write(body + tail)
+            rc = subprocess.run([sys.executable, __file__, os.path.join(d, "src")], capture_output=True).returncode
+            if (rc != 0) != circle:
+                ok = False
+                print(f"layering: self-test FAIL: {what}: {'not ' if circle else ''}reported as a circle")
+    print("layering: self-test " + ("ok" if ok else "FAILED") + f" ({len(cases)} cases)")
+    sys.exit(0 if ok else 1)
+
+
+if sys.argv[1:] == ["--self-test"]:
+    self_test()
 src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "src"))
 
 
@@ -32,18 +70,51 @@ for root, _, names in os.walk(src):
 
 
 def code_of(path):
-    """The file's text without comments, strings, and inline test modules."""
-    out, skip = [], False
-    lines = open(path).read().split("\n")
-    for i, line in enumerate(lines):
-        if re.match(r"\s*#\[cfg\(.*\btest\b", line) and i + 1 < len(lines) and re.match(r"\s*(pub(\(\w+\))? )?mod \w+\s*\{", lines[i + 1]):
-            skip = True
-        if not skip:
-            out.append(re.sub(r"//.*", "", line))
-        if skip and line.startswith("}"):
-            skip = False
-    text = "\n".join(out)
-    return re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    """The file's text without comments, char and string literals, and inline
+    test modules (a `mod x { ... }` under `#[cfg(test)]` or `#[cfg(all(test,
+    ...))]`, skipped by brace depth)."""
+    text = open(path).read()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"'(\\.|[^'\\\n])'", "' '", text)  # char literals, not lifetimes
+    text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    out, i = [], 0
+    test_mod = re.compile(r"#\[cfg\((all\()?test\b[^\]]*\]\s*(pub(\([\w:]+\))?\s+)?mod\s+\w+\s*\{")
+    while True:
+        m = test_mod.search(text, i)
+        if not m:
+            out.append(text[i:])
+            break
+        out.append(text[i:m.start()])
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        i = j
+    return "".join(out)
+
+
+def expand(prefix, tree):
+    """The paths a `use` tree names: `a::{b, c::{d, e as f}, self, *}` gives
+    a::b, a::c::d, a::c::e, a, a (a glob or `self` names the prefix itself)."""
+    tree = tree.strip()
+    if tree.startswith("{") and tree.endswith("}"):
+        items, depth, cur = [], 0, ""
+        for ch in tree[1:-1]:
+            if ch == "," and depth == 0:
+                items.append(cur)
+                cur = ""
+                continue
+            depth += {"{": 1, "}": -1}.get(ch, 0)
+            cur += ch
+        items.append(cur)
+        return [p for it in items if it.strip() for p in expand(prefix, it)]
+    head, sep, rest = tree.partition("::")
+    head = head.split(" as ")[0].strip()
+    if head in ("*", "self"):
+        return [prefix]
+    path = head if not prefix else prefix + "::" + head
+    return expand(path, rest) if sep else [path]
 
 
 def resolve(mod, path):
@@ -79,12 +150,9 @@ for mod, path in files.items():
     code = code_of(path)
     if re.search(r"\bpgrx\b", code):
         pgrx_users.add(mod)
-    # use statements, with their braces flattened one level
-    for m in re.finditer(r"\buse\s+(\w[\w:]*)(::\{([^;]*)\})?\s*;", code):
-        head, group = m.group(1), m.group(3)
-        targets = [head] if group is None else [head + "::" + g.strip().split(" ")[0] for g in re.split(r",(?![^{]*\})", group) if g.strip()]
-        for t in targets:
-            t = t.replace("::{", "::").rstrip(":")
+    # use statements, their trees expanded
+    for m in re.finditer(r"\buse\s+([^;]+);", code):
+        for t in expand("", m.group(1)):
             r = resolve(mod, t)
             if r and r != mod:
                 edges[mod].add(r)

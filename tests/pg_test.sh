@@ -12,7 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export PG_CONFIG
+# These would point pgrx at another pg_config than the tree's.
+unset PGRX_PG_CONFIG_PATH PGRX_PG_CONFIG_AS_ENV
 tree=${CUCKOO_PG_TEST_TREE:-/tmp/cuckoo-pg-test-tree}
+trap 'rm -rf "$tree"' EXIT
 bin=$(bash tests/pgtree.sh - "$tree")
 export PGRX_HOME=$PWD/target/pg_test/pgrx-home
 mkdir -p "$PGRX_HOME"

@@ -166,9 +166,7 @@ pub(super) fn my_slot() -> usize {
     }
 }
 
-/// Pins this process (see `region::epoch`) and checks that entry `index` is still
-/// at `seq`: the pin to hold while using the filter the entry described, or None
-
+/// Runs `f` while this process is pinned as a reader, as a long batched lookup
 /// keeps it (for tests: nothing that waits for writers may wait for it).
 #[cfg(feature = "pg_test")]
 pub fn with_reader_pin<T>(f: impl FnOnce() -> T) -> T {

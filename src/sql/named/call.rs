@@ -20,6 +20,9 @@ use crate::region::registry::{CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS
 use crate::region::{EntryInfo, Region};
 use crate::sql::keys::KeyHasher;
 
+/// Pins this process (see `region::epoch`) and checks that entry `index` is still
+/// at `seq`: the pin to hold while using the filter the entry described, or None
+/// (unpinned again) if the entry changed.
 pub(super) fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
     let Some(pin) = r.pin(my_slot()) else { error!("cuckoo: process slot out of range") };
     r.still_current(index, seq).then_some(pin)
@@ -30,8 +33,6 @@ fn pin_current_writer(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
     let Some(pin) = r.pin_writer(my_slot()) else { error!("cuckoo: process slot out of range") };
     r.still_current(index, seq).then_some(pin)
 }
-
-/// Runs `f` while this process is pinned as a reader, as a long batched lookup
 
 pub(super) fn db() -> u32 {
     // SAFETY: plain read of a backend global.
@@ -51,6 +52,7 @@ pub(super) fn user() -> pg_sys::Oid {
     unsafe { get_user_id() }
 }
 
+/// Checks that this session may change filters now: like `nextval` on a
 /// logged sequence, a change to a durable filter is refused in a read-only
 /// transaction, on a standby and in parallel mode (its commit is made durable
 /// by `log::at_commit`).

@@ -58,6 +58,7 @@ use crate::region::EntryInfo;
 /// server refuses to start, naming both).
 pub const RM_CUCKOO_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
 
+/// Writes one record; returns its end position, which the current
 /// transaction's commit will flush (see [`at_commit`]).
 pub fn log(rec: &Record) -> u64 {
     let (k, body) = rec.encode();
@@ -157,8 +158,7 @@ pub fn meta_of(info: &EntryInfo, params: Params) -> Meta {
     Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone() }
 }
 
-/// # Safety
-
+/// A WAL position as PostgreSQL writes it (`16/B374D848`).
 pub fn lsn(x: u64) -> String {
     format!("{:X}/{:X}", x >> 32, x as u32)
 }

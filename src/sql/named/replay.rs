@@ -47,6 +47,8 @@ pub fn register() {
     unsafe { pg_sys::RegisterCustomRmgr(RM_CUCKOO_ID, &mut rm) };
 }
 
+/// # Safety
+/// `record` is the reader state PostgreSQL passes to a resource manager.
 unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64) {
     // SAFETY: as documented; the decoded record and its main data live as long
     // as the callback.
