@@ -20,7 +20,9 @@
 //! | 7  | 1 | slots per bucket `b` |
 //! | 8  | 1 | bucket mapping (1 = power-of-two XOR, from format 1; 2 = fastrange) |
 //! | 9  | 1 | bucket encoding (1 = packed, 2 = semi-sorted), determined by `b` |
-//! | 10 | 6 | reserved, zero |
+//! | 10 | 1 | key type kind (0 = not recorded: every value written before 0.6.0) |
+//! | 11 | 1 | reserved, zero |
+//! | 12 | 4 | key type OID (0 when not recorded) |
 //! | 16 | 8 | hash seed |
 //! | 24 | 8 | bucket count `m` |
 //! | 32 | 8 | item count (occupied slots) |
@@ -48,6 +50,45 @@
 use super::layout::{check_header_start, FormatError, Geometry, Mapping, Params, FORMAT_V2, HASH_XXH3_64, MAGIC};
 
 pub const V2_HEADER_BYTES: usize = 48;
+
+/// What a value records about the type of its keys (header bytes 10..16). The
+/// core only stores and validates it; the SQL layer gives the kinds meaning:
+/// [`KEY_BUILTIN`] a built-in type (an OID below 16384, the same in every
+/// cluster), [`KEY_ENUM`] an enum hashed by its labels' text, [`KEY_LOCAL`]
+/// another type, its OID valid in the database that built the value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyType {
+    pub kind: u8,
+    pub oid: u32,
+}
+
+pub const KEY_NONE: u8 = 0;
+pub const KEY_BUILTIN: u8 = 1;
+pub const KEY_ENUM: u8 = 2;
+pub const KEY_LOCAL: u8 = 3;
+
+impl KeyType {
+    /// Nothing recorded: keys hash as in 0.5.0 and probes are not checked.
+    pub const NONE: KeyType = KeyType { kind: KEY_NONE, oid: 0 };
+
+    pub fn is_recorded(&self) -> bool {
+        self.kind != KEY_NONE
+    }
+
+    fn check(&self) -> Result<(), FormatError> {
+        let ok = match self.kind {
+            KEY_NONE => self.oid == 0,
+            KEY_BUILTIN => self.oid != 0 && self.oid < 16384,
+            KEY_ENUM | KEY_LOCAL => self.oid != 0,
+            _ => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(FormatError::BadParams(format!("key type kind {} with type OID {} is not valid", self.kind, self.oid)))
+        }
+    }
+}
 
 /// How a bucket's fingerprints are packed into its `B` bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +139,7 @@ pub struct DenseHeader {
     pub params: Params,
     pub items: u64,
     pub capacity: u64,
+    pub key: KeyType,
 }
 
 impl DenseHeader {
@@ -114,7 +156,9 @@ impl DenseHeader {
         out[7] = p.slots_per_bucket;
         out[8] = p.mapping as u8;
         out[9] = self.encoding() as u8;
-        out[10..16].fill(0);
+        out[10] = self.key.kind;
+        out[11] = 0;
+        out[12..16].copy_from_slice(&self.key.oid.to_le_bytes());
         out[16..24].copy_from_slice(&p.seed.to_le_bytes());
         out[24..32].copy_from_slice(&p.bucket_count.to_le_bytes());
         out[32..40].copy_from_slice(&self.items.to_le_bytes());
@@ -130,9 +174,11 @@ fn le64(b: &[u8], at: usize) -> u64 {
 /// long as it describes. The buckets are checked by [`Dense::validate`].
 pub fn parse_v2(bytes: &[u8]) -> Result<DenseHeader, FormatError> {
     check_header_start(bytes, V2_HEADER_BYTES, FORMAT_V2)?;
-    if bytes[10..16].iter().any(|&b| b != 0) {
+    if bytes[11] != 0 {
         return Err(FormatError::ReservedNotZero);
     }
+    let key = KeyType { kind: bytes[10], oid: u32::from_le_bytes(bytes[12..16].try_into().unwrap()) };
+    key.check()?;
     let mapping = Mapping::from_code(bytes[8])
         .ok_or_else(|| FormatError::BadParams(format!("unknown bucket mapping {}", bytes[8])))?;
     let params = Params {
@@ -164,7 +210,7 @@ pub fn parse_v2(bytes: &[u8]) -> Result<DenseHeader, FormatError> {
     if bytes.len() as u64 != expected {
         return Err(FormatError::LengthMismatch { expected, actual: bytes.len() });
     }
-    Ok(DenseHeader { params, items, capacity })
+    Ok(DenseHeader { params, items, capacity, key })
 }
 
 /// Number of nondecreasing 4-tuples over `0..16`.
@@ -500,7 +546,7 @@ mod tests {
         for fpp in [0.05, 0.002, 1e-6] {
             let (f, hashes) = filled(fpp, 50_000, 7);
             let t = f.table();
-            let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity() };
+            let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
             let bytes = encode(&h, f.words());
             let d = Dense::new(&h.params, &bytes[V2_HEADER_BYTES..]);
             let mut rng = Rng(5);
@@ -526,7 +572,7 @@ mod tests {
             for n in [1u64, 7, 1000, 30_011] {
                 let (f, hashes) = filled(fpp, n, n);
                 let t = f.table();
-                let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity() };
+                let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
                 let bytes = encode(&h, f.words());
                 let parsed = parse_v2(&bytes).unwrap();
                 assert_eq!(parsed, h);
@@ -556,6 +602,34 @@ mod tests {
     }
 
     #[test]
+    fn key_types_round_trip_and_bad_ones_are_refused() {
+        let (f, _) = filled(0.002, 100, 5);
+        let t = f.table();
+        let base = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
+        // Nothing recorded: bytes 10..16 stay zero, as every value before.
+        let plain = encode(&base, f.words());
+        assert!(plain[10..16].iter().all(|&b| b == 0));
+        for key in [KeyType { kind: KEY_BUILTIN, oid: 20 }, KeyType { kind: KEY_ENUM, oid: 16_500 }, KeyType { kind: KEY_LOCAL, oid: 70_000 }] {
+            let h = DenseHeader { key, ..base.clone() };
+            let bytes = encode(&h, f.words());
+            assert_eq!(parse_v2(&bytes).unwrap(), h);
+            assert_eq!(&bytes[16..], &plain[16..], "the key type changes nothing else");
+        }
+        let with = |kind: u8, reserved: u8, oid: u32| {
+            let mut b = plain.clone();
+            b[10] = kind;
+            b[11] = reserved;
+            b[12..16].copy_from_slice(&oid.to_le_bytes());
+            parse_v2(&b)
+        };
+        assert!(with(KEY_NONE, 0, 20).is_err(), "an OID without a kind");
+        assert!(with(KEY_BUILTIN, 0, 0).is_err(), "a kind without an OID");
+        assert!(with(KEY_BUILTIN, 0, 16_384).is_err(), "a built-in type's OID is below 16384");
+        assert!(with(KEY_LOCAL + 1, 0, 20).is_err(), "an unknown kind");
+        assert_eq!(with(KEY_BUILTIN, 1, 20), Err(FormatError::ReservedNotZero));
+    }
+
+    #[test]
     fn semi_sorting_saves_a_bit_per_slot() {
         let s = size_for_items(1_000_000, 0.002, u64::MAX).unwrap();
         assert_eq!(bucket_bits(&s.params), 44);
@@ -568,7 +642,7 @@ mod tests {
     fn corrupted_buckets_are_rejected() {
         let (f, _) = filled(0.002, 500, 3);
         let t = f.table();
-        let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity() };
+        let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
         let bytes = encode(&h, f.words());
         // Every single-bit flip in the bucket area is either rejected or gives
         // another valid filter in canonical form (a fingerprint changed in place);

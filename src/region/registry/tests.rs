@@ -453,7 +453,7 @@ fn snapshots_hold_every_key_under_shifting_writers() {
         snaps += 1;
         // As cf_snapshot does: the copied words compacted into a dense value,
         // which must validate and hold every key stored throughout.
-        let h = DenseHeader { params: p, items, capacity: info.capacity };
+        let h = DenseHeader { params: p, items, capacity: info.capacity, key: crate::filter::dense::KeyType::NONE };
         let bytes = dense::encode(&h, out.iter().copied());
         let parsed = dense::parse_v2(&bytes).unwrap();
         let d = dense::Dense::new(&parsed.params, &bytes[dense::V2_HEADER_BYTES..]);

@@ -10,7 +10,7 @@ use super::call::{db, named_call, pin_current, user, prepare_write, require_acce
 use super::errors::{fail, not_found, region_error};
 use super::log::{log, log_content};
 use super::reload::needs_reload;
-use crate::filter::dense::DenseHeader;
+use crate::filter::dense::{DenseHeader, KeyType};
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::OpStats;
 use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
@@ -239,7 +239,7 @@ v1_functions! {
             };
             match copied {
                 Ok(items) => {
-                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()) };
+                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()), key: KeyType::NONE };
                     return value_from_words(&h, out.iter().copied()).as_datum();
                 }
                 Err(_) => fail(

@@ -25,7 +25,8 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::datatype::{bytea_datum, call_cache, filter_arg_once, value_from_filter, MAX_VALUE_BYTES};
-use super::functions::{full_error, sizing_error, union_filters, value_max_buckets};
+use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
+use crate::filter::dense::KeyType;
 use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
@@ -327,7 +328,7 @@ fn build_distinct(settings: Settings, hashes: &[u64]) -> pg_sys::Datum {
     };
     s.params.seed = DEFAULT_SEED;
     match build_filter(hashes, s.params, s.capacity, max_buckets) {
-        Ok(f) => value_from_filter(&f).as_datum(),
+        Ok(f) => value_from_filter(&f, KeyType::NONE).as_datum(),
         Err(_) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
     }
 }
@@ -704,7 +705,7 @@ v1_functions! {
         unsafe {
             let state = filter_arg_once(fcinfo, 0);
             let input = filter_arg_once(fcinfo, 1);
-            value_from_filter(&union_filters(&state, &input)).as_datum()
+            value_from_filter(&union_filters(&state, &input), union_key(&state, &input)).as_datum()
         }
     }
 }

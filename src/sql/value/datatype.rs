@@ -21,7 +21,7 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::dense::{self, Dense, DenseHeader, DenseLayout, V2_HEADER_BYTES};
+use crate::filter::dense::{self, Dense, DenseHeader, DenseLayout, KeyType, V2_HEADER_BYTES};
 use crate::filter::layout::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
 use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
@@ -130,6 +130,14 @@ impl FilterValue {
     fn dense(&self) -> Dense<'_> {
         let h = self.v2_header();
         Dense::new(&h.params, &self.body()[V2_HEADER_BYTES..])
+    }
+
+    /// The type of its keys, as recorded (format 1 records none).
+    pub fn key_type(&self) -> KeyType {
+        match self.version {
+            FORMAT_V1 => KeyType::NONE,
+            _ => self.v2_header().key,
+        }
     }
 
     pub fn params(&self) -> Params {
@@ -267,11 +275,11 @@ pub fn check_value_size(params: &Params) {
     }
 }
 
-/// A format-2 value holding the filter `f` (bucket words), in the current memory
-/// context.
-pub fn value_from_filter(f: &OwnedFilter) -> FilterValue {
+/// A format-2 value holding the filter `f` (bucket words) with keys of type
+/// `key`, in the current memory context.
+pub fn value_from_filter(f: &OwnedFilter, key: KeyType) -> FilterValue {
     let t = f.table();
-    let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity() };
+    let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key };
     value_from_words(&h, f.words())
 }
 

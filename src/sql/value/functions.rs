@@ -8,6 +8,7 @@ use pgrx::prelude::*;
 use super::datatype::{call_cache, filter_arg_once, probe_arg, max_value_buckets, value_from_filter, FilterValue};
 use crate::filter::layout::FORMAT_V1;
 use crate::filter::sizing::{self, size_for_capacity, SizingError};
+use crate::filter::dense::{KeyType, KEY_ENUM};
 use crate::filter::{Full, Mapping, OwnedFilter};
 
 /// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
@@ -43,6 +44,25 @@ pub fn check_union_shapes(a: &FilterValue, b: &FilterValue) {
         report.report(PgLogLevel::ERROR);
         unreachable!()
     }
+}
+
+/// The key type of the union of `a` and `b`: theirs if they agree; nothing
+/// recorded if one of them records nothing (keys then hash as before key types
+/// were recorded); two different recorded types cannot be unioned (22023).
+pub fn union_key(a: &FilterValue, b: &FilterValue) -> KeyType {
+    let (ka, kb) = (a.key_type(), b.key_type());
+    if ka == kb {
+        return ka;
+    }
+    if ka.is_recorded() && kb.is_recorded() || ka.kind == KEY_ENUM || kb.kind == KEY_ENUM {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "cannot union cuckoo filters of different key types",
+            "Build both filters over keys of one type."
+        );
+    }
+    KeyType::NONE
 }
 
 /// The union of two values as bucket words: every fingerprint of both. Under the
@@ -98,7 +118,7 @@ v1_functions! {
                     format!("it holds {} items in {} slots", f.table().item_count(), f.table().params().slot_count()),
                 );
             }
-            value_from_filter(&f).as_datum()
+            value_from_filter(&f, v.key_type()).as_datum()
         }
     }
 
@@ -111,7 +131,7 @@ v1_functions! {
             let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.seed());
             let f = v.to_owned_filter();
             f.table().delete(h);
-            value_from_filter(&f).as_datum()
+            value_from_filter(&f, v.key_type()).as_datum()
         }
     }
 
@@ -121,7 +141,7 @@ v1_functions! {
         unsafe {
             let a = filter_arg_once(fcinfo, 0);
             let b = filter_arg_once(fcinfo, 1);
-            value_from_filter(&union_filters(&a, &b)).as_datum()
+            value_from_filter(&union_filters(&a, &b), union_key(&a, &b)).as_datum()
         }
     }
 
@@ -138,7 +158,7 @@ v1_functions! {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
         let s = size_for_capacity(capacity as u64, fpp, value_max_buckets(fpp)).unwrap_or_else(|e| sizing_error(e));
-        value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity)).as_datum()
+        value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity), KeyType::NONE).as_datum()
     }
 
     /// `cf_count(cuckoofilter) -> bigint`: occupied slots.
