@@ -10,6 +10,7 @@ use pgrx::pg_sys;
 
 use super::value::datatype::{palloc_slice, probe_many_arg};
 use super::keys::KeyHasher;
+use crate::filter::dense::KeyType;
 use super::named::call::named_call;
 
 /// An array's dimensions (`ndim` of them), followed by its lower bounds: what
@@ -31,6 +32,8 @@ struct Keys {
     dims: [i32; 6],
     lbs: [i32; 6],
     elem_type: pg_sys::Oid,
+    /// Keys with no equal among the filter's keys (null until one is found).
+    absent: std::cell::Cell<*mut bool>,
 }
 
 impl Keys {
@@ -61,7 +64,7 @@ impl Keys {
             let mut nulls = std::ptr::null_mut();
             let mut n = 0;
             pg_sys::deconstruct_array(arr, elem_type, len as i32, byval, align, &mut elems, &mut nulls, &mut n);
-            Keys { elems, nulls, n: n as usize, ndim, dims, lbs, elem_type }
+            Keys { elems, nulls, n: n as usize, ndim, dims, lbs, elem_type, absent: std::cell::Cell::new(std::ptr::null_mut()) }
         }
     }
 
@@ -71,17 +74,21 @@ impl Keys {
         !self.nulls.is_null() && unsafe { *self.nulls.add(i) }
     }
 
-    /// The hashes of the non-null keys under `seed`, in order. Resolves the
-    /// hasher for the element type first (a call site's element type is fixed,
-    /// but checked anyway).
+    /// The hashes of the non-null keys under `seed` for a filter that records
+    /// `key`, in order; a key with no equal among the filter's keys gets none
+    /// and is marked absent. Resolves and prepares the hasher for the element
+    /// type first (a call site's element type is fixed, but checked anyway).
     ///
     /// # Safety
     /// `mcxt` outlives `hasher`.
-    unsafe fn hashes<'a>(&self, hasher: &mut KeyHasher, seed: u64, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> &'a [u64] {
+    unsafe fn hashes<'a>(&self, hasher: &mut KeyHasher, seed: u64, key: KeyType, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> &'a [u64] {
         // SAFETY: each non-null element is a datum of `elem_type`.
         unsafe {
             if !hasher.resolved_for(self.elem_type) {
                 hasher.resolve_type(self.elem_type, collation, mcxt);
+            }
+            if !hasher.prepared_for(key) {
+                hasher.prepare(key, mcxt);
             }
             let out = palloc_slice::<u64>(self.n);
             let mut len = 0;
@@ -90,12 +97,27 @@ impl Keys {
                     pg_sys::check_for_interrupts!();
                 }
                 if !self.is_null(i) {
-                    out[len] = hasher.hash_datum(*self.elems.add(i), seed);
-                    len += 1;
+                    match hasher.hash_datum_for(*self.elems.add(i), seed) {
+                        Some(h) => {
+                            out[len] = h;
+                            len += 1;
+                        }
+                        None => {
+                            if self.absent.get().is_null() {
+                                self.absent.set(palloc_slice::<bool>(self.n).as_mut_ptr());
+                            }
+                            *self.absent.get().add(i) = true;
+                        }
+                    }
                 }
             }
             &out[..len]
         }
+    }
+
+    fn is_absent(&self, i: usize) -> bool {
+        // SAFETY: `absent`, when set, holds `n` flags.
+        !self.absent.get().is_null() && unsafe { *self.absent.get().add(i) }
     }
 
     /// A boolean array shaped like the keys: the answers in order for the
@@ -113,6 +135,8 @@ impl Keys {
             for i in 0..self.n {
                 if self.is_null(i) {
                     nulls[i] = true;
+                } else if self.is_absent(i) {
+                    datums[i] = pg_sys::Datum::from(false);
                 } else {
                     datums[i] = pg_sys::Datum::from(*next.next().expect("one answer per non-null key"));
                 }
@@ -142,7 +166,7 @@ v1_functions! {
             let keys = Keys::from_arg(fcinfo, 1);
             let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
             let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
-            let answers = probe_many_arg(fcinfo, 0, |hasher, seed| keys.hashes(hasher, seed, collation, mcxt));
+            let answers = probe_many_arg(fcinfo, 0, |hasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt));
             keys.answer(answers)
         }
     }
@@ -154,7 +178,7 @@ v1_functions! {
             let keys = Keys::from_arg(fcinfo, 1);
             let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
             let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
-            let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed| keys.hashes(hasher, seed, collation, mcxt));
+            let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed| keys.hashes(hasher, seed, KeyType::NONE, collation, mcxt));
             keys.answer(answers)
         }
     }

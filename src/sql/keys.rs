@@ -11,10 +11,21 @@
 //! - Keys under a nondeterministic collation are refused: their equality is not
 //!   byte equality, and a filter cannot record which collation built it, so a probe
 //!   under another collation could miss a key that is present.
+//!
+//! # Key types
+//!
+//! A value may record the type of its keys ([`KeyType`], see [`key_type_of`]).
+//! Then keys are hashed as that type hashes them, whatever type a probe brings
+//! (see [`KeyHasher::prepare`]): an enum by its label's text (so that a value
+//! survives a dump and restore, which renumbers labels), a probe of another type
+//! converted to the key type when PostgreSQL would call the two equal, text read
+//! with the key type's input function, and anything else refused (42804) rather
+//! than answered wrongly. A filter that records nothing hashes as above.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::filter::dense::{KeyType, KEY_BUILTIN, KEY_ENUM, KEY_LOCAL};
 use crate::filter::hash::{hash_bytes, hash_i64};
 
 const UNSET: u8 = 0;
@@ -24,6 +35,49 @@ const INT8: u8 = 3;
 const BYTES: u8 = 4;
 const UUID: u8 = 5;
 const EXTENDED: u8 = 6;
+/// An enum of a filter that records it: hashed as the bytes of its label.
+const LABEL: u8 = 7;
+
+// How a prepared hasher turns an argument into the filter's key.
+/// The argument hashes as its own type does (the same type, the same hash
+/// family, or a filter that records no key type).
+const DIRECT: u8 = 0;
+/// Text read with the key type's input function.
+const INPUT: u8 = 1;
+/// A `numeric`, `float4` or `float8` into an integer filter: only a whole number
+/// in range has an equal key.
+const TO_INTEGER: u8 = 2;
+/// Converted by the implicit cast to the key type (`int4` into `numeric`,
+/// `name` into `text`, `date` into `timestamp`).
+const CAST: u8 = 3;
+/// A cast that only relabels (the same bytes).
+const RELABEL: u8 = 4;
+
+/// Types below this OID are built in: the same in every cluster.
+const FIRST_NORMAL_OID: u32 = 16384;
+
+/// The key type a filter built over keys of type `typid` records: a domain
+/// records its base type; enums are hashed by label.
+pub fn key_type_of(typid: pg_sys::Oid) -> KeyType {
+    // SAFETY: catalog lookups of a type id.
+    unsafe {
+        let base = pg_sys::getBaseType(typid);
+        let oid = base.to_u32();
+        if pg_sys::get_typtype(base) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
+            KeyType { kind: KEY_ENUM, oid }
+        } else if oid < FIRST_NORMAL_OID {
+            KeyType { kind: KEY_BUILTIN, oid }
+        } else {
+            KeyType { kind: KEY_LOCAL, oid }
+        }
+    }
+}
+
+/// A type's name for messages.
+fn type_name(typid: pg_sys::Oid) -> String {
+    // SAFETY: format_type_be returns a palloc'd string for any OID.
+    unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy().into_owned() }
+}
 
 /// Why a type cannot be a filter key.
 pub enum KeyTypeError {
@@ -59,6 +113,24 @@ pub struct KeyHasher {
     collation: pg_sys::Oid,
     kind: u8,
     extended: pg_sys::FmgrInfo,
+    /// The key type of the filter the hasher was last prepared for, and how an
+    /// argument becomes such a key (`mode`), hashed as `target` says.
+    prepared: bool,
+    key: KeyType,
+    mode: u8,
+    target: Target,
+    /// The input function (`INPUT`) or cast function (`CAST`).
+    convert: pg_sys::FmgrInfo,
+    ioparam: pg_sys::Oid,
+}
+
+/// How keys of a filter's key type hash (all-zero: unused).
+#[repr(C)]
+struct Target {
+    kind: u8,
+    collation: pg_sys::Oid,
+    extended: pg_sys::FmgrInfo,
+    output: pg_sys::FmgrInfo,
 }
 
 impl KeyHasher {
@@ -157,8 +229,14 @@ impl KeyHasher {
             self.typid = typid;
             self.collation = collation;
             self.kind = kind;
+            self.prepared = false;
             Ok(())
         }
+    }
+
+    /// Whether the hasher is prepared for a filter that records `key`.
+    pub fn prepared_for(&self, key: KeyType) -> bool {
+        self.prepared && self.key == key
     }
 
     /// Whether the hasher is resolved for keys of type `typid`.
@@ -166,7 +244,8 @@ impl KeyHasher {
         self.kind != UNSET && self.typid == typid
     }
 
-    /// The 64-bit hash of non-null argument `argno` under `seed`.
+    /// The 64-bit hash of non-null argument `argno` under `seed`, for a filter
+    /// that records no key type (keys hash as their own type does).
     ///
     /// # Safety
     /// `fcinfo` must be a valid call frame whose argument `argno` is non-null and
@@ -182,41 +261,308 @@ impl KeyHasher {
         }
     }
 
-    /// The 64-bit hash of a non-null key datum under `seed`.
+    /// The hash of non-null argument `argno` as a key of a filter that records
+    /// `key`; None when the argument has no equal among such keys (42.5 for an
+    /// integer filter). Raises 42804 when the argument's type cannot be compared
+    /// with the key type, and the input function's error for text it cannot read.
+    ///
+    /// # Safety
+    /// As [`Self::hash_arg`].
+    #[inline]
+    pub unsafe fn hash_arg_for(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64, key: KeyType) -> Option<u64> {
+        // SAFETY: as documented.
+        unsafe {
+            if self.kind == UNSET {
+                self.resolve(fcinfo, argno);
+            }
+            if !self.prepared || self.key != key {
+                self.prepare(key, (*(*fcinfo).flinfo).fn_mcxt);
+            }
+            self.hash_datum_for(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed)
+        }
+    }
+
+    /// The hash of non-null argument `argno` in an aggregate's transition
+    /// function, for the filter its final function builds: one that records the
+    /// key's own type when the executor runs the aggregate (an enum then hashes
+    /// by its label), else one that records none (a direct call, which the
+    /// final function also sees as one).
+    ///
+    /// # Safety
+    /// As [`Self::hash_arg`], from an aggregate support function.
+    #[inline]
+    pub unsafe fn hash_arg_agg(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
+        // SAFETY: as documented; a key of the type's own key type always has a hash.
+        unsafe {
+            if self.kind == UNSET {
+                self.resolve(fcinfo, argno);
+            }
+            if !self.prepared {
+                let own = if pg_sys::AggGetAggref(fcinfo).is_null() { KeyType::NONE } else { key_type_of(self.typid) };
+                self.prepare(own, (*(*fcinfo).flinfo).fn_mcxt);
+            }
+            self.hash_datum_for(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed).expect("a key of the filter's own type")
+        }
+    }
+
+    /// Prepares the hasher (resolved for its argument type) for a filter that
+    /// records `key`.
+    ///
+    /// # Safety
+    /// The hasher is resolved; `mcxt` must outlive `self`.
+    pub unsafe fn prepare(&mut self, key: KeyType, mcxt: pg_sys::MemoryContext) {
+        // A new argument type (resolve) may need another preparation.
+        // SAFETY: catalog lookups of existing types; errors unwind through pg_guard.
+        unsafe {
+            self.prepared = false;
+            self.key = key;
+            self.mode = DIRECT;
+            if !key.is_recorded() {
+                self.prepared = true;
+                return;
+            }
+            let k = pg_sys::Oid::from(key.oid);
+            let t = pg_sys::getBaseType(self.typid);
+            if key.kind == KEY_ENUM {
+                // Keys are labels, hashed as text: an enum probe by its label
+                // (whatever the type's OID, which a restore into another
+                // database changes), a text probe as it is (a text that is no
+                // label has no equal).
+                if pg_sys::get_typtype(t) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
+                    let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
+                    pg_sys::getTypeOutputInfo(t, &mut out, &mut varlena);
+                    pg_sys::fmgr_info_cxt(out, &mut self.target.output, mcxt);
+                    self.target.kind = LABEL;
+                    self.mode = RELABEL;
+                } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
+                    self.mode = DIRECT;
+                } else {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                        format!("cuckoo filter keys are enum labels, not {}", type_name(self.typid)),
+                        "Probe with a value of the enum type or with a label as text."
+                    );
+                }
+                self.prepared = true;
+                return;
+            }
+            {
+                let kk = kind_of(k);
+                if kk == EXTENDED {
+                    let entry = pg_sys::lookup_type_cache(k, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+                    if (*entry).hash_extended_proc == pg_sys::InvalidOid {
+                        ereport!(
+                            ERROR,
+                            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                            format!("the cuckoo filter's key type {} has no hash function here", type_name(k)),
+                            "The value was built in another database; rebuild it here."
+                        );
+                    }
+                    pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
+                    self.target.collation =
+                        if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
+                }
+                self.target.kind = kk;
+            }
+            let tk = kind_of(t);
+            let is_int = |x: u8| matches!(x, INT2 | INT4 | INT8);
+            self.mode = if t == k {
+                if self.target.kind == LABEL { RELABEL } else { DIRECT }
+            } else if is_int(tk) && is_int(self.target.kind) || tk == BYTES && self.target.kind == BYTES {
+                DIRECT
+            } else if tk == EXTENDED && self.target.kind == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k) {
+                DIRECT
+            } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
+                let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+                pg_sys::getTypeInputInfo(k, &mut input, &mut ioparam);
+                pg_sys::fmgr_info_cxt(input, &mut self.convert, mcxt);
+                self.ioparam = ioparam;
+                INPUT
+            } else if is_int(self.target.kind) && (t == pg_sys::NUMERICOID || t == pg_sys::FLOAT4OID || t == pg_sys::FLOAT8OID) {
+                if t == pg_sys::NUMERICOID {
+                    let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
+                    pg_sys::getTypeOutputInfo(t, &mut out, &mut varlena);
+                    pg_sys::fmgr_info_cxt(out, &mut self.convert, mcxt);
+                }
+                TO_INTEGER
+            } else {
+                let mut func = pg_sys::InvalidOid;
+                let path = if key.kind == KEY_ENUM {
+                    pg_sys::CoercionPathType::COERCION_PATH_NONE
+                } else {
+                    pg_sys::find_coercion_pathway(k, t, pg_sys::CoercionContext::COERCION_IMPLICIT, &mut func)
+                };
+                match path {
+                    pg_sys::CoercionPathType::COERCION_PATH_FUNC => {
+                        pg_sys::fmgr_info_cxt(func, &mut self.convert, mcxt);
+                        CAST
+                    }
+                    pg_sys::CoercionPathType::COERCION_PATH_RELABELTYPE => RELABEL,
+                    _ => type_mismatch(k, self.typid),
+                }
+            };
+            self.prepared = true;
+        }
+    }
+
+    /// The 64-bit hash of a non-null key datum under `seed`, hashed as its own
+    /// type (a filter that records no key type).
     ///
     /// # Safety
     /// The hasher is resolved, and `datum` is a non-null value of its type.
     #[inline]
     pub unsafe fn hash_datum(&mut self, datum: pg_sys::Datum, seed: u64) -> u64 {
-        // SAFETY: each branch reads the datum in the representation its resolved
-        // type guarantees.
+        // SAFETY: as documented.
+        unsafe { hash_by(self.kind, &mut self.extended, self.collation, datum, seed) }
+    }
+
+    /// The hash of a non-null key datum as a key of the filter the hasher was
+    /// prepared for; None when it has no equal among such keys.
+    ///
+    /// # Safety
+    /// The hasher is resolved and prepared, and `datum` is a non-null value of
+    /// its argument type.
+    #[inline]
+    pub unsafe fn hash_datum_for(&mut self, datum: pg_sys::Datum, seed: u64) -> Option<u64> {
+        // SAFETY: each mode reads the datum as its argument type and passes the
+        // key type's hashing a value of the key type.
         unsafe {
-            match self.kind {
-                INT2 => hash_i64(seed, datum.value() as i16 as i64),
-                INT4 => hash_i64(seed, datum.value() as i32 as i64),
-                INT8 => hash_i64(seed, datum.value() as i64),
-                BYTES => {
-                    let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
-                    // Plain inline values (the common case) are read without an FFI call.
-                    let inline = pgrx::varlena::varatt_is_4b_u(raw)
-                        || (pgrx::varlena::varatt_is_1b(raw) && !pgrx::varlena::varatt_is_1b_e(raw));
-                    let v = if inline { raw } else { pg_sys::pg_detoast_datum_packed(raw) };
-                    let bytes = std::slice::from_raw_parts(
-                        pgrx::varlena::vardata_any(v) as *const u8,
-                        pgrx::varlena::varsize_any_exhdr(v),
-                    );
-                    let h = hash_bytes(seed, bytes);
-                    if v != raw {
-                        pg_sys::pfree(v as *mut std::ffi::c_void);
-                    }
-                    h
+            match self.mode {
+                DIRECT => Some(self.hash_datum(datum, seed)),
+                RELABEL => Some(self.hash_target(datum, seed)),
+                INPUT => {
+                    let text = pg_sys::text_to_cstring(datum.cast_mut_ptr());
+                    let key = pg_sys::InputFunctionCall(&mut self.convert, text, self.ioparam, -1);
+                    pg_sys::pfree(text as *mut std::ffi::c_void);
+                    Some(self.hash_target(key, seed))
                 }
-                UUID => hash_bytes(seed, std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16)),
+                CAST => {
+                    let key = pg_sys::FunctionCall3Coll(
+                        &mut self.convert,
+                        self.collation,
+                        datum,
+                        pg_sys::Datum::from(-1i32),
+                        pg_sys::Datum::from(false),
+                    );
+                    Some(self.hash_target(key, seed))
+                }
                 _ => {
-                    let h = pg_sys::FunctionCall2Coll(&mut self.extended, self.collation, datum, pg_sys::Datum::from(0i64));
-                    hash_i64(seed, h.value() as i64)
+                    // TO_INTEGER: a whole number in range, or no equal key.
+                    let t = pg_sys::getBaseType(self.typid);
+                    let whole = if t == pg_sys::NUMERICOID {
+                        let s = pg_sys::OutputFunctionCall(&mut self.convert, datum);
+                        let v = whole_number(std::ffi::CStr::from_ptr(s).to_bytes());
+                        pg_sys::pfree(s as *mut std::ffi::c_void);
+                        v
+                    } else {
+                        let x = if t == pg_sys::FLOAT4OID { f32::from_bits(datum.value() as u32) as f64 } else { f64::from_bits(datum.value() as u64) };
+                        (x.is_finite() && x.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&x)).then_some(x as i64)
+                    };
+                    whole.map(|v| hash_i64(seed, v))
                 }
             }
+        }
+    }
+
+    /// A value of the key type, hashed as the key type hashes.
+    unsafe fn hash_target(&mut self, datum: pg_sys::Datum, seed: u64) -> u64 {
+        // SAFETY: `datum` is a non-null value of the prepared key type.
+        unsafe {
+            if self.target.kind == LABEL {
+                let label = pg_sys::OutputFunctionCall(&mut self.target.output, datum);
+                let h = hash_bytes(seed, std::ffi::CStr::from_ptr(label).to_bytes());
+                pg_sys::pfree(label as *mut std::ffi::c_void);
+                h
+            } else {
+                hash_by(self.target.kind, &mut self.target.extended, self.target.collation, datum, seed)
+            }
+        }
+    }
+}
+
+/// 42804 for a key of type `t` given to a filter of `k` keys.
+fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+        format!("cuckoo filter keys are of type {}, not {}", type_name(k), type_name(t)),
+        format!("Probe with a {} key, for example key::{}.", type_name(k), type_name(k))
+    );
+}
+
+/// Whether the default hash operator classes of `a` and `b` are of one family
+/// (PostgreSQL then guarantees that equal values hash alike across them).
+unsafe fn same_hash_family(a: pg_sys::Oid, b: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups.
+    unsafe {
+        let (ca, cb) = (pg_sys::GetDefaultOpClass(a, pg_sys::HASH_AM_OID), pg_sys::GetDefaultOpClass(b, pg_sys::HASH_AM_OID));
+        ca != pg_sys::InvalidOid && cb != pg_sys::InvalidOid && pg_sys::get_opclass_family(ca) == pg_sys::get_opclass_family(cb)
+    }
+}
+
+/// The integer a `numeric`'s text denotes, if it is a whole number that fits an
+/// `int8` (`42`, `-7.000`); None otherwise (`42.5`, `NaN`, `1e30`'s digits).
+fn whole_number(text: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(text).ok()?;
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if !frac.bytes().all(|b| b == b'0') {
+        return None;
+    }
+    let digits = int.strip_prefix('-').unwrap_or(int);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    int.parse::<i64>().ok()
+}
+
+/// The hash of a non-null datum of a type that hashes as `kind`.
+///
+/// # Safety
+/// `datum` is a non-null value of such a type; for `EXTENDED`, `extended` is its
+/// extended hash function.
+#[inline]
+unsafe fn hash_by(kind: u8, extended: &mut pg_sys::FmgrInfo, collation: pg_sys::Oid, datum: pg_sys::Datum, seed: u64) -> u64 {
+    // SAFETY: each branch reads the datum in the representation its type guarantees.
+    unsafe {
+        match kind {
+            INT2 => hash_i64(seed, datum.value() as i16 as i64),
+            INT4 => hash_i64(seed, datum.value() as i32 as i64),
+            INT8 => hash_i64(seed, datum.value() as i64),
+            BYTES => {
+                let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
+                // Plain inline values (the common case) are read without an FFI call.
+                let inline = pgrx::varlena::varatt_is_4b_u(raw)
+                    || (pgrx::varlena::varatt_is_1b(raw) && !pgrx::varlena::varatt_is_1b_e(raw));
+                let v = if inline { raw } else { pg_sys::pg_detoast_datum_packed(raw) };
+                let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v));
+                let h = hash_bytes(seed, bytes);
+                if v != raw {
+                    pg_sys::pfree(v as *mut std::ffi::c_void);
+                }
+                h
+            }
+            UUID => hash_bytes(seed, std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16)),
+            _ => {
+                let h = pg_sys::FunctionCall2Coll(extended, collation, datum, pg_sys::Datum::from(0i64));
+                hash_i64(seed, h.value() as i64)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_number;
+
+    #[test]
+    fn whole_numbers_are_read_exactly() {
+        assert_eq!(whole_number(b"42"), Some(42));
+        assert_eq!(whole_number(b"-7.000"), Some(-7));
+        assert_eq!(whole_number(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(whole_number(b"-9223372036854775808"), Some(i64::MIN));
+        for no in [&b"42.5"[..], b"9223372036854775808", b"NaN", b"Infinity", b"-", b"", b"4a", b"1.0001"] {
+            assert_eq!(whole_number(no), None, "{}", String::from_utf8_lossy(no));
         }
     }
 }

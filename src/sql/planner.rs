@@ -33,6 +33,7 @@ use pgrx::PgList;
 
 use super::value::datatype::{in_memory, FilterValue};
 use super::keys::{native_key_type, KeyHasher};
+use crate::filter::dense::KeyType;
 use super::named::call::{probe_named_for_plan, PlanProbe};
 
 /// PostgreSQL's selectivity for a boolean function it knows nothing about.
@@ -86,6 +87,14 @@ unsafe fn known_filter(root: *mut pg_sys::PlannerInfo, arg: *mut pg_sys::Node) -
 }
 
 impl Known {
+    /// The key type a known value records (named filters: none yet).
+    fn key_type(&self) -> KeyType {
+        match self {
+            Known::Value(v) => v.key_type(),
+            _ => KeyType::NONE,
+        }
+    }
+
     /// Probes the hashes `hashes(seed)`; None if a named filter cannot be read.
     fn probe(&self, hashes: impl FnOnce(u64) -> Vec<u64>) -> Option<PlanProbe> {
         match self {
@@ -211,10 +220,22 @@ unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type
         }
         let mut hasher: KeyHasher = std::mem::zeroed();
         hasher.try_resolve_type(value_type, collation, pg_sys::CurrentMemoryContext).ok()?;
+        // A value that records its key type hashes keys as that type: estimated
+        // only for keys of that very type (preparing for it then raises nothing;
+        // a probe of another type is converted, and the query says if it cannot).
+        let recorded = known.key_type();
+        if recorded.is_recorded() {
+            if pg_sys::getBaseType(value_type).to_u32() != recorded.oid {
+                return None;
+            }
+            hasher.prepare(recorded, pg_sys::CurrentMemoryContext);
+        }
         let mcv_values = mcv.as_ref().map_or(&[][..], |s| s.values());
         let mcv_freqs = mcv.as_ref().map_or(&[][..], |s| s.numbers());
         let bounds = hist.as_ref().map_or(&[][..], |s| s.values());
-        let probe = known.probe(|seed| mcv_values.iter().chain(bounds).map(|&d| hasher.hash_datum(d, seed)).collect())?;
+        let probe = known.probe(|seed| {
+            mcv_values.iter().chain(bounds).map(|&d| hasher.hash_datum_for(d, seed).expect("a key of the recorded type")).collect()
+        })?;
         let (mcv_pass, bound_pass) = probe.answers.split_at(mcv_values.len());
         let mcv_total: f64 = mcv_freqs.iter().map(|&f| f as f64).sum();
         let mcv_sel: f64 = mcv_freqs.iter().zip(mcv_pass).filter(|(_, &p)| p).map(|(&f, _)| f as f64).sum();

@@ -301,15 +301,35 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
 }
 
 /// Builds the smallest filter that takes every distinct hash of the state.
-fn build_from_state(state: Option<&mut AggState>) -> pg_sys::Datum {
+fn build_from_state(state: Option<&mut AggState>, key: KeyType) -> pg_sys::Datum {
     let settings = state.as_ref().map_or(Settings::default(), |s| s.settings);
     let distinct = state.map(|s| s.distinct_hashes());
-    build_distinct(settings, distinct.as_ref().map_or(&[][..], |d| d.as_slice()))
+    build_distinct(settings, distinct.as_ref().map_or(&[][..], |d| d.as_slice()), key)
+}
+
+/// The key type `cf_agg` records: that of its key argument, as the executor's
+/// aggregate says (its transition function hashed the keys for it; see
+/// `KeyHasher::hash_arg_agg`), or none when called without one.
+///
+/// # Safety
+/// `fcinfo` is a valid frame of an aggregate support function.
+unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
+    // SAFETY: AggGetAggref returns the executing Aggref or null. Its
+    // `aggargtypes` (an OID list) keeps the declared argument types even where
+    // `args` is the partial state (a parallel plan's finalize step); the key is
+    // the first.
+    unsafe {
+        let aggref = pg_sys::AggGetAggref(fcinfo);
+        if aggref.is_null() || (*aggref).aggargtypes.is_null() || (*(*aggref).aggargtypes).length < 1 {
+            return KeyType::NONE;
+        }
+        crate::sql::keys::key_type_of((*(*(*aggref).aggargtypes).elements).oid_value)
+    }
 }
 
 /// Builds the filter of `hashes` (distinct, in bucket order) for the rows' fpp
 /// (unset: the default) and at least their capacity (unset: sized for the keys).
-fn build_distinct(settings: Settings, hashes: &[u64]) -> pg_sys::Datum {
+fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -> pg_sys::Datum {
     let fpp = if settings.fpp == 0.0 { DEFAULT_FPP } else { settings.fpp };
     let capacity = settings.capacity;
     let n = hashes.len() as u64;
@@ -328,7 +348,7 @@ fn build_distinct(settings: Settings, hashes: &[u64]) -> pg_sys::Datum {
     };
     s.params.seed = DEFAULT_SEED;
     match build_filter(hashes, s.params, s.capacity, max_buckets) {
-        Ok(f) => value_from_filter(&f, KeyType::NONE).as_datum(),
+        Ok(f) => value_from_filter(&f, key).as_datum(),
         Err(_) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
     }
 }
@@ -513,7 +533,7 @@ v1_functions! {
             };
             state.settings.take_row("cf_agg", fcinfo);
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-                let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
+                let h = call_cache(fcinfo).key.hash_arg_agg(fcinfo, 1, DEFAULT_SEED);
                 state.push(h);
             }
             pg_sys::Datum::from(state as *mut AggState)
@@ -614,7 +634,7 @@ v1_functions! {
         // SAFETY: non-strict (internal); NULL means no rows.
         unsafe {
             agg_context(fcinfo, "cf_agg_final");
-            build_from_state(state_arg(fcinfo, 0))
+            build_from_state(state_arg(fcinfo, 0), agg_key_type(fcinfo))
         }
     }
 
@@ -690,10 +710,10 @@ v1_functions! {
         // SAFETY: non-strict (bytea); NULL means no rows.
         unsafe {
             if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                return build_distinct(Settings::default(), &[]);
+                return build_distinct(Settings::default(), &[], KeyType::NONE);
             }
             let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-            build_distinct(s.settings(), &s.distinct_hashes())
+            build_distinct(s.settings(), &s.distinct_hashes(), KeyType::NONE)
         }
     }
 

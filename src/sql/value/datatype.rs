@@ -487,6 +487,8 @@ pub struct LayoutCache {
     len: usize,
     header: [u8; V2_HEADER_BYTES],
     layout: std::mem::MaybeUninit<DenseLayout>,
+    /// The key type the header records.
+    key: KeyType,
 }
 
 /// Per-call-site state in `fn_extra`; all-zero is the valid initial state.
@@ -521,6 +523,7 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
                 let h = cache.key.hash_arg(fcinfo, key_arg, v.seed());
                 return v.contains(h);
             }
+            lc.key = v.key_type();
             lc.valid = false;
             lc.layout.write(DenseLayout::new(&v.params()));
             lc.header.copy_from_slice(std::slice::from_raw_parts(body_at, V2_HEADER_BYTES));
@@ -528,7 +531,7 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
             lc.valid = true;
         }
         let layout = lc.layout.assume_init();
-        let h = cache.key.hash_arg(fcinfo, key_arg, layout.seed());
+        let Some(h) = cache.key.hash_arg_for(fcinfo, key_arg, layout.seed(), lc.key) else { return false };
         let buckets = std::slice::from_raw_parts(body_at.add(V2_HEADER_BYTES), len - VALUE_PREFIX - V2_HEADER_BYTES);
         Dense::with_layout(layout, buckets).contains(h)
     }
@@ -558,7 +561,7 @@ pub fn palloc_slice<'a, T: Copy>(n: usize) -> &'a mut [T] {
 pub unsafe fn probe_many_arg<'a>(
     fcinfo: pg_sys::FunctionCallInfo,
     n: usize,
-    hashes: impl FnOnce(&mut crate::sql::keys::KeyHasher, u64) -> &'a [u64],
+    hashes: impl FnOnce(&mut crate::sql::keys::KeyHasher, u64, KeyType) -> &'a [u64],
 ) -> &'a [bool] {
     // SAFETY: as documented; the value is checked (`from_ptr`) unless the cache
     // checked it when it stored it.
@@ -566,7 +569,7 @@ pub unsafe fn probe_many_arg<'a>(
         let cache = call_cache(fcinfo);
         let (ptr, checked) = resolve_filter_arg(fcinfo, n, &mut cache.filter);
         let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
-        let hs = hashes(&mut cache.key, v.seed());
+        let hs = hashes(&mut cache.key, v.seed(), v.key_type());
         let out = palloc_slice::<bool>(hs.len());
         v.contains_many(hs, out);
         out

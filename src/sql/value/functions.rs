@@ -17,6 +17,25 @@ pub fn value_max_buckets(fpp: f64) -> u64 {
     sizing::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e))
 }
 
+/// What `cf_info` shows of a recorded key type: the type's name, or for a type
+/// of another database (OID not found here) its kind and OID; null if none.
+fn key_type_text(key: KeyType) -> Option<String> {
+    if !key.is_recorded() {
+        return None;
+    }
+    // SAFETY: format_type_extended with FORMAT_TYPE_ALLOW_INVALID returns "???"
+    // for an OID that is not a type here instead of raising.
+    let name = unsafe {
+        let s = pg_sys::format_type_extended(pg_sys::Oid::from(key.oid), -1, pg_sys::FORMAT_TYPE_ALLOW_INVALID as u16);
+        std::ffi::CStr::from_ptr(s).to_string_lossy().into_owned()
+    };
+    Some(match (name.as_str(), key.kind) {
+        ("???", KEY_ENUM) => "an enum of another database (keys are its labels)".to_string(),
+        ("???", _) => format!("type OID {} of another database", key.oid),
+        _ => name,
+    })
+}
+
 /// Raises 22023 for a sizing error.
 pub fn sizing_error(e: SizingError) -> ! {
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string());
@@ -110,7 +129,14 @@ v1_functions! {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.seed());
+            let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else {
+                ereport!(
+                    ERROR,
+                    PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                    "the key has no equal among the cuckoo filter's keys",
+                    "A whole number in the range of the filter's key type can be inserted; this one is not."
+                );
+            };
             let f = v.to_owned_filter();
             if f.table().insert(h).is_err() {
                 full_error(
@@ -128,9 +154,11 @@ v1_functions! {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, v.seed());
             let f = v.to_owned_filter();
-            f.table().delete(h);
+            // A key with no equal among the filter's keys was never inserted.
+            if let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) {
+                f.table().delete(h);
+            }
             value_from_filter(&f, v.key_type()).as_datum()
         }
     }
@@ -196,6 +224,7 @@ v1_functions! {
             "bucket_mapping": match p.mapping { Mapping::Fastrange => "fastrange", Mapping::PowerOfTwoXor => "power-of-two xor" },
             "bucket_encoding": encoding,
             "format_version": v.format_version(),
+            "key_type": key_type_text(v.key_type()),
         });
         pgrx::JsonB(info).into_datum().expect("jsonb")
     }
