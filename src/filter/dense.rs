@@ -79,7 +79,7 @@ impl KeyType {
         let ok = match self.kind {
             KEY_NONE => self.oid == 0,
             KEY_BUILTIN => self.oid != 0 && self.oid < 16384,
-            KEY_ENUM | KEY_LOCAL => self.oid != 0,
+            KEY_ENUM | KEY_LOCAL => self.oid >= 16384,
             _ => false,
         };
         if ok {

@@ -73,10 +73,40 @@ pub fn key_type_of(typid: pg_sys::Oid) -> KeyType {
     }
 }
 
+/// Whether `oid` is a built-in type that can be a key (it exists and hashes):
+/// what a value that records it as a built-in key type must name.
+pub fn builtin_key_type_ok(oid: u32) -> bool {
+    if oid >= FIRST_NORMAL_OID {
+        return false;
+    }
+    let t = pg_sys::Oid::from(oid);
+    // SAFETY: catalog lookups; get_typtype returns 0 for an OID that is no type.
+    unsafe {
+        if pg_sys::get_typtype(t) == 0 {
+            return false;
+        }
+        let kind = kind_of(t);
+        kind != EXTENDED
+            || (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc != pg_sys::InvalidOid
+    }
+}
+
 /// A type's name for messages.
 fn type_name(typid: pg_sys::Oid) -> String {
     // SAFETY: format_type_be returns a palloc'd string for any OID.
     unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy().into_owned() }
+}
+
+/// Why an argument cannot be hashed as a key of a filter's recorded key type.
+pub enum PrepareError {
+    /// Its type cannot be compared with the key type.
+    Mismatch,
+    /// The filter's keys are enum labels, and it is neither an enum nor text.
+    NotLabels,
+    /// The recorded type does not exist here (a value from another database).
+    NoSuchType,
+    /// The recorded type has no hash function here.
+    NoHash,
 }
 
 /// Why a type cannot be a filter key.
@@ -282,6 +312,33 @@ impl KeyHasher {
         }
     }
 
+    /// The hash of non-null argument `argno` as a key of a filter of its own
+    /// type ([`key_type_of`]; an enum hashes by its label).
+    ///
+    /// # Safety
+    /// As [`Self::hash_arg`].
+    #[inline]
+    pub unsafe fn hash_arg_own(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
+        // SAFETY: as documented; a key of its own key type always has a hash.
+        unsafe {
+            if self.kind == UNSET {
+                self.resolve(fcinfo, argno);
+            }
+            // A call site's argument type is fixed: prepared once (resolving
+            // clears it).
+            if !self.prepared {
+                let own = key_type_of(self.typid);
+                self.prepare(own, (*(*fcinfo).flinfo).fn_mcxt);
+            }
+            self.hash_datum_for(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed).expect("a key of its own key type")
+        }
+    }
+
+    /// The key type the hasher is prepared for.
+    pub fn own_key_type(&self) -> KeyType {
+        self.key
+    }
+
     /// The hash of non-null argument `argno` in an aggregate's transition
     /// function, for the filter its final function builds: one that records the
     /// key's own type when the executor runs the aggregate (an enum then hashes
@@ -306,20 +363,58 @@ impl KeyHasher {
     }
 
     /// Prepares the hasher (resolved for its argument type) for a filter that
-    /// records `key`.
+    /// records `key`; raises the error that says why an argument of its type
+    /// cannot be compared with such keys.
     ///
     /// # Safety
     /// The hasher is resolved; `mcxt` must outlive `self`.
     pub unsafe fn prepare(&mut self, key: KeyType, mcxt: pg_sys::MemoryContext) {
-        // A new argument type (resolve) may need another preparation.
-        // SAFETY: catalog lookups of existing types; errors unwind through pg_guard.
+        // SAFETY: as documented.
+        if let Err(e) = unsafe { self.try_prepare(key, mcxt) } {
+            let k = pg_sys::Oid::from(key.oid);
+            match e {
+                PrepareError::Mismatch => type_mismatch(k, self.typid),
+                PrepareError::NotLabels => {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                        format!("cuckoo filter keys are enum labels, not {}", type_name(self.typid)),
+                        "Probe with a value of the enum type or with a label as text."
+                    );
+                }
+                PrepareError::NoSuchType => {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                        format!("the cuckoo filter's key type (OID {}) does not exist in this database", key.oid),
+                        "The value was built in another database over a type of that database; rebuild it here."
+                    );
+                }
+                PrepareError::NoHash => {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                        format!("the cuckoo filter's key type {} has no hash function", type_name(k))
+                    );
+                }
+            }
+        }
+    }
+
+    /// As [`Self::prepare`], but says why instead of raising (the planner must
+    /// not fail where the query would not). Reads the catalog only.
+    ///
+    /// # Safety
+    /// As [`Self::prepare`].
+    pub unsafe fn try_prepare(&mut self, key: KeyType, mcxt: pg_sys::MemoryContext) -> Result<(), PrepareError> {
+        // SAFETY: catalog lookups of types that exist (checked first).
         unsafe {
             self.prepared = false;
             self.key = key;
             self.mode = DIRECT;
             if !key.is_recorded() {
                 self.prepared = true;
-                return;
+                return Ok(());
             }
             let k = pg_sys::Oid::from(key.oid);
             let t = pg_sys::getBaseType(self.typid);
@@ -337,41 +432,30 @@ impl KeyHasher {
                 } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
                     self.mode = DIRECT;
                 } else {
-                    ereport!(
-                        ERROR,
-                        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-                        format!("cuckoo filter keys are enum labels, not {}", type_name(self.typid)),
-                        "Probe with a value of the enum type or with a label as text."
-                    );
+                    return Err(PrepareError::NotLabels);
                 }
                 self.prepared = true;
-                return;
+                return Ok(());
             }
-            {
-                let kk = kind_of(k);
-                if kk == EXTENDED {
-                    let entry = pg_sys::lookup_type_cache(k, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
-                    if (*entry).hash_extended_proc == pg_sys::InvalidOid {
-                        ereport!(
-                            ERROR,
-                            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                            format!("the cuckoo filter's key type {} has no hash function here", type_name(k)),
-                            "The value was built in another database; rebuild it here."
-                        );
-                    }
-                    pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
-                    self.target.collation =
-                        if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
+            if pg_sys::get_typtype(k) == 0 {
+                return Err(PrepareError::NoSuchType);
+            }
+            let kk = kind_of(k);
+            if kk == EXTENDED {
+                let entry = pg_sys::lookup_type_cache(k, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+                if (*entry).hash_extended_proc == pg_sys::InvalidOid {
+                    return Err(PrepareError::NoHash);
                 }
-                self.target.kind = kk;
+                pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
+                self.target.collation =
+                    if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
             }
+            self.target.kind = kk;
             let tk = kind_of(t);
             let is_int = |x: u8| matches!(x, INT2 | INT4 | INT8);
-            self.mode = if t == k {
-                if self.target.kind == LABEL { RELABEL } else { DIRECT }
-            } else if is_int(tk) && is_int(self.target.kind) || tk == BYTES && self.target.kind == BYTES {
+            self.mode = if t == k || is_int(tk) && is_int(kk) || tk == BYTES && kk == BYTES {
                 DIRECT
-            } else if tk == EXTENDED && self.target.kind == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k) {
+            } else if tk == EXTENDED && kk == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k) {
                 DIRECT
             } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
                 let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
@@ -379,7 +463,7 @@ impl KeyHasher {
                 pg_sys::fmgr_info_cxt(input, &mut self.convert, mcxt);
                 self.ioparam = ioparam;
                 INPUT
-            } else if is_int(self.target.kind) && (t == pg_sys::NUMERICOID || t == pg_sys::FLOAT4OID || t == pg_sys::FLOAT8OID) {
+            } else if is_int(kk) && (t == pg_sys::NUMERICOID || t == pg_sys::FLOAT4OID || t == pg_sys::FLOAT8OID) {
                 if t == pg_sys::NUMERICOID {
                     let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
                     pg_sys::getTypeOutputInfo(t, &mut out, &mut varlena);
@@ -388,22 +472,24 @@ impl KeyHasher {
                 TO_INTEGER
             } else {
                 let mut func = pg_sys::InvalidOid;
-                let path = if key.kind == KEY_ENUM {
-                    pg_sys::CoercionPathType::COERCION_PATH_NONE
-                } else {
-                    pg_sys::find_coercion_pathway(k, t, pg_sys::CoercionContext::COERCION_IMPLICIT, &mut func)
-                };
-                match path {
+                match pg_sys::find_coercion_pathway(k, t, pg_sys::CoercionContext::COERCION_IMPLICIT, &mut func) {
                     pg_sys::CoercionPathType::COERCION_PATH_FUNC => {
                         pg_sys::fmgr_info_cxt(func, &mut self.convert, mcxt);
                         CAST
                     }
                     pg_sys::CoercionPathType::COERCION_PATH_RELABELTYPE => RELABEL,
-                    _ => type_mismatch(k, self.typid),
+                    _ => return Err(PrepareError::Mismatch),
                 }
             };
             self.prepared = true;
+            Ok(())
         }
+    }
+
+    /// Whether the prepared hasher reads text with an input function (which
+    /// raises on text it cannot read).
+    pub fn reads_text(&self) -> bool {
+        self.mode == INPUT
     }
 
     /// The 64-bit hash of a non-null key datum under `seed`, hashed as its own
@@ -483,11 +569,17 @@ impl KeyHasher {
 
 /// 42804 for a key of type `t` given to a filter of `k` keys.
 fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
+    // SAFETY: a catalog lookup of an existing type.
+    let array_keys = unsafe { pg_sys::get_element_type(k) } == t;
     ereport!(
         ERROR,
         PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
         format!("cuckoo filter keys are of type {}, not {}", type_name(k), type_name(t)),
-        format!("Probe with a {} key, for example key::{}.", type_name(k), type_name(k))
+        if array_keys {
+            format!("The filter's keys are arrays: probe one with cf_contains_key(f, key::{}).", type_name(k))
+        } else {
+            format!("Probe with a {} key, for example key::{}.", type_name(k), type_name(k))
+        }
     );
 }
 

@@ -220,22 +220,29 @@ unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type
         }
         let mut hasher: KeyHasher = std::mem::zeroed();
         hasher.try_resolve_type(value_type, collation, pg_sys::CurrentMemoryContext).ok()?;
-        // A value that records its key type hashes keys as that type: estimated
-        // only for keys of that very type (preparing for it then raises nothing;
-        // a probe of another type is converted, and the query says if it cannot).
+        // A value that records its key type hashes keys as that type: the
+        // statistics' values are converted as the probe's are, except text read
+        // with an input function (which could raise where the query would not).
         let recorded = known.key_type();
         if recorded.is_recorded() {
-            if pg_sys::getBaseType(value_type).to_u32() != recorded.oid {
+            hasher.try_prepare(recorded, pg_sys::CurrentMemoryContext).ok()?;
+            if hasher.reads_text() {
                 return None;
             }
-            hasher.prepare(recorded, pg_sys::CurrentMemoryContext);
         }
         let mcv_values = mcv.as_ref().map_or(&[][..], |s| s.values());
         let mcv_freqs = mcv.as_ref().map_or(&[][..], |s| s.numbers());
         let bounds = hist.as_ref().map_or(&[][..], |s| s.values());
-        let probe = known.probe(|seed| {
-            mcv_values.iter().chain(bounds).map(|&d| hasher.hash_datum_for(d, seed).expect("a key of the recorded type")).collect()
+        // A value with no equal among the keys (42.5 for an integer filter)
+        // passes nothing; the others are probed.
+        let mut equal: Vec<bool> = Vec::new();
+        let mut probe = known.probe(|seed| {
+            let hs: Vec<Option<u64>> = mcv_values.iter().chain(bounds).map(|&d| hasher.hash_datum_for(d, seed)).collect();
+            equal = hs.iter().map(Option::is_some).collect();
+            hs.into_iter().flatten().collect()
         })?;
+        let mut probed = probe.answers.iter();
+        probe.answers = equal.iter().map(|&e| e && *probed.next().expect("one answer per probed value")).collect();
         let (mcv_pass, bound_pass) = probe.answers.split_at(mcv_values.len());
         let mcv_total: f64 = mcv_freqs.iter().map(|&f| f as f64).sum();
         let mcv_sel: f64 = mcv_freqs.iter().zip(mcv_pass).filter(|(_, &p)| p).map(|(&f, _)| f as f64).sum();

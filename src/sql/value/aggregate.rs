@@ -300,6 +300,16 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
     }
 }
 
+/// 22023: states (or rows) of two key types in one `cf_sharded_agg`.
+fn key_types_differ() -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "cf_sharded_agg states of different key types cannot be combined",
+        "Aggregate keys of one type, and update every node to the same cuckoo release."
+    );
+}
+
 /// Builds the smallest filter that takes every distinct hash of the state.
 fn build_from_state(state: Option<&mut AggState>, key: KeyType) -> pg_sys::Datum {
     let settings = state.as_ref().map_or(Settings::default(), |s| s.settings);
@@ -355,12 +365,17 @@ fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -> pg_sys::D
 
 /// `cf_sharded_agg`'s state: a `bytea` that engines which cannot move
 /// `internal` states between nodes (Citus) can ship and combine. It holds the
-/// key hashes, appended in place: "CFS1", fpp (f64), capacity (u64), the
-/// number of hashes used (u64), all little-endian, then room for hashes (the
-/// rest of the value, 8 bytes each, 8-aligned in an 8-aligned value). Deduplication and the build wait for the
-/// final function, as in `cf_agg`, so the result is the same filter.
-const SHARDED_MAGIC: [u8; 4] = *b"CFS1";
-const SHARDED_HEADER: usize = 28;
+/// key hashes, appended in place: "CFS2", fpp (f64), capacity (u64), the
+/// number of hashes used (u64), the key type (kind u8, 3 zero bytes, OID u32;
+/// see `filter::dense::KeyType`), all little-endian, then room for hashes (the
+/// rest of the value, 8 bytes each, 8-aligned in an 8-aligned value).
+/// Deduplication and the build wait for the final function, as in `cf_agg`, so
+/// the result is the same filter. 0.5.0's states ("CFS1", no key type, 28 bytes
+/// of header) are still read: their keys hash as a filter that records none.
+const SHARDED_MAGIC: [u8; 4] = *b"CFS2";
+const SHARDED_HEADER: usize = 36;
+const SHARDED_MAGIC_V1: [u8; 4] = *b"CFS1";
+const SHARDED_HEADER_V1: usize = 28;
 
 /// A checked view of a `cf_sharded_agg` state (a 4-byte-header varlena).
 struct Sharded {
@@ -381,7 +396,16 @@ impl Sharded {
             let ptr = if plain { raw } else { pg_sys::pg_detoast_datum_copy(raw) };
             let s = Sharded { ptr };
             let len = pgrx::varlena::varsize_4b(ptr) - pg_sys::VARHDRSZ;
-            if len < SHARDED_HEADER || (len - SHARDED_HEADER) % 8 != 0 || s.bytes()[..4] != SHARDED_MAGIC || s.used() > s.room() {
+            let header = match len.checked_sub(0).filter(|&l| l >= 4).map(|_| &s.bytes()[..4]) {
+                Some(m) if m == SHARDED_MAGIC => SHARDED_HEADER,
+                Some(m) if m == SHARDED_MAGIC_V1 => SHARDED_HEADER_V1,
+                _ => 0,
+            };
+            let key_ok = header != SHARDED_HEADER || len < SHARDED_HEADER || {
+                let k = s.key_type();
+                s.bytes()[29..32] == [0, 0, 0] && (k.kind == 0) == (k.oid == 0) && k.kind <= crate::filter::dense::KEY_LOCAL
+            };
+            if header == 0 || len < header || (len - header) % 8 != 0 || !key_ok || s.used() > s.room() {
                 ereport!(
                     ERROR,
                     PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
@@ -403,7 +427,7 @@ impl Sharded {
     }
 
     /// A new state with room for `room` hashes, in context `cx`.
-    fn new_in(cx: pg_sys::MemoryContext, room: usize, settings: Settings) -> Sharded {
+    fn new_in(cx: pg_sys::MemoryContext, room: usize, settings: Settings, key: KeyType) -> Sharded {
         let len = pg_sys::VARHDRSZ + SHARDED_HEADER + 8 * room;
         if len as u64 > MAX_VALUE_BYTES {
             full_error(
@@ -420,6 +444,7 @@ impl Sharded {
             b[..4].copy_from_slice(&SHARDED_MAGIC);
             s.set_settings(settings);
             s.set_used(0);
+            s.set_key_type(key);
             s
         }
     }
@@ -448,8 +473,29 @@ impl Sharded {
         self.field(20) as usize
     }
 
+    /// The header's length: 0.5.0's states have a shorter one.
+    fn header(&self) -> usize {
+        if self.bytes()[..4] == SHARDED_MAGIC_V1 { SHARDED_HEADER_V1 } else { SHARDED_HEADER }
+    }
+
+    /// The key type its hashes are of (0.5.0's states: none).
+    fn key_type(&self) -> KeyType {
+        if self.header() == SHARDED_HEADER_V1 {
+            return KeyType::NONE;
+        }
+        let b = self.bytes();
+        KeyType { kind: b[28], oid: u32::from_le_bytes(b[32..36].try_into().unwrap()) }
+    }
+
+    fn set_key_type(&self, key: KeyType) {
+        let b = self.bytes_mut();
+        b[28] = key.kind;
+        b[29..32].fill(0);
+        b[32..36].copy_from_slice(&key.oid.to_le_bytes());
+    }
+
     fn room(&self) -> usize {
-        (self.bytes().len() - SHARDED_HEADER) / 8
+        (self.bytes().len() - self.header()) / 8
     }
 
     fn set_used(&self, n: usize) {
@@ -477,7 +523,7 @@ impl Sharded {
         // SAFETY: `room` 8-byte slots follow the header inside the value: the
         // value is 8-aligned (a palloc'd copy, or checked in `from_datum`) and
         // the slots start 4 + 28 = 32 bytes in.
-        unsafe { std::slice::from_raw_parts_mut(self.bytes_mut().as_mut_ptr().add(SHARDED_HEADER) as *mut u64, self.room()) }
+        unsafe { std::slice::from_raw_parts_mut(self.bytes_mut().as_mut_ptr().add(self.header()) as *mut u64, self.room()) }
     }
 
     fn datum(&self) -> pg_sys::Datum {
@@ -489,7 +535,7 @@ impl Sharded {
     /// frees the old one).
     fn grown(&self, room: usize) -> Sharded {
         // SAFETY: CurrentMemoryContext is valid in a function call.
-        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.settings());
+        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.settings(), self.key_type());
         g.slots()[..self.used()].copy_from_slice(&self.slots()[..self.used()]);
         g.set_used(self.used());
         g
@@ -651,7 +697,7 @@ v1_functions! {
             let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
                 // In the current context: the executor copies a new state into
                 // the aggregate context.
-                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, Settings::default())
+                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, Settings::default(), KeyType::NONE)
             } else {
                 let (s, plain) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
                 if plain && cx.is_some() { s } else { s.grown(s.room().max(1024)) }
@@ -663,7 +709,23 @@ v1_functions! {
                 state.set_settings(settings);
             }
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-                let h = call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED);
+                // Hashed for a filter of the key's own type, which the state
+                // records (a 0.5.0 state goes on as one that records none).
+                let cache = call_cache(fcinfo);
+                let v1 = state.header() == SHARDED_HEADER_V1;
+                let h = if v1 {
+                    cache.key.hash_arg(fcinfo, 1, DEFAULT_SEED)
+                } else {
+                    let h = cache.key.hash_arg_own(fcinfo, 1, DEFAULT_SEED);
+                    let own = cache.key.own_key_type();
+                    if state.key_type() != own {
+                        if state.used() > 0 {
+                            key_types_differ();
+                        }
+                        state.set_key_type(own);
+                    }
+                    h
+                };
                 if state.used() == state.room() {
                     state = state.make_room(1);
                 }
@@ -690,11 +752,24 @@ v1_functions! {
                 (Some((a, in_place)), Some((b, _))) => {
                     let mut settings = a.settings();
                     settings.merge("cf_sharded_agg", b.settings());
+                    // Hashes of one key type only; an empty state takes the other's.
+                    let key = match (a.key_type(), b.key_type()) {
+                        (x, y) if x == y => x,
+                        (x, _) if b.used() == 0 => x,
+                        (_, y) if a.used() == 0 => y,
+                        _ => key_types_differ(),
+                    };
+                    if a.header() == SHARDED_HEADER_V1 && key.is_recorded() {
+                        key_types_differ();
+                    }
                     let mut a = if in_place && in_agg { a } else { a.grown(a.used() + b.used()) };
                     if a.room() - a.used() < b.used() {
                         a = a.make_room(b.used());
                     }
                     a.set_settings(settings);
+                    if a.header() == SHARDED_HEADER {
+                        a.set_key_type(key);
+                    }
                     let n = a.used();
                     a.slots()[n..n + b.used()].copy_from_slice(&b.slots()[..b.used()]);
                     a.set_used(n + b.used());
@@ -713,7 +788,7 @@ v1_functions! {
                 return build_distinct(Settings::default(), &[], KeyType::NONE);
             }
             let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-            build_distinct(s.settings(), &s.distinct_hashes(), KeyType::NONE)
+            build_distinct(s.settings(), &s.distinct_hashes(), s.key_type())
         }
     }
 

@@ -337,6 +337,9 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
         }
         FORMAT_V2 => {
             let h = dense::parse_v2(bytes)?;
+            if h.key.kind == dense::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(h.key.oid) {
+                return Err(FormatError::BadParams(format!("key type OID {} is not a built-in type with a hash function", h.key.oid)));
+            }
             if (VALUE_PREFIX + bytes.len()) as u64 > MAX_VALUE_BYTES {
                 return Err(FormatError::BadParams(format!("{} bytes is larger than a value can hold", bytes.len())));
             }
