@@ -75,6 +75,11 @@ impl KeyType {
         self.kind != KEY_NONE
     }
 
+    /// Checks a kind and OID read from anywhere (value headers, records, files).
+    pub fn check_parts(kind: u8, oid: u32) -> Result<(), FormatError> {
+        KeyType { kind, oid }.check()
+    }
+
     fn check(&self) -> Result<(), FormatError> {
         let ok = match self.kind {
             KEY_NONE => self.oid == 0,

@@ -28,7 +28,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::durable::UNIT_WORDS;
-use super::wal::{Meta, Reader, Writer};
+use super::wal::{Meta, Reader, Writer, KEY_FOLLOWS};
 
 /// The directory, relative to the data directory.
 pub const DIR: &str = "cuckoo";
@@ -216,7 +216,9 @@ fn parse_header(r: &mut impl Read, sum: &mut xxhash_rust::xxh3::Xxh3) -> Result<
     // The fixed part, then the metadata (its name's length is in it).
     let mut all = read(5 * 8 + 2 * 4 + 1, sum)?;
     let meta_fixed = read(4 + 4 + 8 + 8 + 8 + 8 + 8 + 3 + 1, sum)?;
-    let name_len = *meta_fixed.last().unwrap() as usize;
+    // The name's length byte also says whether a key type (5 bytes) follows it.
+    let len_byte = *meta_fixed.last().unwrap();
+    let name_len = (len_byte & !KEY_FOLLOWS) as usize + if len_byte & KEY_FOLLOWS != 0 { 5 } else { 0 };
     all.extend_from_slice(&meta_fixed);
     all.extend_from_slice(&read(name_len + 4 + 8, sum)?);
     let own = read(8, sum)?;
@@ -454,7 +456,7 @@ mod tests {
 
     fn meta() -> Meta {
         let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange };
-        Meta { db: 5, owner: 10, readers: 0, capacity: 1000, fpp: 0.002, params, name: "f".into() }
+        Meta { db: 5, owner: 10, readers: 0, capacity: 1000, fpp: 0.002, params, name: "f".into(), key: crate::filter::dense::KeyType::NONE }
     }
 
     fn tmpdir(tag: &str) -> PathBuf {
@@ -470,6 +472,22 @@ mod tests {
             w.unit(u, &vec![fill; UNIT_WORDS as usize]).unwrap();
         }
         w.finish().unwrap()
+    }
+
+    #[test]
+    fn headers_keep_a_key_type() {
+        let dir = tmpdir("key");
+        let key = crate::filter::dense::KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 };
+        let typed = Meta { key, ..meta() };
+        let h = Header { name: Name { gen: 0xAC, stamp: 10, kind: Kind::Base }, prev: 0, reason: 0, has_contents: true, meta: typed.clone(), units: 1 };
+        let mut w = FileWriter::create(&dir, &h).unwrap();
+        w.unit(0, &vec![7u64; UNIT_WORDS as usize]).unwrap();
+        w.finish().unwrap();
+        let names = list(&dir).unwrap().remove(&0xAC).unwrap();
+        assert_eq!(read_header(&dir.join(names[0].file_name())).unwrap().meta, typed);
+        let c = chain(&dir, &names).unwrap();
+        assert_eq!(c.last.meta.key, key);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! new contents during replay.
 
 use super::NewFilter;
+use crate::filter::dense::KeyType;
 use crate::filter::layout::{Mapping, Params};
+
+/// Set in a metadata name-length byte when the key type follows the name.
+pub(crate) const KEY_FOLLOWS: u8 = 0x80;
 
 /// The high four bits of `xl_info` (the low four are PostgreSQL's).
 pub mod kind {
@@ -67,17 +71,19 @@ pub struct Meta {
     pub fpp: f64,
     pub params: Params,
     pub name: String,
+    /// The type of its keys (0.5.0's records and files record none).
+    pub key: KeyType,
 }
 
 impl Meta {
     /// The metadata logged for new filter `spec` with `params`.
     pub fn of(spec: &NewFilter<'_>, readers: u64, params: Params) -> Meta {
-        Meta { db: spec.db, owner: spec.owner, readers, capacity: spec.capacity, fpp: spec.fpp, params, name: spec.name.to_string() }
+        Meta { db: spec.db, owner: spec.owner, readers, capacity: spec.capacity, fpp: spec.fpp, params, name: spec.name.to_string(), key: spec.key }
     }
 
     /// The durable filter this metadata describes, to create.
     pub fn new_filter(&self) -> NewFilter<'_> {
-        NewFilter { db: self.db, owner: self.owner, name: &self.name, capacity: self.capacity, fpp: self.fpp, durable: true }
+        NewFilter { db: self.db, owner: self.owner, name: &self.name, capacity: self.capacity, fpp: self.fpp, durable: true, key: self.key }
     }
 }
 
@@ -124,8 +130,15 @@ impl Writer {
         self.u32(m.db).u32(m.owner).u64(m.readers).u64(m.capacity).u64(m.fpp.to_bits());
         let p = &m.params;
         self.u64(p.bucket_count).u64(p.seed).u8(p.fingerprint_bits).u8(p.slots_per_bucket).u8(p.mapping as u8);
-        self.u8(m.name.len() as u8);
+        // A name is at most 63 bytes: the length byte's top bit says that the
+        // key type follows the name (kind u8, OID u32). Metadata that records
+        // none is written as 0.5.0 wrote it.
+        let recorded = m.key.is_recorded();
+        self.u8(m.name.len() as u8 | if recorded { KEY_FOLLOWS } else { 0 });
         self.0.extend_from_slice(m.name.as_bytes());
+        if recorded {
+            self.u8(m.key.kind).u32(m.key.oid);
+        }
         self
     }
 }
@@ -162,12 +175,17 @@ impl<'a> Reader<'a> {
         if !(fpp > 0.0 && fpp < 1.0) || capacity == 0 {
             return Err(format!("{} record has a bad capacity or fpp", self.what));
         }
-        let n = self.u8()? as usize;
+        let n = self.u8()?;
+        let (n, key_follows) = ((n & !KEY_FOLLOWS) as usize, n & KEY_FOLLOWS != 0);
         let name = std::str::from_utf8(self.take(n)?).map_err(|_| format!("{} record has a name that is not UTF-8", self.what))?;
         if name.is_empty() || n > super::registry::MAX_NAME_BYTES || name.contains('\0') {
             return Err(format!("{} record has a bad filter name", self.what));
         }
-        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string() })
+        let key = if key_follows { KeyType { kind: self.u8()?, oid: self.u32()? } } else { KeyType::NONE };
+        if key_follows && (!key.is_recorded() || KeyType::check_parts(key.kind, key.oid).is_err()) {
+            return Err(format!("{} record has a bad key type", self.what));
+        }
+        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string(), key })
     }
     pub(crate) fn end(self) -> Result<(), String> {
         if self.b.is_empty() {
@@ -371,13 +389,16 @@ mod tests {
             fpp: 0.002,
             params: Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange },
             name: "f".into(),
+            key: KeyType::NONE,
         }
     }
 
     fn all() -> Vec<Record> {
         vec![
             Record::Create(meta()),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 }, ..meta() }),
             Record::ContentBegin { kind: ContentKind::Image, gen: 99, cut: 0, meta: meta() },
+            Record::ContentBegin { kind: ContentKind::Publish, gen: 99, cut: 0, meta: Meta { key: KeyType { kind: crate::filter::dense::KEY_ENUM, oid: 16_400 }, ..meta() } },
             Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: meta() },
             Record::ContentChunk { begin: 3, offset: 8, words: vec![1, 2, 3] },
             Record::ContentEnd { begin: 3, items: 17 },
@@ -424,5 +445,23 @@ mod tests {
         let (k, mut body) = Record::Create(meta()).encode();
         body[49] = 0; // slots per bucket
         assert!(Record::decode(k, &body).unwrap_err().contains("parameters"));
+    }
+
+    #[test]
+    fn metadata_without_a_key_type_is_written_as_before() {
+        // 0.5.0's CREATE of `meta()`: the name length byte has no flag, nothing
+        // follows the name.
+        let (k, body) = Record::Create(meta()).encode();
+        assert_eq!(body[body.len() - 2], 1, "name length");
+        assert_eq!(&body[body.len() - 1..], b"f");
+        assert_eq!(Record::decode(k, &body).unwrap(), Record::Create(meta()));
+        // With a key type: flagged, and kind and OID after the name.
+        let typed = Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 25 }, ..meta() };
+        let (k, mut body) = Record::Create(typed).encode();
+        assert_eq!(body[body.len() - 7], 0x81);
+        // A flagged key type that is not valid is refused.
+        let at = body.len() - 4;
+        body[at..].copy_from_slice(&0u32.to_le_bytes());
+        assert!(Record::decode(k, &body).unwrap_err().contains("key type"));
     }
 }

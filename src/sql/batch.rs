@@ -178,7 +178,7 @@ v1_functions! {
             let keys = Keys::from_arg(fcinfo, 1);
             let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
             let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
-            let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed| keys.hashes(hasher, seed, KeyType::NONE, collation, mcxt));
+            let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt));
             keys.answer(answers)
         }
     }

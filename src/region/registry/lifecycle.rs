@@ -18,7 +18,7 @@ impl Region {
     /// with parameters `params`, without contents (they were lost: it needs a
     /// reload for `reason`); its blocks are retired.
     #[allow(clippy::too_many_arguments)]
-    pub fn clear_contents(&self, lk: &Locked, info: &EntryInfo, params: &Params, capacity: u64, fpp: f64, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
+    pub fn clear_contents(&self, lk: &Locked, info: &EntryInfo, params: &Params, capacity: u64, fpp: f64, key: KeyType, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
         debug_assert!(reason != 0);
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
@@ -31,6 +31,7 @@ impl Region {
             e.gen.store(gen, Ordering::Relaxed);
             e.durable.store(1, Ordering::Relaxed);
             e.reload_reason.store(reason, Ordering::Relaxed);
+            e.key.store(pack_key(key), Ordering::Relaxed);
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }
@@ -194,6 +195,7 @@ impl Region {
             e.durable.store(spec.durable as u64, Ordering::Relaxed);
             e.gen.store(gen, Ordering::Relaxed);
             e.reload_reason.store(reason, Ordering::Relaxed);
+            e.key.store(pack_key(spec.key), Ordering::Relaxed);
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }
@@ -237,7 +239,7 @@ impl Region {
     /// Replaces live filter `info`'s contents with the bucket words `contents`
     /// writes: readers see the old filter or the new one.
     #[allow(clippy::too_many_arguments)]
-    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
+    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, key: KeyType, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         let (start, blocks, tag) = self.fill(lk, params, capacity, durable, Some(contents))?;
@@ -251,6 +253,7 @@ impl Region {
             e.gen.store(gen, Ordering::Relaxed);
             e.durable.store(durable as u64, Ordering::Relaxed);
             e.reload_reason.store(0, Ordering::Relaxed);
+            e.key.store(pack_key(key), Ordering::Relaxed);
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }

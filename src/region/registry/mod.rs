@@ -56,6 +56,7 @@ use crossbeam_utils::CachePadded;
 
 use super::allocator::BlockAllocator;
 use super::durable::{state_bytes, Pool, Units, UNIT_WORDS};
+use crate::filter::dense::KeyType;
 use crate::filter::layout::{WordsHeader, WORDS_HEADER_BYTES};
 use crate::filter::sizing;
 use super::epoch;
@@ -71,7 +72,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 3;
+const REGION_VERSION: u64 = 4;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -149,6 +150,8 @@ struct Entry {
     gen: AtomicU64,
     /// Why the filter must be published again before use (0: it need not).
     reload_reason: AtomicU64,
+    /// The type of its keys (`KeyType`: kind << 32 | OID; 0: not recorded).
+    key: AtomicU64,
     /// The filter's parameters (kept here too, for placeholders without blocks):
     /// bucket count, seed, and fingerprint bits | slots << 8 | mapping << 16.
     params: [AtomicU64; 3],
@@ -348,6 +351,7 @@ pub struct EntryInfo {
     pub gen: u64,
     pub reload_reason: u64,
     pub params: Option<Params>,
+    pub key: KeyType,
 }
 
 impl EntryInfo {
@@ -380,6 +384,15 @@ pub struct NewFilter<'n> {
     pub capacity: u64,
     pub fpp: f64,
     pub durable: bool,
+    pub key: KeyType,
+}
+
+fn pack_key(k: KeyType) -> u64 {
+    (k.kind as u64) << 32 | k.oid as u64
+}
+
+fn unpack_key(w: u64) -> KeyType {
+    KeyType { kind: (w >> 32) as u8, oid: w as u32 }
 }
 
 fn pack_params(p: &Params) -> [u64; 3] {
@@ -580,6 +593,7 @@ impl Region {
                 gen: e.gen.load(Ordering::Relaxed),
                 reload_reason: e.reload_reason.load(Ordering::Relaxed),
                 params: unpack_params([&e.params[0], &e.params[1], &e.params[2]].map(|w| w.load(Ordering::Relaxed))),
+                key: unpack_key(e.key.load(Ordering::Relaxed)),
             };
             fence(Ordering::Acquire);
             if e.seq.load(Ordering::Relaxed) != seq {

@@ -43,7 +43,7 @@ fn region(size: u64) -> (Arc<Mem>, Region) {
 }
 
 fn spec(db: u32, name: &str) -> NewFilter<'_> {
-    NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP, durable: false }
+    NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP, durable: false, key: crate::filter::dense::KeyType::NONE }
 }
 
 fn params(capacity: u64) -> Params {
@@ -63,6 +63,23 @@ fn lock() -> Locked {
     // SAFETY: each test is single-threaded in its changes, or serialises them
     // with a Mutex.
     unsafe { Locked::assume() }
+}
+
+#[test]
+fn entries_keep_their_key_type() {
+    use crate::filter::dense::{KeyType, KEY_BUILTIN, KEY_ENUM};
+    let (_m, r) = region(4 << 20);
+    let lk = lock();
+    let int8 = KeyType { kind: KEY_BUILTIN, oid: 20 };
+    let a = r.create(&lk, &NewFilter { key: int8, ..spec(1, "a") }, &params(1000), None, &mut |_, _| 0).unwrap();
+    assert_eq!(a.key, int8);
+    assert_eq!(r.find(1, "a").unwrap().key, int8);
+    assert_eq!(r.create(&lk, &spec(1, "b"), &params(1000), None, &mut |_, _| 0).unwrap().key, KeyType::NONE);
+    // A placeholder's contents cleared for another generation take its key type.
+    let labels = KeyType { kind: KEY_ENUM, oid: 16_400 };
+    let d = r.create(&lk, &NewFilter { durable: true, key: int8, ..spec(1, "d") }, &params(1000), None, &mut |_, _| 5).unwrap();
+    let cleared = r.clear_contents(&lk, &d, &params(1000), 1000, DEFAULT_FPP, labels, 77, 2).unwrap();
+    assert_eq!(cleared.key, labels);
 }
 
 #[test]
@@ -162,7 +179,7 @@ fn replace_keeps_the_name_and_retires_the_old_copy() {
     src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
     let words = words_of(&src);
     let pin = r.pin(0).unwrap();
-    let b = r.replace(&lk, &a, &p, &copy_from(&words), 1000, 0.001, false, &mut |_, _| 0).unwrap();
+    let b = r.replace(&lk, &a, &p, &copy_from(&words), 1000, 0.001, false, crate::filter::dense::KeyType::NONE, &mut |_, _| 0).unwrap();
     assert_eq!(a.index, b.index);
     assert!(!r.still_current(a.index, a.seq));
     assert!(r.table(&b).contains(hash_i64(DEFAULT_SEED, 42)));
@@ -205,7 +222,7 @@ fn generations_placeholders_and_reload_marks() {
     let marked = r.find(1, "d").unwrap();
     assert!(!marked.usable() && marked.blocks > 0 && marked.seq != d.seq);
     // A replace gives a new generation and clears the mark.
-    let e = r.replace(&lk, &marked, &p, &copy_from(&words), 1000, 0.002, true, &mut |_, _| 90).unwrap();
+    let e = r.replace(&lk, &marked, &p, &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, &mut |_, _| 90).unwrap();
     assert_eq!((e.gen, e.reload_reason, e.usable()), (90, 0, true));
     assert!(r.find_gen(77).is_none());
     // A placeholder: a name, parameters, no blocks; it can be replaced
@@ -214,7 +231,7 @@ fn generations_placeholders_and_reload_marks() {
     assert_eq!((ph.blocks, ph.reload_reason, ph.params, ph.usable()), (0, 2, Some(p), false));
     assert_eq!(r.create_placeholder(&lk, &spec(1, "lost"), &p, 56, 2), Err(RegionError::Exists));
     r.check().unwrap();
-    let back = r.replace(&lk, &ph, &p, &copy_from(&words), 1000, 0.002, true, &mut |_, _| 60).unwrap();
+    let back = r.replace(&lk, &ph, &p, &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, &mut |_, _| 60).unwrap();
     assert!(back.usable() && r.table(&back).contains(hash_i64(DEFAULT_SEED, 7)));
     let ph2 = r.create_placeholder(&lk, &spec(1, "gone"), &p, 57, 3).unwrap();
     r.drop_filter(&lk, &ph2).unwrap();
@@ -368,7 +385,7 @@ fn reclamation_waits_for_readers_under_churn() {
     while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
         round += 1;
         if round % 2 == 0 {
-            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &p, &contents, 5000, DEFAULT_FPP, false, &mut |_, _| 0));
+            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &p, &contents, 5000, DEFAULT_FPP, false, crate::filter::dense::KeyType::NONE, &mut |_, _| 0));
         } else {
             change(&|lk| {
                 let hot = r.find(1, "hot").unwrap();

@@ -13,6 +13,7 @@ use pgrx::prelude::*;
 use super::attach::{my_slot, region, wait_for, REGION};
 use super::errors::{closed_error, fail, not_found};
 use super::reload::needs_reload;
+use crate::filter::dense::KeyType;
 use crate::filter::Table;
 use crate::region::durable::Units;
 use crate::region::registry::Pin;
@@ -166,6 +167,8 @@ pub(crate) struct NamedCall {
     index: usize,
     seq: u64,
     seed: u64,
+    /// The resolved filter's key type (keys are hashed as it hashes them).
+    filter_key: KeyType,
     /// Valid when `resolved`; used only while pinned and after `still_current`.
     table: MaybeUninit<Table<'static>>,
     /// A durable filter's units (for writers: see `region::durable`), as `table`.
@@ -201,6 +204,7 @@ impl NamedCall {
             let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
             let table = r.table(&info);
             self.seed = table.params().seed;
+            self.filter_key = info.key;
             self.table = MaybeUninit::new(table);
             self.units = MaybeUninit::new(if self.write { r.units(&info) } else { None });
             drop(pin);
@@ -239,7 +243,9 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with non-null text and key arguments.
-    pub(super) unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, op: impl Fn(&Table<'_>, u64, &Region, usize, usize, u64) -> T) -> T {
+    /// A key with no equal among the filter's keys (42.5 for an integer filter)
+    /// gives `absent()` instead.
+    pub(super) unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, absent: impl FnOnce() -> T, op: impl Fn(&Table<'_>, u64, &Region, usize, usize, u64) -> T) -> T {
         // SAFETY: as documented.
         let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
         if !fresh && self.gen != 0 {
@@ -250,7 +256,7 @@ impl NamedCall {
         let slot = my_slot();
         loop {
             // SAFETY: as documented; the hasher was resolved for this call site.
-            let h = unsafe { self.key.hash_arg(fcinfo, 1, self.seed) };
+            let Some(h) = (unsafe { self.key.hash_arg_for(fcinfo, 1, self.seed, self.filter_key) }) else { return absent() };
             let pinned = if self.write { pin_current_writer(r, self.index, self.seq) } else { pin_current(r, self.index, self.seq) };
             if let Some(pin) = pinned {
                 if self.write && r.writers_paused(self.index) {
@@ -292,12 +298,12 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with a non-null text argument 0.
-    pub(crate) unsafe fn lookup_many<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64) -> &'a [u64]) -> &'a [bool] {
+    pub(crate) unsafe fn lookup_many<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64, KeyType) -> &'a [u64]) -> &'a [bool] {
         // SAFETY: as documented.
         let (r, name, who, _) = unsafe { self.current(fcinfo) };
         let slot = my_slot();
         loop {
-            let hs = hashes(&mut self.key, self.seed);
+            let hs = hashes(&mut self.key, self.seed, self.filter_key);
             let out = crate::sql::value::datatype::palloc_slice::<bool>(hs.len());
             if let Some(pin) = pin_current(r, self.index, self.seq) {
                 // SAFETY: resolved, unchanged and pinned (see `run`).

@@ -41,12 +41,17 @@ impl PgWords {
     }
 }
 
+/// An insert of a key with no equal among the filter's keys: 22003.
+fn no_equal_key() -> bool {
+    crate::sql::value::functions::no_equal_key_error()
+}
+
 v1_functions! {
     /// `cf_contains(name text, key anyelement) -> boolean`.
     fn cf_contains_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let found = named_call(fcinfo, false).run(fcinfo, |t, h, r, index, slot, _| {
+            let found = named_call(fcinfo, false).run(fcinfo, || false, |t, h, r, index, slot, _| {
                 let mut st = OpStats::default();
                 let found = t.contains_counted(h, &mut st);
                 r.count_lookup(index, slot, &st);
@@ -60,7 +65,7 @@ v1_functions! {
     fn cf_insert_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot, gen| {
+            let ok = named_call(fcinfo, true).run(fcinfo, no_equal_key, |t, h, r, index, slot, gen| {
                 // Durable: logged before it takes effect, and if the filter is
                 // full, the refusal too (see `log`).
                 let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));
@@ -81,7 +86,7 @@ v1_functions! {
     fn cf_delete_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let ok = named_call(fcinfo, true).run(fcinfo, |t, h, r, index, slot, gen| {
+            let ok = named_call(fcinfo, true).run(fcinfo, || false, |t, h, r, index, slot, gen| {
                 let ok = t.delete(h);
                 if ok {
                     // Durable: logged after the copy is gone (see `log`).
@@ -113,7 +118,7 @@ v1_functions! {
         }
         let sized = size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT).unwrap_or_else(|e| sizing_error(e));
         prepare_write(durable, c"cf_create()");
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable };
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key: KeyType::NONE };
         purge_dropped_databases();
         registry_change(name, |_| {}, |r, lk, _| {
             durable_open(r, durable)?;
@@ -168,7 +173,7 @@ v1_functions! {
         // is taken (decoding a large value takes a while), then copied under it.
         let words: Vec<u64> = v.words().collect();
         let contents = |out: &mut [u64]| out.copy_from_slice(&words);
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable };
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable, key: v.key_type() };
         purge_dropped_databases();
         registry_change(
             name,
@@ -195,7 +200,7 @@ v1_functions! {
                 };
                 match found {
                     Some(info) => {
-                        let made = r.replace(lk, info, &params, &contents, capacity, fpp, durable, &mut stamp)?;
+                        let made = r.replace(lk, info, &params, &contents, capacity, fpp, durable, spec.key, &mut stamp)?;
                         if info.durable && !durable {
                             // No longer durable: replay forgets it.
                             log(&Record::Drop { gen: info.gen });
@@ -239,7 +244,7 @@ v1_functions! {
             };
             match copied {
                 Ok(items) => {
-                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()), key: KeyType::NONE };
+                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()), key: info.key };
                     return value_from_words(&h, out.iter().copied()).as_datum();
                 }
                 Err(_) => fail(

@@ -155,7 +155,7 @@ pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, words: &[u64], items:
 
 /// A filter's metadata as logged.
 pub fn meta_of(info: &EntryInfo, params: Params) -> Meta {
-    Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone() }
+    Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone(), key: info.key }
 }
 
 /// A WAL position as PostgreSQL writes it (`16/B374D848`).

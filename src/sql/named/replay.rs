@@ -509,7 +509,7 @@ impl Replay {
                     return placeholder(r, lk, existing.as_ref(), &spec, meta, gen, why).map(|()| Outcome::Done);
                 }
                 let made = match &existing {
-                    Some(e) => r.replace(lk, e, &meta.params, &fill, meta.capacity, meta.fpp, true, &mut |_, _| gen),
+                    Some(e) => r.replace(lk, e, &meta.params, &fill, meta.capacity, meta.fpp, true, meta.key, &mut |_, _| gen),
                     None => r.create(lk, &spec, &meta.params, words.is_some().then_some(&fill as &dyn Fn(&mut [u64])), &mut |_, _| gen),
                 };
                 let failed = match made {

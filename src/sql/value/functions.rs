@@ -36,6 +36,17 @@ fn key_type_text(key: KeyType) -> Option<String> {
     })
 }
 
+/// 22003: an insert of a key that has no equal among the filter's keys (42.5
+/// into an integer filter).
+pub fn no_equal_key_error() -> ! {
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+        "the key has no equal among the cuckoo filter's keys",
+        "A whole number in the range of the filter's key type can be inserted; this one is not."
+    );
+}
+
 /// Raises 22023 for a sizing error.
 pub fn sizing_error(e: SizingError) -> ! {
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string());
@@ -129,14 +140,7 @@ v1_functions! {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-                    "the key has no equal among the cuckoo filter's keys",
-                    "A whole number in the range of the filter's key type can be inserted; this one is not."
-                );
-            };
+            let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else { no_equal_key_error() };
             let f = v.to_owned_filter();
             if f.table().insert(h).is_err() {
                 full_error(
