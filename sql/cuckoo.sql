@@ -53,6 +53,19 @@ CREATE FUNCTION cf_insert(cuckoofilter, anyelement) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_delete(cuckoofilter, anyelement) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- An untyped key (a client's parameter, a string literal) resolves to these
+-- text overloads: it is read with the filter's key type's input function (a
+-- value that records none hashes it as text, as before). A typed key of
+-- another string type reaches them through its implicit cast and is hashed as
+-- its own type.
+CREATE FUNCTION cf_contains(cuckoofilter, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, text) IS 'false: the key is definitely absent; true: it may be present (text is read as the filter''s key type)';
+CREATE FUNCTION cf_insert(cuckoofilter, key text) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, key text) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_union(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_union_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_empty(capacity bigint, fpp float8) RETURNS cuckoofilter
@@ -376,6 +389,15 @@ CREATE FUNCTION cf_contains_key(name text, key anyelement) RETURNS boolean
     SUPPORT cf_contains_support;
 COMMENT ON FUNCTION cf_contains_key(text, anyelement) IS 'cf_contains by name for one key of any type, an array key included';
 CREATE FUNCTION cf_delete(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- Untyped keys by name: read as the filter's key type (see the value overloads).
+CREATE FUNCTION cf_contains(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(text, text) IS 'false: the key is definitely not in the named filter; true: it may be (text is read as the filter''s key type)';
+CREATE FUNCTION cf_insert(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_delete(name text, key text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_delete(text, anyelement) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';
 CREATE FUNCTION cf_publish(name text, f cuckoofilter, durable boolean DEFAULT true) RETURNS void

@@ -152,6 +152,11 @@ pub struct KeyHasher {
     /// The input function (`INPUT`) or cast function (`CAST`).
     convert: pg_sys::FmgrInfo,
     ioparam: pg_sys::Oid,
+    /// A `text` key that the call made by an implicit cast from another type
+    /// (a `char(n)`, `name` or `citext` key given to a `text` overload): that
+    /// type, so that a filter recording no key type hashes the key as that
+    /// type does, as before the `text` overloads existed.
+    origin: pg_sys::Oid,
 }
 
 /// How keys of a filter's key type hash (all-zero: unused).
@@ -194,6 +199,9 @@ impl KeyHasher {
                 );
             }
             self.resolve_type(typid, pgrx::fcinfo::pg_get_collation(fcinfo), (*flinfo).fn_mcxt);
+            if typid == pg_sys::TEXTOID {
+                self.origin = implicit_cast_source((*flinfo).fn_expr, argno);
+            }
         }
     }
 
@@ -260,6 +268,7 @@ impl KeyHasher {
             self.collation = collation;
             self.kind = kind;
             self.prepared = false;
+            self.origin = pg_sys::InvalidOid;
             Ok(())
         }
     }
@@ -413,6 +422,25 @@ impl KeyHasher {
             self.key = key;
             self.mode = DIRECT;
             if !key.is_recorded() {
+                if self.origin != pg_sys::InvalidOid {
+                    // Read back as the original type and hashed as it hashes.
+                    let o = self.origin;
+                    let kind = kind_of(o);
+                    if kind == EXTENDED {
+                        let entry = pg_sys::lookup_type_cache(o, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+                        if (*entry).hash_extended_proc == pg_sys::InvalidOid {
+                            return Err(PrepareError::NoHash);
+                        }
+                        pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
+                        self.target.collation = self.collation;
+                    }
+                    self.target.kind = kind;
+                    let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+                    pg_sys::getTypeInputInfo(o, &mut input, &mut ioparam);
+                    pg_sys::fmgr_info_cxt(input, &mut self.convert, mcxt);
+                    self.ioparam = ioparam;
+                    self.mode = INPUT;
+                }
                 self.prepared = true;
                 return Ok(());
             }
@@ -563,6 +591,41 @@ impl KeyHasher {
             } else {
                 hash_by(self.target.kind, &mut self.target.extended, self.target.collation, datum, seed)
             }
+        }
+    }
+}
+
+/// The type argument `argno` of call expression `expr` had before an implicit
+/// cast to `text` (a relabeling or a cast function), unless it is a string
+/// type that hashes as `text` does (`text`, `varchar`, domains over them).
+///
+/// # Safety
+/// `expr` is a call's expression node or null.
+unsafe fn implicit_cast_source(expr: *mut pg_sys::Node, argno: usize) -> pg_sys::Oid {
+    // SAFETY: node tags are checked before each cast; lists hold nodes.
+    unsafe {
+        if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return pg_sys::InvalidOid;
+        }
+        let args = pgrx::PgList::<pg_sys::Node>::from_pg((*(expr as *mut pg_sys::FuncExpr)).args);
+        let Some(arg) = args.get_ptr(argno) else { return pg_sys::InvalidOid };
+        let inner = match (*arg).type_ {
+            pg_sys::NodeTag::T_RelabelType => {
+                let r = arg as *mut pg_sys::RelabelType;
+                ((*r).relabelformat == pg_sys::CoercionForm::COERCE_IMPLICIT_CAST).then(|| (*r).arg as *mut pg_sys::Node)
+            }
+            pg_sys::NodeTag::T_FuncExpr => {
+                let f = arg as *mut pg_sys::FuncExpr;
+                let fargs = pgrx::PgList::<pg_sys::Node>::from_pg((*f).args);
+                ((*f).funcformat == pg_sys::CoercionForm::COERCE_IMPLICIT_CAST).then(|| fargs.get_ptr(0)).flatten()
+            }
+            _ => None,
+        };
+        let Some(inner) = inner else { return pg_sys::InvalidOid };
+        let source = pg_sys::exprType(inner);
+        match pg_sys::getBaseType(source) {
+            pg_sys::TEXTOID | pg_sys::VARCHAROID => pg_sys::InvalidOid,
+            _ => source,
         }
     }
 }
