@@ -62,6 +62,13 @@ CREATE FUNCTION cf_contains(cuckoofilter, key text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
     SUPPORT cf_contains_support;
 COMMENT ON FUNCTION cf_contains(cuckoofilter, text) IS 'false: the key is definitely absent; true: it may be present (text is read as the filter''s key type)';
+-- Many keys at once from a client: an untyped array parameter (what drivers send)
+-- resolves to text[] here (anycompatiblearray), a typed one keeps its type;
+-- cf_contains(f, $1) cannot return an array for an untyped $1.
+CREATE FUNCTION cf_contains_each(cuckoofilter, keys anycompatiblearray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_each(cuckoofilter, anycompatiblearray) IS 'cf_contains for every element of an array, also an untyped one (read as the filter''s key type); NULL for NULL elements';
 CREATE FUNCTION cf_insert(cuckoofilter, key text) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_delete(cuckoofilter, key text) RETURNS cuckoofilter
@@ -391,6 +398,10 @@ COMMENT ON FUNCTION cf_contains_key(text, anyelement) IS 'cf_contains by name fo
 CREATE FUNCTION cf_delete(name text, key anyelement) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- Untyped keys by name: read as the filter's key type (see the value overloads).
+CREATE FUNCTION cf_contains_each(name text, keys anycompatiblearray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_named_many' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_each(text, anycompatiblearray) IS 'cf_contains by name for every element of an array, also an untyped one (read as the filter''s key type); NULL for NULL elements';
 CREATE FUNCTION cf_contains(name text, key text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
     SUPPORT cf_contains_support;

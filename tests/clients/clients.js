@@ -17,8 +17,8 @@ const RECIPES = [
   ['named probe, absent', "SELECT cf_contains('{t}', {p}) AS r", (k) => key(k, 5000)],
   ['value probe', "SELECT cf_contains(f, {p}) AS r FROM filters WHERE name = '{t}'", (k) => key(k, 42)],
   ['value probe, absent', "SELECT cf_contains(f, {p}) AS r FROM filters WHERE name = '{t}'", (k) => key(k, 5000)],
-  ['named batch', "SELECT cf_contains('{t}', {p}) AS r", (k) => [key(k, 41), key(k, 5001), key(k, 43)]],
-  ['value batch', "SELECT cf_contains(f, {p}) AS r FROM filters WHERE name = '{t}'", (k) => [key(k, 41), key(k, 5001)]],
+  ['named batch', "SELECT cf_contains_each('{t}', {p}) AS r", (k) => [key(k, 41), key(k, 5001), key(k, 43)]],
+  ['value batch', "SELECT cf_contains_each(f, {p}) AS r FROM filters WHERE name = '{t}'", (k) => [key(k, 41), key(k, 5001)]],
 ];
 const fill = (sql, kind, p) => sql.replaceAll('{t}', kind).replaceAll('{p}', p);
 const typedParam = (kind, arg) => `$1::${SQLTYPE[kind]}${Array.isArray(arg) ? '[]' : ''}`;
