@@ -77,6 +77,8 @@ CREATE FUNCTION cf_union(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_union_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_empty(capacity bigint, fpp float8) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_empty(capacity bigint, fpp float8, key_type regtype) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_count(cuckoofilter) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_count' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cuckoo_library_version() RETURNS text
@@ -374,9 +376,9 @@ COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, c
 -- inserts and deletes are parallel unsafe, since a durable change assigns the
 -- transaction an ID as nextval does; create, drop, publish and grants take the
 -- registry lock.
-CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true) RETURNS void
-    AS 'MODULE_PATHNAME', 'cf_create' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean) IS 'creates an empty named filter in shared memory for capacity keys at false-positive rate fpp; durable filters are WAL-logged and survive restarts, crashes and failover';
+CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true, key_type regtype DEFAULT NULL) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_create' LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean, regtype) IS 'creates an empty named filter in shared memory for capacity keys of type key_type at false-positive rate fpp; durable filters are WAL-logged and survive restarts, crashes and failover';
 CREATE FUNCTION cf_drop(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_drop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not exist';

@@ -91,6 +91,18 @@ pub fn builtin_key_type_ok(oid: u32) -> bool {
     }
 }
 
+/// The key type a filter declared for keys of type `typid` records; raises
+/// the error a key of that type raises if it cannot be a key (42883).
+pub fn declared_key_type(typid: pg_sys::Oid) -> KeyType {
+    // SAFETY: a zeroed hasher is the valid unresolved state; resolving reads
+    // the catalog and raises for a type without a hash function.
+    unsafe {
+        let mut probe: KeyHasher = std::mem::zeroed();
+        probe.resolve_type(typid, pg_sys::InvalidOid, pg_sys::CurrentMemoryContext);
+    }
+    key_type_of(typid)
+}
+
 /// A type's name for messages.
 fn type_name(typid: pg_sys::Oid) -> String {
     // SAFETY: format_type_be returns a palloc'd string for any OID.

@@ -103,8 +103,26 @@ v1_functions! {
 
     /// `cf_create(name text, capacity bigint, fpp float8, durable boolean) -> void`.
     fn cf_create(fcinfo) {
-        // SAFETY: strict; text, int8, float8, and bool unless called through the
-        // 0.2.0 declaration (three arguments: not durable, as then).
+        // Declared non-strict for its optional key type (0.6.0): NULL in any
+        // other argument gives NULL, as a strict function does.
+        // SAFETY: a valid frame; arguments checked for NULL before they are read.
+        unsafe {
+            let given = ((*fcinfo).nargs as usize).min(4);
+            if (0..given).any(|n| pgrx::fcinfo::pg_arg_is_null(fcinfo, n)) {
+                return pgrx::fcinfo::pg_return_null(fcinfo);
+            }
+        }
+        // `key_type regtype`: the type of the keys (NULL: recorded by none).
+        // SAFETY: a fifth argument, when passed and not NULL, is a regtype.
+        let key = unsafe {
+            if (*fcinfo).nargs > 4 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 4) {
+                crate::sql::keys::declared_key_type(pg_sys::Oid::from(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 4).value() as u32))
+            } else {
+                KeyType::NONE
+            }
+        };
+        // SAFETY: non-null text, int8, float8, and bool unless called through
+        // the 0.2.0 declaration (three arguments: not durable, as then).
         let (name, capacity, fpp, durable) = unsafe {
             (
                 text_arg(fcinfo, 0),
@@ -118,7 +136,7 @@ v1_functions! {
         }
         let sized = size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT).unwrap_or_else(|e| sizing_error(e));
         prepare_write(durable, c"cf_create()");
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key: KeyType::NONE };
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key };
         purge_dropped_databases();
         registry_change(name, |_| {}, |r, lk, _| {
             durable_open(r, durable)?;

@@ -190,7 +190,16 @@ v1_functions! {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
         let s = size_for_capacity(capacity as u64, fpp, value_max_buckets(fpp)).unwrap_or_else(|e| sizing_error(e));
-        value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity), KeyType::NONE).as_datum()
+        // `cf_empty(capacity, fpp, key_type)`: a filter for keys of that type.
+        // SAFETY: strict; a third argument is a regtype (an OID, by value).
+        let key = unsafe {
+            if (*fcinfo).nargs > 2 {
+                crate::sql::keys::declared_key_type(pg_sys::Oid::from(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u32))
+            } else {
+                KeyType::NONE
+            }
+        };
+        value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity), key).as_datum()
     }
 
     /// `cf_count(cuckoofilter) -> bigint`: occupied slots.
