@@ -66,6 +66,8 @@ pub const KEY_NONE: u8 = 0;
 pub const KEY_BUILTIN: u8 = 1;
 pub const KEY_ENUM: u8 = 2;
 pub const KEY_LOCAL: u8 = 3;
+/// A named filter whose key type its first insert fixes (never in a value).
+pub const KEY_PENDING: u8 = 4;
 
 impl KeyType {
     /// Nothing recorded: keys hash as in 0.5.0 and probes are not checked.
@@ -75,9 +77,25 @@ impl KeyType {
         self.kind != KEY_NONE
     }
 
-    /// Checks a kind and OID read from anywhere (value headers, records, files).
+    /// Checks a kind and OID read from a value's header.
     pub fn check_parts(kind: u8, oid: u32) -> Result<(), FormatError> {
         KeyType { kind, oid }.check()
+    }
+
+    /// Checks a kind and OID read from a named filter's metadata (records,
+    /// files), where a pending key type is valid too.
+    pub fn check_named(kind: u8, oid: u32) -> Result<(), FormatError> {
+        if kind == KEY_PENDING && oid == 0 {
+            Ok(())
+        } else {
+            KeyType { kind, oid }.check()
+        }
+    }
+
+    /// What a value made from a named filter records: a pending key type
+    /// (an empty filter) records none.
+    pub fn for_value(self) -> KeyType {
+        if self.kind == KEY_PENDING { KeyType::NONE } else { self }
     }
 
     fn check(&self) -> Result<(), FormatError> {

@@ -47,6 +47,8 @@ pub mod kind {
     pub const CUT: u8 = 0xC0;
     /// The files of a dropped or replaced generation are about to be removed.
     pub const DISCARD: u8 = 0xD0;
+    /// The first insert into a filter whose key type was pending fixed it.
+    pub const KEY_TYPE: u8 = 0xE0;
 }
 
 /// Why contents are logged.
@@ -106,6 +108,7 @@ pub enum Record {
     /// in the WAL (a compaction: the filter's older files are about to go).
     Cut { gen: u64, base: bool, logged: bool },
     Discard { gen: u64 },
+    KeyType { gen: u64, key: KeyType },
 }
 
 /// Bucket words per content chunk record (256 kB).
@@ -182,7 +185,7 @@ impl<'a> Reader<'a> {
             return Err(format!("{} record has a bad filter name", self.what));
         }
         let key = if key_follows { KeyType { kind: self.u8()?, oid: self.u32()? } } else { KeyType::NONE };
-        if key_follows && (!key.is_recorded() || KeyType::check_parts(key.kind, key.oid).is_err()) {
+        if key_follows && (!key.is_recorded() || KeyType::check_named(key.kind, key.oid).is_err()) {
             return Err(format!("{} record has a bad key type", self.what));
         }
         Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string(), key })
@@ -244,6 +247,10 @@ impl Record {
                 w.u64(*gen).u64(*readers);
                 kind::GRANT
             }
+            Record::KeyType { gen, key } => {
+                w.u64(*gen).u8(key.kind).u32(key.oid);
+                kind::KEY_TYPE
+            }
             Record::PassBegin => kind::PASS_BEGIN,
             Record::PassDone { begin, filters } => {
                 w.u64(*begin).u64(*filters);
@@ -297,6 +304,13 @@ impl Record {
             kind::DELETE => Record::Delete { gen: r.u64()?, hash: r.u64()? },
             kind::DROP => Record::Drop { gen: r.u64()? },
             kind::GRANT => Record::Grant { gen: r.u64()?, readers: r.u64()? },
+            kind::KEY_TYPE => {
+                let (gen, kind, oid) = (r.u64()?, r.u8()?, r.u32()?);
+                if kind == crate::filter::dense::KEY_NONE || kind == crate::filter::dense::KEY_PENDING || KeyType::check_named(kind, oid).is_err() {
+                    return Err("KEY_TYPE record has a bad key type".into());
+                }
+                Record::KeyType { gen, key: KeyType { kind, oid } }
+            }
             kind::PASS_BEGIN => Record::PassBegin,
             kind::PASS_DONE => Record::PassDone { begin: r.u64()?, filters: r.u64()? },
             kind::PLACEHOLDER => {
@@ -346,6 +360,7 @@ impl Record {
             Record::Refused { gen, hash, insert_end } => format!("gen {gen:X} hash {hash:016X} insert {insert_end:X}"),
             Record::Drop { gen } => format!("gen {gen:X}"),
             Record::Grant { gen, readers } => format!("gen {gen:X} readers {readers}"),
+            Record::KeyType { gen, key } => format!("gen {gen:X} key type kind {} OID {}", key.kind, key.oid),
             Record::PassBegin => String::new(),
             Record::PassDone { begin, filters } => format!("begin {begin:X} filters {filters}"),
             Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
@@ -372,6 +387,7 @@ pub fn name_of(k: u8) -> Option<&'static str> {
         kind::PLACEHOLDER => "PLACEHOLDER",
         kind::CUT => "CUT",
         kind::DISCARD => "DISCARD",
+        kind::KEY_TYPE => "KEY_TYPE",
         _ => return None,
     })
 }
@@ -414,6 +430,8 @@ mod tests {
             Record::Cut { gen: 4, base: true, logged: false },
             Record::Cut { gen: 4, base: false, logged: false },
             Record::Discard { gen: 4 },
+            Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 25 } },
+            Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_PENDING, oid: 0 }, ..meta() }),
         ]
     }
 
@@ -441,7 +459,7 @@ mod tests {
             longer.push(0);
             assert!(Record::decode(k, &longer).is_err(), "{r:?} with a byte too many");
         }
-        assert!(Record::decode(0xE0, &[]).is_err());
+        assert!(Record::decode(0xF0, &[]).is_err());
         let (k, mut body) = Record::Create(meta()).encode();
         body[49] = 0; // slots per bucket
         assert!(Record::decode(k, &body).unwrap_err().contains("parameters"));

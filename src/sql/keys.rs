@@ -25,7 +25,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::dense::{KeyType, KEY_BUILTIN, KEY_ENUM, KEY_LOCAL};
+use crate::filter::dense::{KeyType, KEY_BUILTIN, KEY_ENUM, KEY_LOCAL, KEY_PENDING};
 use crate::filter::hash::{hash_bytes, hash_i64};
 
 const UNSET: u8 = 0;
@@ -355,6 +355,21 @@ impl KeyHasher {
         }
     }
 
+    /// The key type argument `argno` gives a filter of its own: its type's, or
+    /// for a `text` key made by an implicit cast, the type it was cast from.
+    ///
+    /// # Safety
+    /// As [`Self::hash_arg`].
+    pub unsafe fn arg_key_type(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize) -> KeyType {
+        // SAFETY: as documented.
+        unsafe {
+            if self.kind == UNSET {
+                self.resolve(fcinfo, argno);
+            }
+            key_type_of(if self.origin != pg_sys::InvalidOid { self.origin } else { self.typid })
+        }
+    }
+
     /// The key type the hasher is prepared for.
     pub fn own_key_type(&self) -> KeyType {
         self.key
@@ -433,7 +448,8 @@ impl KeyHasher {
             self.prepared = false;
             self.key = key;
             self.mode = DIRECT;
-            if !key.is_recorded() {
+            // A pending key type belongs to an empty filter: nothing to match.
+            if !key.is_recorded() || key.kind == KEY_PENDING {
                 if self.origin != pg_sys::InvalidOid {
                     // Read back as the original type and hashed as it hashes.
                     let o = self.origin;

@@ -323,6 +323,17 @@ impl Region {
         Ok(())
     }
 
+    /// Fixes live filter `info`'s key type (its first insert, when it was
+    /// pending).
+    pub fn set_key(&self, lk: &Locked, info: &EntryInfo, key: KeyType) -> Result<(), RegionError> {
+        let e = self.unchanged(info)?;
+        self.rewrite(lk, e, |e| e.key.store(pack_key(key), Ordering::Relaxed));
+        if info.durable {
+            self.mark_changed(info.index, CHANGED_META);
+        }
+        Ok(())
+    }
+
     /// Entry `info.index` if it is still as `info` describes it (the lock holder
     /// changes only entries it has just looked at).
     pub(super) fn unchanged(&self, info: &EntryInfo) -> Result<&Entry, RegionError> {

@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::attach::{my_slot, region, wait_for, REGION};
 use super::errors::{closed_error, fail, not_found};
 use super::reload::needs_reload;
-use crate::filter::dense::KeyType;
+use crate::filter::dense::{KeyType, KEY_PENDING};
 use crate::filter::Table;
 use crate::region::durable::Units;
 use crate::region::registry::Pin;
@@ -290,6 +290,26 @@ impl NamedCall {
             }
             self.resolve(r, name, who);
         }
+    }
+
+    /// For an insert into a filter (argument 0) whose key type is pending: its
+    /// name and the key type the key (argument 1) gives it.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with non-null text and key arguments.
+    pub(super) unsafe fn pending_key(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> Option<(String, KeyType)> {
+        // SAFETY: as documented.
+        let (_, name, _, _) = unsafe { self.current(fcinfo) };
+        if self.filter_key.kind != KEY_PENDING {
+            return None;
+        }
+        // SAFETY: as documented.
+        Some((name.to_string(), unsafe { self.key.arg_key_type(fcinfo, 1) }))
+    }
+
+    /// Makes the next call resolve the filter again.
+    pub(super) fn forget(&mut self) {
+        self.resolved = false;
     }
 
     /// Looks up many keys in the named filter (argument 0), counted as that

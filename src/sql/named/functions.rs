@@ -10,7 +10,7 @@ use super::call::{db, named_call, pin_current, user, prepare_write, require_acce
 use super::errors::{fail, not_found, region_error};
 use super::log::{log, log_content};
 use super::reload::needs_reload;
-use crate::filter::dense::{DenseHeader, KeyType};
+use crate::filter::dense::{DenseHeader, KeyType, KEY_PENDING};
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::OpStats;
 use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
@@ -65,7 +65,12 @@ v1_functions! {
     fn cf_insert_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
-            let ok = named_call(fcinfo, true).run(fcinfo, no_equal_key, |t, h, r, index, slot, gen| {
+            let call = named_call(fcinfo, true);
+            if let Some((name, key)) = call.pending_key(fcinfo) {
+                fix_key_type(&name, key);
+                call.forget();
+            }
+            let ok = call.run(fcinfo, no_equal_key, |t, h, r, index, slot, gen| {
                 // Durable: logged before it takes effect, and if the filter is
                 // full, the refusal too (see `log`).
                 let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));
@@ -118,7 +123,8 @@ v1_functions! {
             if (*fcinfo).nargs > 4 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 4) {
                 crate::sql::keys::declared_key_type(pg_sys::Oid::from(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 4).value() as u32))
             } else {
-                KeyType::NONE
+                // Fixed by the first insert.
+                KeyType { kind: KEY_PENDING, oid: 0 }
             }
         };
         // SAFETY: non-null text, int8, float8, and bool unless called through
@@ -262,7 +268,7 @@ v1_functions! {
             };
             match copied {
                 Ok(items) => {
-                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()), key: info.key };
+                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()), key: info.key.for_value() };
                     return value_from_words(&h, out.iter().copied()).as_datum();
                 }
                 Err(_) => fail(
@@ -299,6 +305,33 @@ v1_functions! {
         set_readers(name, READERS_NONE);
         pg_sys::Datum::from(0)
     }
+}
+
+/// The first insert into filter `name`, whose key type is pending, fixes it
+/// to `key` (unless another insert fixed it first).
+fn fix_key_type(name: &str, key: KeyType) {
+    registry_change(
+        name,
+        |found| match found {
+            Some(info) => {
+                require_access(info, true);
+                prepare_write(info.durable, c"cf_insert() on a durable filter");
+            }
+            None => not_found(name),
+        },
+        |r, lk, found| {
+            let info = found.expect("checked before the lock");
+            if info.key.kind != KEY_PENDING {
+                return Ok(());
+            }
+            durable_open(r, info.durable)?;
+            r.set_key(lk, info, key)?;
+            if info.durable {
+                log(&Record::KeyType { gen: info.gen, key });
+            }
+            Ok(())
+        },
+    );
 }
 
 fn set_readers(name: &str, readers: u64) {

@@ -204,7 +204,7 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
         Record::ContentBegin { kind: ContentKind::Publish, .. } => end,
         Record::ContentBegin { gen, .. } => *gen,
         Record::Insert { gen, .. } | Record::Refused { gen, .. } | Record::Delete { gen, .. } => *gen,
-        Record::Drop { gen } | Record::Grant { gen, .. } | Record::Placeholder { gen, .. } | Record::Cut { gen, .. } => *gen,
+        Record::Drop { gen } | Record::Grant { gen, .. } | Record::KeyType { gen, .. } | Record::Placeholder { gen, .. } | Record::Cut { gen, .. } => *gen,
         _ => return None,
     })
 }
@@ -356,6 +356,13 @@ impl Replay {
                 if let Some(info) = r.find_gen(gen) {
                     with_registry_lock(|r, lk| {
                         let _ = r.set_readers(lk, &info, readers);
+                    });
+                }
+            }
+            Record::KeyType { gen, key } => {
+                if let Some(info) = r.find_gen(gen) {
+                    with_registry_lock(|r, lk| {
+                        let _ = r.set_key(lk, &info, key);
                     });
                 }
             }
