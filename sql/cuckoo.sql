@@ -430,7 +430,7 @@ COMMENT ON FUNCTION cf_revoke_lookup(text) IS 'withdraws the lookup grant of a n
 CREATE VIEW cuckoo_filters AS
     SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
            failed_inserts, lookup_retries, kicks, owner, lookup_grantee, durable, state, reason,
-           checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes
+           checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type
     FROM cuckoo_filters_rows();
 GRANT SELECT ON cuckoo_filters TO PUBLIC;
 COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';

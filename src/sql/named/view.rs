@@ -46,6 +46,7 @@ fn cuckoo_filters_rows() -> TableIterator<
         name!(checkpoint_write_bytes, Option<i64>),
         name!(checkpoint_wal_bytes, Option<i64>),
         name!(disk_bytes, Option<i64>),
+        name!(key_type, Option<String>),
     ),
 > {
     let r = region();
@@ -93,6 +94,7 @@ fn cuckoo_filters_rows() -> TableIterator<
             d.as_ref().map(|d| d.cut_file_bytes as i64),
             d.as_ref().map(|d| d.cut_wal_bytes as i64),
             d.as_ref().map(|d| (d.base_bytes + d.delta_bytes) as i64),
+            crate::sql::value::functions::key_type_text(info.key),
         ));
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));

@@ -17,11 +17,16 @@ pub fn value_max_buckets(fpp: f64) -> u64 {
     sizing::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e))
 }
 
-/// What `cf_info` shows of a recorded key type: the type's name, or for a type
-/// of another database (OID not found here) its kind and OID; null if none.
-fn key_type_text(key: KeyType) -> Option<String> {
+/// What `cf_info` and the `cuckoo_filters` view show of a recorded key type:
+/// the type's name, or for a type of another database (OID not found here)
+/// its kind and OID; `pending` for a named filter whose first insert fixes it;
+/// null if none.
+pub fn key_type_text(key: KeyType) -> Option<String> {
     if !key.is_recorded() {
         return None;
+    }
+    if key.kind == crate::filter::dense::KEY_PENDING {
+        return Some("pending".to_string());
     }
     // SAFETY: format_type_extended with FORMAT_TYPE_ALLOW_INVALID returns "???"
     // for an OID that is not a type here instead of raising.
