@@ -15,10 +15,11 @@
 
 -- First: while the server still runs an older library (it is preloaded:
 -- restart after installing), the update stops here, before anything changed.
+-- A later library runs this script too (an update through several releases).
 DO $$
 BEGIN
-    IF @extschema@.cuckoo_library_version() <> '0.5.0' THEN
-        RAISE EXCEPTION 'this session runs cuckoo library %, the update needs 0.5.0', @extschema@.cuckoo_library_version()
+    IF pg_catalog.string_to_array(@extschema@.cuckoo_library_version(), '.')::int[] < '{0,5,0}' THEN
+        RAISE EXCEPTION 'this session runs cuckoo library %, the update needs 0.5.0 or later', @extschema@.cuckoo_library_version()
             USING HINT = 'Install cuckoo 0.5.0 and restart the server (the library is preloaded), then update.';
     END IF;
 END
