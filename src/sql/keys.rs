@@ -57,11 +57,17 @@ const RELABEL: u8 = 4;
 const FIRST_NORMAL_OID: u32 = 16384;
 
 /// The key type a filter built over keys of type `typid` records: a domain
-/// records its base type; enums are hashed by label.
+/// records its base type, `varchar` records `text`; enums are hashed by label.
 pub fn key_type_of(typid: pg_sys::Oid) -> KeyType {
     // SAFETY: catalog lookups of a type id.
     unsafe {
-        let base = pg_sys::getBaseType(typid);
+        let mut base = pg_sys::getBaseType(typid);
+        // varchar keys are text keys (they hash alike and read alike): one
+        // filter whichever of the two built it (cf_sharded_agg has a text
+        // variant that varchar keys resolve to).
+        if base == pg_sys::VARCHAROID {
+            base = pg_sys::TEXTOID;
+        }
         let oid = base.to_u32();
         if pg_sys::get_typtype(base) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
             KeyType { kind: KEY_ENUM, oid }

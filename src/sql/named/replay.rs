@@ -108,6 +108,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         kind::PLACEHOLDER => c"PLACEHOLDER",
         kind::CUT => c"CUT",
         kind::DISCARD => c"DISCARD",
+        kind::KEY_TYPE => c"KEY_TYPE",
         _ => return std::ptr::null(),
     };
     debug_assert_eq!(name_of(info & 0xF0), name.to_str().ok());

@@ -785,7 +785,9 @@ v1_functions! {
         // SAFETY: non-strict (bytea); NULL means no rows.
         unsafe {
             if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                return build_distinct(Settings::default(), &[], KeyType::NONE);
+                // No rows: the key type the executor's aggregate declares, as
+                // cf_agg records it.
+                return build_distinct(Settings::default(), &[], agg_key_type(fcinfo));
             }
             let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
             build_distinct(s.settings(), &s.distinct_hashes(), s.key_type())

@@ -24,15 +24,18 @@ SELECT cf_contains(f, ARRAY['a' COLLATE batched_ci]) FROM bk;
 SELECT cf_contains(f, ARRAY[1, 'x']) FROM bk;
 \set VERBOSITY default
 SELECT cf_contains(f, ARRAY[point(1, 2)]) FROM bk;
--- Filters do not record their key type: keys of another type hash apart and
--- are (with false-positive rate odds) reported absent, as single probes are.
+-- A filter records its key type: text elements are read as that type (here
+-- integers), as single probes are.
 SELECT cf_contains(f, ARRAY['1', '2']) FROM bk;
 -- One key that is itself an array resolves to the batched form, which probes
--- its elements; cf_contains_key probes the array as one key.
-SELECT cf_contains(cf_agg(x), ARRAY[1, 2]), cf_contains_key(cf_agg(x), ARRAY[1, 2]) FROM (VALUES (ARRAY[1, 2])) v(x);
+-- its elements: a filter of array keys refuses element keys (42804, naming
+-- cf_contains_key), which probes the array as one key.
+SELECT cf_contains(cf_agg(x), ARRAY[1, 2]) FROM (VALUES (ARRAY[1, 2])) v(x);
+SELECT cf_contains_key(cf_agg(x), ARRAY[1, 2]) FROM (VALUES (ARRAY[1, 2])) v(x);
 SELECT cf_create('batched_arrays', 100, durable => false);
 SELECT cf_insert('batched_arrays', ARRAY[1, 2]);
-SELECT cf_contains('batched_arrays', ARRAY[1, 2]), cf_contains_key('batched_arrays', ARRAY[1, 2]), cf_contains_key('batched_arrays', ARRAY[2, 1]);
+SELECT cf_contains('batched_arrays', ARRAY[1, 2]);
+SELECT cf_contains_key('batched_arrays', ARRAY[1, 2]), cf_contains_key('batched_arrays', ARRAY[2, 1]);
 SELECT cf_drop('batched_arrays');
 
 -- Named filters.

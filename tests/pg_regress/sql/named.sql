@@ -5,9 +5,9 @@ SELECT cf_drop(name) FROM cuckoo_filters;
 
 -- A string literal as the first argument picks the named-filter overloads.
 SELECT cf_create('n', 10000);
-SELECT cf_insert('n', 42), cf_insert('n', 'text key'::text), cf_insert('n', 7::int2);
+SELECT cf_insert('n', 42), cf_insert('n', '9'::text), cf_insert('n', 7::int2);
 SELECT pg_typeof(cf_insert('n', 43)), pg_typeof(cf_contains('n', 42));
-SELECT cf_contains('n', 42), cf_contains('n', 42::int8), cf_contains('n', 7), cf_contains('n', 'text key'::text);
+SELECT cf_contains('n', 42), cf_contains('n', 42::int8), cf_contains('n', 7), cf_contains('n', '9'::text);
 SELECT count(*) FILTER (WHERE cf_contains('n', g)) AS false_positives FROM generate_series(1000, 100999) g;
 SELECT cf_delete('n', 42), cf_delete('n', 42), cf_contains('n', 42);
 SELECT name, capacity, items, bytes, fpp, inserts, lookups, deletes, failed_inserts, owner, lookup_grantee FROM cuckoo_filters;
