@@ -38,6 +38,23 @@ CREATE FUNCTION cf_insert(cuckoofilter, key text) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_delete(cuckoofilter, key text) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- Typed keys of the string types that cast to text implicitly get exact
+-- overloads, so that they keep their own type (a constant would otherwise be
+-- folded into text before cuckoo sees the cast).
+CREATE FUNCTION cf_contains(cuckoofilter, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_contains(cuckoofilter, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_insert(cuckoofilter, key bpchar) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_insert(cuckoofilter, key name) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, key bpchar) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, key name) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_empty(capacity bigint, fpp float8, key_type regtype) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_contains_each(name text, keys anycompatiblearray) RETURNS boolean[]
@@ -51,6 +68,21 @@ COMMENT ON FUNCTION cf_contains(text, text) IS 'false: the key is definitely not
 CREATE FUNCTION cf_insert(name text, key text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_delete(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- Typed bpchar and name keys by name keep their own type (see the values').
+CREATE FUNCTION cf_contains(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_contains(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_insert(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_insert(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_delete(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_delete(name text, key name) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 -- cf_create gains key_type: made anew, its privileges carried over (a REVOKE
