@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-shared test-durable bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-durable bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -16,7 +16,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-isolation test-regress test-shared test-durable
+test: setup test-core loom test-isolation test-regress test-clients test-shared test-durable
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
@@ -48,6 +48,12 @@ test-isolation: install
 # SQL behaviour against an installed extension in a throwaway cluster.
 test-regress: install
 	bash tests/regress.sh
+
+# Client drivers as applications use them (psycopg 3, asyncpg, node-postgres,
+# installed into target/clients/): the README's recipes without casts give the
+# answers typed SQL gives.
+test-clients: install
+	bash tests/clients/run.sh
 
 # Named filters: many-backend stress, cancellation, region exhaustion, no preload.
 test-shared: install

@@ -7,7 +7,12 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-packages=(postgresql-15 postgresql-server-dev-15 postgresql-15-hll libclang-dev clang sudo make python3 procps)
+packages=(postgresql-15 postgresql-server-dev-15 postgresql-15-hll libclang-dev clang sudo make python3 python3-venv procps)
+# The client suite (tests/clients) runs node-postgres: Debian's node and npm,
+# unless a node with its npm is installed already.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
