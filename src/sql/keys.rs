@@ -157,15 +157,16 @@ fn kind_of(base: pg_sys::Oid) -> u8 {
 /// are fixed by its expression, and looking them up costs more than the probe.
 #[repr(C)]
 pub struct KeyHasher {
+    // What every probe reads comes first (one cache line).
     typid: pg_sys::Oid,
     collation: pg_sys::Oid,
     kind: u8,
-    extended: pg_sys::FmgrInfo,
     /// The key type of the filter the hasher was last prepared for, and how an
     /// argument becomes such a key (`mode`), hashed as `target` says.
     prepared: bool,
-    key: KeyType,
     mode: u8,
+    key: KeyType,
+    extended: pg_sys::FmgrInfo,
     target: Target,
     /// The input function (`INPUT`) or cast function (`CAST`).
     convert: pg_sys::FmgrInfo,
@@ -335,7 +336,12 @@ impl KeyHasher {
             if !self.prepared || self.key != key {
                 self.prepare(key, (*(*fcinfo).flinfo).fn_mcxt);
             }
-            self.hash_datum_for(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed)
+            let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
+            // The common case inline: the key's own type (or family) hashes it.
+            if self.mode == DIRECT {
+                return Some(self.hash_datum(datum, seed));
+            }
+            self.hash_datum_for(datum, seed)
         }
     }
 
@@ -571,7 +577,7 @@ impl KeyHasher {
     /// # Safety
     /// The hasher is resolved and prepared, and `datum` is a non-null value of
     /// its argument type.
-    #[inline]
+    #[inline(never)]
     pub unsafe fn hash_datum_for(&mut self, datum: pg_sys::Datum, seed: u64) -> Option<u64> {
         // SAFETY: each mode reads the datum as its argument type and passes the
         // key type's hashing a value of the key type.
