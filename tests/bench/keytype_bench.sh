@@ -19,7 +19,7 @@ ROUNDS=${KEYTYPE_BENCH_ROUNDS:-7}
 as_pg() { runuser -u postgres -- "$@"; }
 work=$(mktemp -d /tmp/cuckoo-keytype-bench.XXXXXX)
 chmod 755 "$work"
-old_pkg=$(bash tests/old-build.sh 0.5.0 d5657c7)
+old_pkg=$(bash tests/old-build.sh 0.5.0 d5657c76aff0aac3e973983b16b74bc8b2b17fed)
 old_bin=$(bash tests/pgtree.sh "$old_pkg" "$work/tree050")
 declare -A BIN=([old]=$old_bin [new]=$PGBIN) PORT=([old]=5489 [new]=5490)
 dir() { echo "$work/$1"; }
