@@ -352,19 +352,8 @@ impl KeyHasher {
     /// As [`Self::hash_arg`].
     #[inline]
     pub unsafe fn hash_arg_own(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
-        // SAFETY: as documented; a key of its own key type always has a hash.
-        unsafe {
-            if self.kind == UNSET {
-                self.resolve(fcinfo, argno);
-            }
-            // A call site's argument type is fixed: prepared once (resolving
-            // clears it).
-            if !self.prepared {
-                let own = key_type_of(self.typid);
-                self.prepare(own, (*(*fcinfo).flinfo).fn_mcxt);
-            }
-            self.hash_datum_for(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed).expect("a key of its own key type")
-        }
+        // SAFETY: as documented.
+        unsafe { self.hash_arg_self(fcinfo, argno, seed, |h| key_type_of(h.typid)) }
     }
 
     /// The key type argument `argno` gives a filter of its own: its type's, or
@@ -397,16 +386,36 @@ impl KeyHasher {
     /// As [`Self::hash_arg`], from an aggregate support function.
     #[inline]
     pub unsafe fn hash_arg_agg(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
-        // SAFETY: as documented; a key of the type's own key type always has a hash.
+        // SAFETY: as documented; AggGetAggref only inspects the call context.
+        unsafe {
+            self.hash_arg_self(fcinfo, argno, seed, |h| {
+                if pg_sys::AggGetAggref(fcinfo).is_null() { KeyType::NONE } else { key_type_of(h.typid) }
+            })
+        }
+    }
+
+    /// The hash of non-null argument `argno` for a filter of its own type, as
+    /// `own` chooses that filter's key type once per call site (resolving
+    /// clears it: a call site's argument type is fixed).
+    ///
+    /// # Safety
+    /// As [`Self::hash_arg`].
+    #[inline]
+    unsafe fn hash_arg_self(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64, own: impl FnOnce(&Self) -> KeyType) -> u64 {
+        // SAFETY: as documented; a key of its own key type always has a hash.
         unsafe {
             if self.kind == UNSET {
                 self.resolve(fcinfo, argno);
             }
             if !self.prepared {
-                let own = if pg_sys::AggGetAggref(fcinfo).is_null() { KeyType::NONE } else { key_type_of(self.typid) };
-                self.prepare(own, (*(*fcinfo).flinfo).fn_mcxt);
+                let key = own(self);
+                self.prepare(key, (*(*fcinfo).flinfo).fn_mcxt);
             }
-            self.hash_datum_for(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed).expect("a key of the filter's own type")
+            let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
+            if self.mode == DIRECT {
+                return self.hash_datum(datum, seed);
+            }
+            self.hash_datum_for(datum, seed).expect("a key of its own key type")
         }
     }
 
