@@ -32,7 +32,7 @@ use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
 
 /// A state at least this large deduplicates before it grows.
-const DEDUP_FROM: usize = 1 << 24;
+pub(super) const DEDUP_FROM: usize = 1 << 24;
 /// Partial states start with this tag (and version).
 const PARTIAL_MAGIC: [u8; 8] = *b"CFAGGST1";
 const PARTIAL_HEADER: usize = 24;
@@ -65,10 +65,10 @@ struct AggState {
 /// every partial state must then name the same.
 #[repr(C)]
 #[derive(Clone, Copy, Default, PartialEq)]
-struct Settings {
-    fpp: f64,
+pub(super) struct Settings {
+    pub(super) fpp: f64,
     /// The filter is sized for at least this many keys.
-    capacity: u64,
+    pub(super) capacity: u64,
 }
 
 impl Settings {
@@ -105,7 +105,7 @@ impl Settings {
     }
 
     /// Takes over what another state's rows named (a combine).
-    fn merge(&mut self, name: &str, other: Settings) {
+    pub(super) fn merge(&mut self, name: &str, other: Settings) {
         if other.fpp != 0.0 {
             self.set_fpp(name, other.fpp);
         }
@@ -120,7 +120,7 @@ impl Settings {
     /// # Safety
     /// `fcinfo` is a valid frame whose arguments 2 and 3, when present, are
     /// float8 and bigint.
-    unsafe fn take_row(&mut self, name: &str, fcinfo: pg_sys::FunctionCallInfo) {
+    pub(super) unsafe fn take_row(&mut self, name: &str, fcinfo: pg_sys::FunctionCallInfo) {
         // SAFETY: as documented; NULLs are checked before the datums are read.
         unsafe {
             if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
@@ -282,7 +282,7 @@ unsafe fn agg_context(fcinfo: pg_sys::FunctionCallInfo, name: &str) -> pg_sys::M
 }
 
 /// The aggregate memory context when called as an aggregate's support function.
-unsafe fn in_aggregate(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::MemoryContext> {
+pub(super) unsafe fn in_aggregate(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::MemoryContext> {
     let mut cx: pg_sys::MemoryContext = std::ptr::null_mut();
     // SAFETY: valid frame; AggCheckCallContext only inspects fcinfo->context.
     (unsafe { pg_sys::AggCheckCallContext(fcinfo, &mut cx) } != 0).then_some(cx)
@@ -300,15 +300,6 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
     }
 }
 
-/// 22023: states (or rows) of two key types in one `cf_sharded_agg`.
-fn key_types_differ() -> ! {
-    ereport!(
-        ERROR,
-        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        "cf_sharded_agg states of different key types cannot be combined",
-        "Aggregate keys of one type, and update every node to the same cuckoo release."
-    );
-}
 
 /// Builds the smallest filter that takes every distinct hash of the state.
 fn build_from_state(state: Option<&mut AggState>, key: KeyType) -> pg_sys::Datum {
@@ -323,7 +314,7 @@ fn build_from_state(state: Option<&mut AggState>, key: KeyType) -> pg_sys::Datum
 ///
 /// # Safety
 /// `fcinfo` is a valid frame of an aggregate support function.
-unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
+pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
     // SAFETY: AggGetAggref returns the executing Aggref or null. Its
     // `aggargtypes` (an OID list) keeps the declared argument types even where
     // `args` is the partial state (a parallel plan's finalize step); the key is
@@ -339,7 +330,7 @@ unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
 
 /// Builds the filter of `hashes` (distinct, in bucket order) for the rows' fpp
 /// (unset: the default) and at least their capacity (unset: sized for the keys).
-fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -> pg_sys::Datum {
+pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -> pg_sys::Datum {
     let fpp = if settings.fpp == 0.0 { DEFAULT_FPP } else { settings.fpp };
     let capacity = settings.capacity;
     let n = hashes.len() as u64;
@@ -363,206 +354,6 @@ fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -> pg_sys::D
     }
 }
 
-/// `cf_sharded_agg`'s state: a `bytea` that engines which cannot move
-/// `internal` states between nodes (Citus) can ship and combine. It holds the
-/// key hashes, appended in place: "CFS2", fpp (f64), capacity (u64), the
-/// number of hashes used (u64), the key type (kind u8, 3 zero bytes, OID u32;
-/// see `filter::dense::KeyType`), all little-endian, then room for hashes (the
-/// rest of the value, 8 bytes each, 8-aligned in an 8-aligned value).
-/// Deduplication and the build wait for the final function, as in `cf_agg`, so
-/// the result is the same filter. 0.5.0's states ("CFS1", no key type, 28 bytes
-/// of header) are still read: their keys hash as a filter that records none.
-const SHARDED_MAGIC: [u8; 4] = *b"CFS2";
-const SHARDED_HEADER: usize = 36;
-const SHARDED_MAGIC_V1: [u8; 4] = *b"CFS1";
-const SHARDED_HEADER_V1: usize = 28;
-
-/// A checked view of a `cf_sharded_agg` state (a 4-byte-header varlena).
-struct Sharded {
-    ptr: *mut pg_sys::varlena,
-}
-
-impl Sharded {
-    /// Checks a state datum; a state that is not a plain 4-byte-header varlena
-    /// is copied into the current context first (so `in_place` is false).
-    ///
-    /// # Safety
-    /// `d` is a non-null bytea datum.
-    unsafe fn from_datum(d: pg_sys::Datum) -> (Sharded, bool) {
-        // SAFETY: as documented; a copy is a 4-byte-header varlena.
-        unsafe {
-            let raw = d.cast_mut_ptr::<pg_sys::varlena>();
-            let plain = pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0;
-            let ptr = if plain { raw } else { pg_sys::pg_detoast_datum_copy(raw) };
-            let s = Sharded { ptr };
-            let len = pgrx::varlena::varsize_4b(ptr) - pg_sys::VARHDRSZ;
-            let header = match len.checked_sub(0).filter(|&l| l >= 4).map(|_| &s.bytes()[..4]) {
-                Some(m) if m == SHARDED_MAGIC => SHARDED_HEADER,
-                Some(m) if m == SHARDED_MAGIC_V1 => SHARDED_HEADER_V1,
-                _ => 0,
-            };
-            let key_ok = header != SHARDED_HEADER || len < SHARDED_HEADER || {
-                let k = s.key_type();
-                s.bytes()[29..32] == [0, 0, 0] && (k.kind == 0) == (k.oid == 0) && k.kind <= crate::filter::dense::KEY_LOCAL
-            };
-            if header == 0 || len < header || (len - header) % 8 != 0 || !key_ok || s.used() > s.room() {
-                ereport!(
-                    ERROR,
-                    PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
-                    "malformed cf_sharded_agg state",
-                    "A cf_sharded_agg state is made by its transition or combine function."
-                );
-            }
-            let Settings { fpp, capacity } = s.settings();
-            if fpp != 0.0 {
-                if let Err(e) = shape_for(fpp) {
-                    sizing_error(e);
-                }
-            }
-            if capacity > i64::MAX as u64 {
-                sizing_error(SizingError::Capacity(format!("capacity {capacity} is out of range")));
-            }
-            (s, plain)
-        }
-    }
-
-    /// A new state with room for `room` hashes, in context `cx`.
-    fn new_in(cx: pg_sys::MemoryContext, room: usize, settings: Settings, key: KeyType) -> Sharded {
-        let len = pg_sys::VARHDRSZ + SHARDED_HEADER + 8 * room;
-        if len as u64 > MAX_VALUE_BYTES {
-            full_error(
-                "too many distinct keys for a cf_sharded_agg state",
-                format!("{room} key hashes do not fit a 1 GB state; use cf_agg, or shard further"),
-            );
-        }
-        // SAFETY: a fresh allocation of `len` bytes, header written below.
-        unsafe {
-            let ptr = pg_sys::MemoryContextAllocHuge(cx, len) as *mut pg_sys::varlena;
-            pgrx::varlena::set_varsize_4b(ptr, len as i32);
-            let s = Sharded { ptr };
-            let b = s.bytes_mut();
-            b[..4].copy_from_slice(&SHARDED_MAGIC);
-            s.set_settings(settings);
-            s.set_used(0);
-            s.set_key_type(key);
-            s
-        }
-    }
-
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: a 4-byte-header varlena of VARSIZE bytes.
-        unsafe { std::slice::from_raw_parts(pgrx::varlena::vardata_4b(self.ptr) as *const u8, pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ) }
-    }
-
-    #[allow(clippy::mut_from_ref)]
-    fn bytes_mut(&self) -> &mut [u8] {
-        // SAFETY: as `bytes`; states are only changed by this module, one call at a time.
-        unsafe { std::slice::from_raw_parts_mut(pgrx::varlena::vardata_4b(self.ptr) as *mut u8, pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ) }
-    }
-
-    /// The header field at byte `at`.
-    fn field(&self, at: usize) -> u64 {
-        u64::from_le_bytes(self.bytes()[at..at + 8].try_into().unwrap())
-    }
-
-    fn settings(&self) -> Settings {
-        Settings { fpp: f64::from_bits(self.field(4)), capacity: self.field(12) }
-    }
-
-    fn used(&self) -> usize {
-        self.field(20) as usize
-    }
-
-    /// The header's length: 0.5.0's states have a shorter one.
-    fn header(&self) -> usize {
-        if self.bytes()[..4] == SHARDED_MAGIC_V1 { SHARDED_HEADER_V1 } else { SHARDED_HEADER }
-    }
-
-    /// The key type its hashes are of (0.5.0's states: none).
-    fn key_type(&self) -> KeyType {
-        if self.header() == SHARDED_HEADER_V1 {
-            return KeyType::NONE;
-        }
-        let b = self.bytes();
-        KeyType { kind: b[28], oid: u32::from_le_bytes(b[32..36].try_into().unwrap()) }
-    }
-
-    fn set_key_type(&self, key: KeyType) {
-        let b = self.bytes_mut();
-        b[28] = key.kind;
-        b[29..32].fill(0);
-        b[32..36].copy_from_slice(&key.oid.to_le_bytes());
-    }
-
-    fn room(&self) -> usize {
-        (self.bytes().len() - self.header()) / 8
-    }
-
-    fn set_used(&self, n: usize) {
-        self.bytes_mut()[20..28].copy_from_slice(&(n as u64).to_le_bytes());
-    }
-
-    fn set_settings(&self, settings: Settings) {
-        let b = self.bytes_mut();
-        b[4..12].copy_from_slice(&settings.fpp.to_le_bytes());
-        b[12..20].copy_from_slice(&settings.capacity.to_le_bytes());
-    }
-
-    /// The state's distinct hashes, in bucket order (a copy).
-    fn distinct_hashes(&self) -> Vec<u64> {
-        let mut hs: Vec<u64> = self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)).collect();
-        let n = sort_dedup(&mut hs);
-        hs.truncate(n);
-        hs
-    }
-
-    /// The hash slots, each stored little-endian (`to_le`/`from_le`), so a
-    /// state means the same on every machine.
-    #[allow(clippy::mut_from_ref)]
-    fn slots(&self) -> &mut [u64] {
-        // SAFETY: `room` 8-byte slots follow the header inside the value: the
-        // value is 8-aligned (a palloc'd copy, or checked in `from_datum`) and
-        // the slots start 4 + 28 = 32 bytes in.
-        unsafe { std::slice::from_raw_parts_mut(self.bytes_mut().as_mut_ptr().add(self.header()) as *mut u64, self.room()) }
-    }
-
-    fn datum(&self) -> pg_sys::Datum {
-        pg_sys::Datum::from(self.ptr)
-    }
-
-    /// A copy with room for at least `room` hashes, in the current memory
-    /// context (the executor copies a new state into the aggregate context and
-    /// frees the old one).
-    fn grown(&self, room: usize) -> Sharded {
-        // SAFETY: CurrentMemoryContext is valid in a function call.
-        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.settings(), self.key_type());
-        g.slots()[..self.used()].copy_from_slice(&self.slots()[..self.used()]);
-        g.set_used(self.used());
-        g
-    }
-
-    /// Room for `extra` more hashes: a large state first drops repeated keys in
-    /// place (as `cf_agg`'s does), and grows, doubling, only if that freed too
-    /// little.
-    fn make_room(self, extra: usize) -> Sharded {
-        if self.room() >= DEDUP_FROM {
-            let hs = self.distinct_hashes();
-            for (slot, &h) in self.slots().iter_mut().zip(&hs) {
-                *slot = h.to_le();
-            }
-            self.set_used(hs.len());
-            if hs.len() + extra <= self.room() / 2 {
-                return self;
-            }
-        }
-        if self.used() + extra <= self.room() {
-            return self;
-        }
-        let room = (self.used() + extra).next_power_of_two().max(2 * self.room());
-        let max_room = ((MAX_VALUE_BYTES as usize) - pg_sys::VARHDRSZ - SHARDED_HEADER) / 8;
-        self.grown(room.min(max_room.max(self.used() + extra)))
-    }
-}
 
 
 v1_functions! {
@@ -684,115 +475,6 @@ v1_functions! {
         }
     }
 
-    /// `cf_sharded_trans(bytea, anyelement [, float8 [, bigint]]) -> bytea`:
-    /// appends the key's hash to the state, in place while it has room.
-    fn cf_sharded_trans(fcinfo) {
-        // SAFETY: declared (bytea, anyelement[, float8[, bigint]]) and non-strict,
-        // so each argument is checked for NULL before it is read.
-        unsafe {
-            // In an aggregate the state is the executor's, changed in place; called
-            // any other way (an engine driving the functions itself), the input is
-            // left alone and a new state returned.
-            let cx = in_aggregate(fcinfo);
-            let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                // In the current context: the executor copies a new state into
-                // the aggregate context.
-                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, Settings::default(), KeyType::NONE)
-            } else {
-                let (s, plain) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-                if plain && cx.is_some() { s } else { s.grown(s.room().max(1024)) }
-            };
-            // Checked as cf_agg checks them.
-            let mut settings = state.settings();
-            settings.take_row("cf_sharded_agg", fcinfo);
-            if settings != state.settings() {
-                state.set_settings(settings);
-            }
-            if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-                // Hashed for a filter of the key's own type, which the state
-                // records (a 0.5.0 state goes on as one that records none).
-                let cache = call_cache(fcinfo);
-                let v1 = state.header() == SHARDED_HEADER_V1;
-                let h = if v1 {
-                    cache.key.hash_arg(fcinfo, 1, DEFAULT_SEED)
-                } else {
-                    let h = cache.key.hash_arg_own(fcinfo, 1, DEFAULT_SEED);
-                    let own = cache.key.own_key_type();
-                    if state.key_type() != own {
-                        if state.used() > 0 {
-                            key_types_differ();
-                        }
-                        state.set_key_type(own);
-                    }
-                    h
-                };
-                if state.used() == state.room() {
-                    state = state.make_room(1);
-                }
-                let n = state.used();
-                state.slots()[n] = h.to_le();
-                state.set_used(n + 1);
-            }
-            state.datum()
-        }
-    }
-
-    /// `cf_sharded_combine(bytea, bytea) -> bytea`: the hashes of the second
-    /// state join the first.
-    fn cf_sharded_combine(fcinfo) {
-        // SAFETY: non-strict (bytea, bytea); NULLs are checked.
-        unsafe {
-            let in_agg = in_aggregate(fcinfo).is_some();
-            let arg = |n| (!pgrx::fcinfo::pg_arg_is_null(fcinfo, n)).then(|| Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n)));
-            match (arg(0), arg(1)) {
-                (None, None) => pgrx::fcinfo::pg_return_null(fcinfo),
-                (Some((a, _)), None) => a.datum(),
-                // Copied into the aggregate context by the executor.
-                (None, Some((b, _))) => b.datum(),
-                (Some((a, in_place)), Some((b, _))) => {
-                    let mut settings = a.settings();
-                    settings.merge("cf_sharded_agg", b.settings());
-                    // Hashes of one key type only; an empty state takes the other's.
-                    let key = match (a.key_type(), b.key_type()) {
-                        (x, y) if x == y => x,
-                        (x, _) if b.used() == 0 => x,
-                        (_, y) if a.used() == 0 => y,
-                        _ => key_types_differ(),
-                    };
-                    if a.header() == SHARDED_HEADER_V1 && key.is_recorded() {
-                        key_types_differ();
-                    }
-                    let mut a = if in_place && in_agg { a } else { a.grown(a.used() + b.used()) };
-                    if a.room() - a.used() < b.used() {
-                        a = a.make_room(b.used());
-                    }
-                    a.set_settings(settings);
-                    if a.header() == SHARDED_HEADER {
-                        a.set_key_type(key);
-                    }
-                    let n = a.used();
-                    a.slots()[n..n + b.used()].copy_from_slice(&b.slots()[..b.used()]);
-                    a.set_used(n + b.used());
-                    a.datum()
-                }
-            }
-        }
-    }
-
-    /// `cf_sharded_final(bytea) -> cuckoofilter`: the filter `cf_agg` builds
-    /// from the same keys, fpp and capacity.
-    fn cf_sharded_final(fcinfo) {
-        // SAFETY: non-strict (bytea); NULL means no rows.
-        unsafe {
-            if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                // No rows: the key type the executor's aggregate declares, as
-                // cf_agg records it.
-                return build_distinct(Settings::default(), &[], agg_key_type(fcinfo));
-            }
-            let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-            build_distinct(s.settings(), &s.distinct_hashes(), s.key_type())
-        }
-    }
 
     /// `cf_union_trans(cuckoofilter, cuckoofilter) -> cuckoofilter`: the transition
     /// and combine function of `cf_union_agg`; called directly it behaves like
