@@ -474,20 +474,8 @@ impl KeyHasher {
                 if self.origin != pg_sys::InvalidOid {
                     // Read back as the original type and hashed as it hashes.
                     let o = self.origin;
-                    let kind = kind_of(o);
-                    if kind == EXTENDED {
-                        let entry = pg_sys::lookup_type_cache(o, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
-                        if (*entry).hash_extended_proc == pg_sys::InvalidOid {
-                            return Err(PrepareError::NoHash);
-                        }
-                        pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
-                        self.target.collation = self.collation;
-                    }
-                    self.target.kind = kind;
-                    let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-                    pg_sys::getTypeInputInfo(o, &mut input, &mut ioparam);
-                    pg_sys::fmgr_info_cxt(input, &mut self.convert, mcxt);
-                    self.ioparam = ioparam;
+                    self.set_target(o, self.collation, mcxt)?;
+                    self.read_text_as(o, mcxt);
                     self.mode = INPUT;
                 }
                 self.prepared = true;
@@ -501,9 +489,7 @@ impl KeyHasher {
                 // database changes), a text probe as it is (a text that is no
                 // label has no equal).
                 if pg_sys::get_typtype(t) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
-                    let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
-                    pg_sys::getTypeOutputInfo(t, &mut out, &mut varlena);
-                    pg_sys::fmgr_info_cxt(out, &mut self.target.output, mcxt);
+                    output_function(t, &mut self.target.output, mcxt);
                     self.target.kind = LABEL;
                     self.mode = RELABEL;
                 } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
@@ -517,17 +503,9 @@ impl KeyHasher {
             if pg_sys::get_typtype(k) == 0 {
                 return Err(PrepareError::NoSuchType);
             }
-            let kk = kind_of(k);
-            if kk == EXTENDED {
-                let entry = pg_sys::lookup_type_cache(k, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
-                if (*entry).hash_extended_proc == pg_sys::InvalidOid {
-                    return Err(PrepareError::NoHash);
-                }
-                pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
-                self.target.collation =
-                    if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
-            }
-            self.target.kind = kk;
+            let collation = if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
+            self.set_target(k, collation, mcxt)?;
+            let kk = self.target.kind;
             let tk = kind_of(t);
             let is_int = |x: u8| matches!(x, INT2 | INT4 | INT8);
             self.mode = if t == k || is_int(tk) && is_int(kk) || tk == BYTES && kk == BYTES {
@@ -535,16 +513,11 @@ impl KeyHasher {
             } else if tk == EXTENDED && kk == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k) {
                 DIRECT
             } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
-                let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
-                pg_sys::getTypeInputInfo(k, &mut input, &mut ioparam);
-                pg_sys::fmgr_info_cxt(input, &mut self.convert, mcxt);
-                self.ioparam = ioparam;
+                self.read_text_as(k, mcxt);
                 INPUT
             } else if is_int(kk) && (t == pg_sys::NUMERICOID || t == pg_sys::FLOAT4OID || t == pg_sys::FLOAT8OID) {
                 if t == pg_sys::NUMERICOID {
-                    let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
-                    pg_sys::getTypeOutputInfo(t, &mut out, &mut varlena);
-                    pg_sys::fmgr_info_cxt(out, &mut self.convert, mcxt);
+                    output_function(t, &mut self.convert, mcxt);
                 }
                 TO_INTEGER
             } else {
@@ -560,6 +533,42 @@ impl KeyHasher {
             };
             self.prepared = true;
             Ok(())
+        }
+    }
+
+    /// Keys hash as type `typ` hashes them (its extended hash function under
+    /// `collation` when it has no native hashing).
+    ///
+    /// # Safety
+    /// `typ` is a type that exists; `mcxt` must outlive `self`.
+    unsafe fn set_target(&mut self, typ: pg_sys::Oid, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Result<(), PrepareError> {
+        // SAFETY: as documented.
+        unsafe {
+            let kind = kind_of(typ);
+            if kind == EXTENDED {
+                let entry = pg_sys::lookup_type_cache(typ, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
+                if (*entry).hash_extended_proc == pg_sys::InvalidOid {
+                    return Err(PrepareError::NoHash);
+                }
+                pg_sys::fmgr_info_cxt((*entry).hash_extended_proc, &mut self.target.extended, mcxt);
+                self.target.collation = collation;
+            }
+            self.target.kind = kind;
+            Ok(())
+        }
+    }
+
+    /// A text argument is read with type `typ`'s input function (`INPUT`).
+    ///
+    /// # Safety
+    /// `typ` is a type that exists; `mcxt` must outlive `self`.
+    unsafe fn read_text_as(&mut self, typ: pg_sys::Oid, mcxt: pg_sys::MemoryContext) {
+        // SAFETY: as documented.
+        unsafe {
+            let (mut input, mut ioparam) = (pg_sys::InvalidOid, pg_sys::InvalidOid);
+            pg_sys::getTypeInputInfo(typ, &mut input, &mut ioparam);
+            pg_sys::fmgr_info_cxt(input, &mut self.convert, mcxt);
+            self.ioparam = ioparam;
         }
     }
 
@@ -676,6 +685,19 @@ unsafe fn implicit_cast_source(expr: *mut pg_sys::Node, argno: usize) -> pg_sys:
             pg_sys::TEXTOID | pg_sys::VARCHAROID => pg_sys::InvalidOid,
             _ => source,
         }
+    }
+}
+
+/// Type `typ`'s output function, set up in `finfo`.
+///
+/// # Safety
+/// `typ` is a type that exists; `mcxt` must outlive `finfo`.
+unsafe fn output_function(typ: pg_sys::Oid, finfo: &mut pg_sys::FmgrInfo, mcxt: pg_sys::MemoryContext) {
+    // SAFETY: as documented.
+    unsafe {
+        let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
+        pg_sys::getTypeOutputInfo(typ, &mut out, &mut varlena);
+        pg_sys::fmgr_info_cxt(out, finfo, mcxt);
     }
 }
 
