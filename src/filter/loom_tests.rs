@@ -22,6 +22,23 @@
 //! | two inserters, last free slot | insert; insert (7 of 8 slots full) | 3 | 62 |
 //! | insert with migration vs lookup | insert needing a BFS path and a move; lookup of the moved fingerprint | 3 | 126 |
 //!
+//!
+//! Filters that grow (`chain.rs`), tables of one 16-bit slot so that every
+//! insert into a full table adds one (bound 3, fastrange):
+//!
+//! | model | threads and operations | executions |
+//! |---|---|---|
+//! | inserts race a table switch | insert; insert (first table full) | 17,168 |
+//! | lookup during a switch | insert then flag; lookup of a stored key, and of the new key once flagged | 836 |
+//! | delete during a switch | insert of a second copy; delete of one | 1,082 |
+//!
+//! Each chain model fails with a broken variant of `chain.rs` (checked by
+//! editing it and running `make loom`): a table published by a plain store
+//! instead of a compare-and-swap (the first model loses a key); the count
+//! advanced before the handle is in its slot, or read with `Relaxed` (all
+//! three: a table counted but not published); lookups that ask only the newest
+//! table (all three); deletes that ask only the newest table (the third).
+//!
 //! The models were checked against deliberately broken variants of the table;
 //! each of these makes at least one model fail: no retry rule; deletes that scan
 //! once; moves without the undo step; inserts that do not advance the counter;
@@ -299,4 +316,131 @@ fn loom_insert_with_migration_races_lookup() {
         assert_eq!(copies(&t, 2, g), 1);
     });
     }
+}
+
+// --- Filters that grow (`chain.rs`) -----------------------------------------
+
+use super::chain::{OwnedChain, Tables, MAX_TABLES};
+use super::sync::AtomicU64;
+
+/// Tables of one bucket of one 16-bit slot: each holds one key, so every second
+/// insert adds a table, and a full table's path search is short.
+fn one_slot() -> (Params, u64) {
+    (Params { fingerprint_bits: 16, slots_per_bucket: 1, bucket_count: 1, seed: DEFAULT_SEED, mapping: Mapping::Fastrange }, 1)
+}
+
+/// Hashes of distinct keys whose 16-bit fingerprints differ.
+fn keys(n: usize) -> Vec<u64> {
+    let g = Geometry::new(&one_slot().0);
+    let mut out: Vec<u64> = Vec::new();
+    let mut k = 1u64;
+    while out.len() < n {
+        let h = super::hash::hash_i64(DEFAULT_SEED, k as i64);
+        if out.iter().all(|&o| g.fingerprint(o) != g.fingerprint(h)) {
+            out.push(h);
+        }
+        k += 1;
+    }
+    out
+}
+
+/// A chain whose first table already holds `k0` (stored into the table
+/// directly, so that no insert of the chain has started building table 1), with
+/// room for `more` tables after it.
+fn full_chain(k0: u64, more: usize) -> Arc<OwnedChain> {
+    let c = OwnedChain::with_tables(one_slot(), vec![one_slot(); more]);
+    let d = c.directory();
+    c.chain().tables.table(d.handle(0)).insert(k0).unwrap();
+    Arc::new(c)
+}
+
+/// Every handle published below the count is distinct: no table was published
+/// twice or over another.
+fn check_directory(c: &OwnedChain) {
+    let hs = c.directory().handles();
+    let mut sorted = hs.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), hs.len(), "a table was published twice");
+    assert!(hs.len() <= MAX_TABLES);
+}
+
+/// The first table is full; threads A and B each insert a key, so both find it
+/// full and both build a table 1 of their own (the one that loses the slot
+/// gives its table back), or one builds table 1 and the other uses it, or
+/// builds table 2 early. Both inserts succeed, every key is found, and the
+/// count is exact. Fails if a table is published by a plain store instead of a
+/// compare-and-swap (the second table overwrites the first, losing its key), or
+/// if the count is advanced before the handle is in its slot.
+#[test]
+fn loom_chain_inserts_race_a_table_switch() {
+    model(|| {
+        let ks = keys(3);
+        let c = full_chain(ks[0], 3);
+        let (a, b) = (ks[1], ks[2]);
+        let ta = { let c = c.clone(); thread::spawn(move || c.chain().insert(a)) };
+        let tb = { let c = c.clone(); thread::spawn(move || c.chain().insert(b)) };
+        assert!(ta.join().unwrap().is_ok(), "insert of a refused");
+        assert!(tb.join().unwrap().is_ok(), "insert of b refused");
+        let ch = c.chain();
+        for k in ks {
+            assert!(ch.contains(k), "a key was lost in the switch");
+        }
+        assert_eq!(ch.item_count(), 3);
+        check_directory(&c);
+    });
+}
+
+/// The first table is full and holds `k0`; thread A inserts `a` (adding a
+/// table) and then raises a flag; thread B looks up `k0`, and `a` once it sees
+/// the flag. Neither lookup may miss. Fails if lookups ask only the newest
+/// table, or if the count is read with `Relaxed` (B may see the count of two
+/// tables before the second handle: "counted but not published").
+#[test]
+fn loom_chain_lookup_during_a_table_switch() {
+    model(|| {
+        let ks = keys(2);
+        let (k0, a) = (ks[0], ks[1]);
+        let c = full_chain(k0, 2);
+        let flag = Arc::new(AtomicU64::new(0));
+        let ta = {
+            let (c, flag) = (c.clone(), flag.clone());
+            thread::spawn(move || {
+                c.chain().insert(a).unwrap();
+                flag.store(1, Ordering::Release);
+            })
+        };
+        let tb = {
+            let (c, flag) = (c.clone(), flag.clone());
+            thread::spawn(move || {
+                assert!(c.chain().contains(k0), "missed a key of the first table during a switch");
+                if flag.load(Ordering::Acquire) == 1 {
+                    assert!(c.chain().contains(a), "missed a key stored before the lookup began");
+                }
+            })
+        };
+        ta.join().unwrap();
+        tb.join().unwrap();
+        check_directory(&c);
+    });
+}
+
+/// The first table holds one copy of `k0`; thread A inserts a second copy
+/// (which goes to a new table) while thread B deletes one. Exactly one copy
+/// remains, found, and the count is 1. Fails if deletes ask only the newest
+/// table (B finds table 1 published but empty, and reports no copy).
+#[test]
+fn loom_chain_delete_during_a_table_switch() {
+    model(|| {
+        let k0 = keys(1)[0];
+        let c = full_chain(k0, 2);
+        let ta = { let c = c.clone(); thread::spawn(move || c.chain().insert(k0).unwrap()) };
+        let tb = { let c = c.clone(); thread::spawn(move || assert!(c.chain().delete(k0), "delete missed a copy")) };
+        ta.join().unwrap();
+        tb.join().unwrap();
+        let ch = c.chain();
+        assert!(ch.contains(k0), "both copies went");
+        assert_eq!(ch.item_count(), 1);
+        check_directory(&c);
+    });
 }

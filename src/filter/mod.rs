@@ -4,6 +4,7 @@
 //! filters in shared memory.
 
 pub mod build;
+pub mod chain;
 pub mod dense;
 pub mod hash;
 pub mod layout;

@@ -182,7 +182,11 @@ pub fn size_for_items(n: u64, fpp: f64, max_buckets: u64) -> Result<Sized, Sizin
 /// For `capacity` keys that will be inserted one at a time: the smallest bucket
 /// count whose planned load ([`planned_load`]) takes them.
 pub fn size_for_capacity(capacity: u64, fpp: f64, max_buckets: u64) -> Result<Sized, SizingError> {
-    let shape = shape_for(fpp)?;
+    size_shape_for_capacity(capacity, shape_for(fpp)?, fpp, max_buckets)
+}
+
+/// [`size_for_capacity`] with a given shape (`fpp` only names the rate in messages).
+fn size_shape_for_capacity(capacity: u64, shape: Shape, fpp: f64, max_buckets: u64) -> Result<Sized, SizingError> {
     check_capacity(capacity, fpp, &shape, max_buckets)?;
     let holds = |m: u64| ((m * shape.slots as u64) as f64 * planned_load(&shape, m * shape.slots as u64)).floor() as u64;
     // Start at the plain count and step up: the margin is a few buckets for
@@ -200,6 +204,67 @@ pub fn size_for_capacity(capacity: u64, fpp: f64, max_buckets: u64) -> Result<Si
         return Err(SizingError::Capacity(format!("capacity {capacity} needs more than {max_buckets} buckets for fpp {fpp}")));
     }
     Ok(Sized { params: params_with(&shape, m), capacity: holds(m), shape })
+}
+
+/// # Filters that grow
+///
+/// A named filter created with an expansion `s > 0` is a chain of tables
+/// (`chain.rs`): when the newest holds its capacity, a table `s` times its
+/// capacity is added, and lookups ask every table. A key absent from all of them
+/// is a false positive if any table says "maybe", so the chain's rate is at most
+/// the sum of its tables' bounds. Each new table may spend half of what the
+/// tables before it left of `FPP_MARGIN · fpp` ([`growth_budget`]): the sum stays
+/// under the rate however many tables are added (the geometric tightening of
+/// scalable Bloom filters). Within its budget a table takes the shape that stores
+/// the most keys per 64-bit bucket word (`b·α`, the bytes of a named filter),
+/// and among those the longest fingerprint, which spends the least of the budget
+/// and so leaves the most for the tables after it ([`growth_shape`]). At the
+/// default rate that is 3 slots of 16 bits at load 0.93 (bound 8.5e-5) for
+/// the first twenty tables or so: 23 bits per key in shared memory where a
+/// filter of fixed size takes 17, the price of not knowing the size.
+pub fn growth_budget(fpp: f64, spent: f64) -> f64 {
+    (FPP_MARGIN * fpp - spent) / 2.0
+}
+
+/// The shape of a table of a filter that grows, whose bound may be at most
+/// `budget` (already including the margin); `None` if no shape reaches it at
+/// half its maximum load.
+pub fn growth_shape(budget: f64) -> Option<Shape> {
+    let mut best: Option<Shape> = None;
+    for (b, f) in shapes() {
+        let load = max_load(b).min(budget * ((1u64 << f) - 1) as f64 / (2.0 * b as f64));
+        if !(load >= max_load(b) / 2.0) {
+            continue;
+        }
+        let s = Shape { slots: b, bits: f, load };
+        let keys_per_word = |s: &Shape| s.slots as f64 * s.load;
+        if best.is_none_or(|bst| keys_per_word(&s) > keys_per_word(&bst) + 1e-12 || (keys_per_word(&s) > keys_per_word(&bst) - 1e-12 && s.bits > bst.bits)) {
+            best = Some(s);
+        }
+    }
+    best
+}
+
+/// Table `capacity` of a filter that grows at rate `fpp`, after tables whose
+/// bounds add up to `spent`.
+pub fn size_growth_table(capacity: u64, fpp: f64, spent: f64, max_buckets: u64) -> Result<Sized, SizingError> {
+    if !(fpp > 0.0 && fpp < 1.0) {
+        return Err(SizingError::Fpp(format!("fpp must be between 0 and 1 (exclusive), got {fpp}")));
+    }
+    let budget = growth_budget(fpp, spent);
+    let shape = growth_shape(budget).ok_or_else(|| {
+        SizingError::Fpp(format!(
+            "fpp {fpp} is too small for a filter that grows (at least {:.1e}; expansion => 0 makes a filter of fixed size)",
+            2.0 * fpp_bound(2, 24, max_load(2) / 2.0) / FPP_MARGIN
+        ))
+    })?;
+    size_shape_for_capacity(capacity, shape, fpp, max_buckets)
+}
+
+/// A table's bound at the capacity it was sized for: what it adds to the rate of
+/// a chain once it is full.
+pub fn table_bound(p: &Params, capacity: u64) -> f64 {
+    expected_fpp(p, capacity.max(1))
 }
 
 /// The capacity of a filter whose plan is not recorded (format 1, tests): its slots
@@ -251,6 +316,33 @@ mod tests {
         assert!(shape_for(0.0018).unwrap().value_bits_per_item() <= 12.6);
         assert!(shape_for(0.01).unwrap().value_bits_per_item() <= 1.10 * ideal(0.01));
         assert!(shape_for(0.0001).unwrap().value_bits_per_item() <= 1.10 * ideal(0.0001));
+    }
+
+    #[test]
+    fn growth_keeps_the_rate_over_any_number_of_tables() {
+        for fpp in [0.2, 0.05, 0.01, DEFAULT_FPP, 0.0005, 0.0001] {
+            let mut spent = 0.0;
+            let mut cap = 1000u64;
+            for i in 0..64 {
+                let s = size_growth_table(cap, fpp, spent, u64::MAX).unwrap();
+                let bound = table_bound(&s.params, s.capacity);
+                assert!(bound <= growth_budget(fpp, spent) * (1.0 + 1e-9), "{fpp} table {i}");
+                spent += bound;
+                assert!(spent <= fpp * FPP_MARGIN, "{fpp}: {i} tables spend {spent}");
+                cap = (cap * 2).min(1 << 28);
+            }
+        }
+        // The default rate: 3 slots of 16 bits at full load for a score of tables.
+        let mut spent = 0.0;
+        for i in 0..20 {
+            let s = size_growth_table(1000 << i.min(18), DEFAULT_FPP, spent, u64::MAX).unwrap();
+            assert_eq!((s.shape.slots, s.shape.bits, s.shape.load), (3, 16, max_load(3)), "table {i}");
+            spent += table_bound(&s.params, s.capacity);
+        }
+        // A looser rate starts with the shape of a fixed filter's words.
+        let s = size_growth_table(1000, 0.05, 0.0, u64::MAX).unwrap();
+        assert_eq!((s.shape.slots, s.shape.bits), (4, 12));
+        assert!(matches!(size_growth_table(1000, 1e-7, 0.0, u64::MAX), Err(SizingError::Fpp(_))));
     }
 
     #[test]

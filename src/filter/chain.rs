@@ -1,0 +1,517 @@
+//! Filters that grow: a chain of lock-free tables behind a directory of
+//! handles, to which tables are added while every backend goes on looking up,
+//! inserting and deleting without a lock.
+//!
+//! # The structure
+//!
+//! A [`Directory`] holds a count of published tables and up to [`MAX_TABLES`]
+//! handles. Table 0 is published when the filter is made; table `n` is added
+//! when table `n − 1` fills, with `expansion` times its capacity and a shape
+//! that keeps the sum of the tables' bounds under the rate asked for
+//! (`sizing::size_growth_table`). Keys never move between tables: an insert
+//! stores a key in one table, for good, with the table's own lock-free insert;
+//! a lookup asks every published table (newest first: most keys are in the
+//! largest tables); a delete removes one copy from the first table that holds
+//! one. The filter is a multiset of keys as a table is: a key inserted twice may
+//! have its copies in two tables.
+//!
+//! # Adding a table without a lock
+//!
+//! Handle slots hold 0 (nothing), [`CLAIMED`] (a process is building the table)
+//! or a handle (at least 2). Table `n` becomes visible in two steps:
+//!
+//! 1. its handle is compare-and-swapped into slot `n` (`AcqRel`), from 0 or
+//!    `CLAIMED`: the table was made (memory zeroed, header written) before, so
+//!    whoever reads the handle with `Acquire` sees it whole;
+//! 2. the count goes from `n` to `n + 1`, by compare-and-swap, by the process
+//!    that published the handle or by any process that finds slot `n` holding a
+//!    handle while the count is still `n` (it helps, and retries its own
+//!    operation).
+//!
+//! A process that reads the count `c` (with `Acquire`) then finds handles in
+//! slots `0..c`: the count passed `n` only after some process read slot `n`'s
+//! handle, so the count's release carries the handle's. Slot `n` is written once
+//! with a handle and never again, so two processes can never both publish a
+//! table `n`: the loser of the compare-and-swap gives its table back.
+//!
+//! Who builds the next table: the insert that finds its table at its capacity
+//! (the planned load, a few percent under the load at which inserts begin to
+//! fail) claims slot `n` (0 → `CLAIMED`) and builds it, while other inserts keep
+//! filling the current table's last few percent. An insert that finds the
+//! newest table full (whether or not someone claimed the next) builds a table of
+//! its own and tries to publish it. Nobody ever waits for the builder: a slow or
+//! dead builder costs at most a second table's making, never a stall. If there
+//! is no room for a table (or all [`MAX_TABLES`] are used), the insert reports
+//! [`Full`] and every key stored stays stored.
+//!
+//! # Why no key is missed during a switch
+//!
+//! Tables are only added, and keys never leave the table they were stored in
+//! (each table keeps its own copies by its own protocol, `table.rs`). A lookup
+//! or delete reads the count once and asks each table below it; a key stored
+//! before the lookup began is in a table published before its insert ended, so
+//! within that count. A key stored into a table published after the lookup read
+//! the count was stored concurrently with the lookup, which may then answer
+//! either way. The `loom` models in `loom_tests` check an insert racing a
+//! switch (two inserts into a full table, one key each), a lookup and a delete
+//! during a switch, and each fails when the step it guards is removed (see
+//! there).
+
+use super::sizing::{self, SizingError};
+use super::sync::{AtomicU64, Ordering};
+use super::table::{Full, OpStats, OwnedFilter, Table};
+use super::Params;
+
+/// Tables in one chain. With the default expansion of 2 that is 2^32 times the
+/// first table's capacity (more than any region holds); with expansion 1, 32
+/// equal tables.
+pub const MAX_TABLES: usize = 32;
+
+/// A handle slot whose table is being built (by a process that may never finish:
+/// nobody waits for it).
+pub const CLAIMED: u64 = 1;
+
+/// The published tables of a chain: a count and one handle per table.
+/// `repr(C)`, atomics only, 264 bytes: it lives in shared memory too, where all
+/// zeros is a chain not yet made.
+#[repr(C)]
+pub struct Directory {
+    count: AtomicU64,
+    handles: [AtomicU64; MAX_TABLES],
+}
+
+pub const DIRECTORY_BYTES: usize = 8 * (1 + MAX_TABLES);
+#[cfg(not(loom))]
+const _: () = assert!(std::mem::size_of::<Directory>() == DIRECTORY_BYTES);
+
+impl Default for Directory {
+    fn default() -> Directory {
+        Directory { count: AtomicU64::new(0), handles: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl Directory {
+    /// Publishes `handles` as the chain's first tables, before anyone else can
+    /// see the directory (making a filter, restoring one).
+    pub fn init(&self, handles: &[u64]) {
+        assert!(!handles.is_empty() && handles.len() <= MAX_TABLES);
+        for (slot, &h) in self.handles.iter().zip(handles) {
+            assert!(h > CLAIMED);
+            slot.store(h, Ordering::Relaxed);
+        }
+        for slot in &self.handles[handles.len()..] {
+            slot.store(0, Ordering::Relaxed);
+        }
+        self.count.store(handles.len() as u64, Ordering::Release);
+    }
+
+    /// The number of published tables.
+    #[inline]
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Acquire) as usize
+    }
+
+    /// The handle of published table `i` (below a count read before).
+    #[inline]
+    pub fn handle(&self, i: usize) -> u64 {
+        let h = self.handles[i].load(Ordering::Acquire);
+        assert!(h > CLAIMED, "table {i} of a chain is counted but not published");
+        h
+    }
+
+    /// The handles of the published tables.
+    pub fn handles(&self) -> Vec<u64> {
+        (0..self.count()).map(|i| self.handle(i)).collect()
+    }
+
+    /// Every handle in a slot, published or not yet counted (to free a chain
+    /// that nobody can reach any more).
+    pub fn all_handles(&self) -> Vec<u64> {
+        self.handles.iter().map(|h| h.load(Ordering::Acquire)).filter(|&h| h > CLAIMED).collect()
+    }
+}
+
+/// Where a chain's tables live: a handle names one; new ones are made on demand.
+pub trait Tables {
+    /// The table behind a published handle.
+    fn table(&self, handle: u64) -> Table<'_>;
+    /// The number of keys the table was sized for (when it holds that many, the
+    /// next table is built).
+    fn capacity(&self, handle: u64) -> u64;
+    /// Makes table `index` of the chain, empty, nobody else seeing it yet,
+    /// given the handles of the tables before it; its handle (at least 2), or
+    /// `None` if there is no room or no plan for it.
+    fn make(&self, index: usize, before: &[u64]) -> Option<u64>;
+    /// Gives back a table made by `make` that was never published.
+    fn release(&self, handle: u64);
+}
+
+/// A chain: its directory and where its tables live.
+pub struct Chain<'a, T: Tables + ?Sized> {
+    pub dir: &'a Directory,
+    pub tables: &'a T,
+}
+
+impl<'a, T: Tables + ?Sized> Chain<'a, T> {
+    pub fn new(dir: &'a Directory, tables: &'a T) -> Chain<'a, T> {
+        Chain { dir, tables }
+    }
+
+    fn table(&self, i: usize) -> Table<'a> {
+        self.tables.table(self.dir.handle(i))
+    }
+
+    /// Whether a key with this hash may be in any table.
+    #[inline]
+    pub fn contains(&self, hash: u64) -> bool {
+        self.contains_counted(hash, &mut OpStats::default())
+    }
+
+    /// [`Chain::contains`], counting the scans' retries into `stats`. With more
+    /// than one table, the buckets of all are asked for before any is read, so
+    /// that their cache misses overlap.
+    #[inline]
+    pub fn contains_counted(&self, hash: u64, stats: &mut OpStats) -> bool {
+        let n = self.dir.count();
+        if n == 1 {
+            return self.table(0).contains_counted(hash, stats);
+        }
+        let mut tables = [None; MAX_TABLES];
+        for (i, t) in tables.iter_mut().enumerate().take(n) {
+            let table = self.table(i);
+            table.prefetch_key(hash);
+            *t = Some(table);
+        }
+        tables[..n].iter().rev().flatten().any(|t| t.contains_counted(hash, stats))
+    }
+
+    /// Removes one copy of a key from the newest table that holds one.
+    pub fn delete(&self, hash: u64) -> bool {
+        let n = self.dir.count();
+        (0..n).rev().any(|i| self.table(i).delete(hash))
+    }
+
+    /// Adds a key to the newest table, adding a table when it is full (see the
+    /// module documentation). The index of the table that took it; `Err(Full)`
+    /// when no table could be added, with everything stored still stored.
+    pub fn insert_counted(&self, hash: u64, stats: &mut OpStats) -> Result<usize, Full> {
+        loop {
+            let n = self.dir.count();
+            if n < MAX_TABLES && self.dir.handles[n].load(Ordering::Acquire) > CLAIMED {
+                // Table n is published but not counted yet: count it, then use it.
+                self.advance(n);
+                continue;
+            }
+            let handle = self.dir.handle(n - 1);
+            let t = self.tables.table(handle);
+            match t.insert_counted(hash, stats) {
+                Ok(()) => {
+                    if n < MAX_TABLES && t.item_count() >= self.tables.capacity(handle) {
+                        self.build_early(n);
+                    }
+                    return Ok(n - 1);
+                }
+                Err(Full) => {
+                    if n == MAX_TABLES {
+                        return Err(Full);
+                    }
+                    let before = self.dir.handles();
+                    if before.len() != n {
+                        continue;
+                    }
+                    match self.tables.make(n, &before) {
+                        Some(h) => {
+                            if !self.publish(n, h) {
+                                self.tables.release(h);
+                            }
+                        }
+                        // No room for a table of our own: unless somebody published
+                        // one meanwhile, the filter is full.
+                        None if self.dir.handles[n].load(Ordering::Acquire) > CLAIMED => {}
+                        None => return Err(Full),
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Chain::insert_counted`] without statistics.
+    pub fn insert(&self, hash: u64) -> Result<usize, Full> {
+        self.insert_counted(hash, &mut OpStats::default())
+    }
+
+    /// Table `n − 1` holds its capacity: claims slot `n` and builds the next
+    /// table, unless somebody already did or does.
+    fn build_early(&self, n: usize) {
+        if self.dir.handles[n].compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
+        let before = self.dir.handles();
+        let made = if before.len() == n { self.tables.make(n, &before) } else { None };
+        match made {
+            Some(h) => {
+                if !self.publish(n, h) {
+                    self.tables.release(h);
+                }
+            }
+            // No room now: give the claim back, so that a later insert may try again.
+            None => {
+                let _ = self.dir.handles[n].compare_exchange(CLAIMED, 0, Ordering::AcqRel, Ordering::Acquire);
+            }
+        }
+    }
+
+    /// Puts handle `h` into slot `n` unless a table is already there, then
+    /// counts it. False if another table won the slot.
+    fn publish(&self, n: usize, h: u64) -> bool {
+        let slot = &self.dir.handles[n];
+        let mut cur = slot.load(Ordering::Acquire);
+        loop {
+            if cur > CLAIMED {
+                self.advance(n);
+                return false;
+            }
+            match slot.compare_exchange(cur, h, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.advance(n);
+                    return true;
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Counts table `n` (whose handle is in its slot) if the count is still `n`.
+    fn advance(&self, n: usize) {
+        let _ = self.dir.count.compare_exchange(n as u64, n as u64 + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Keys stored, over all tables.
+    pub fn item_count(&self) -> u64 {
+        (0..self.dir.count()).map(|i| self.table(i).item_count()).sum()
+    }
+}
+
+/// How the tables of a chain are planned: the first table's capacity and the
+/// rate, and each next table `expansion` times its predecessor's capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Growth {
+    pub fpp: f64,
+    pub expansion: u32,
+}
+
+impl Growth {
+    /// The first table for `capacity` keys.
+    pub fn first(&self, capacity: u64, max_buckets: u64) -> Result<sizing::Sized, SizingError> {
+        sizing::size_growth_table(capacity, self.fpp, 0.0, max_buckets)
+    }
+
+    /// The table after tables of these parameters and capacities.
+    pub fn next(&self, before: &[(Params, u64)], max_buckets: u64) -> Result<sizing::Sized, SizingError> {
+        let spent: f64 = before.iter().map(|(p, c)| sizing::table_bound(p, *c)).sum();
+        let last = before.last().map_or(1, |(_, c)| *c);
+        sizing::size_growth_table(last.saturating_mul(self.expansion.max(1) as u64), self.fpp, spent, max_buckets)
+    }
+}
+
+/// A chain in a process's own memory (tests, benchmarks): tables are boxed
+/// filters and handles their addresses; made tables follow a [`Growth`] plan, or
+/// a fixed list of shapes.
+pub struct OwnedChain {
+    dir: Directory,
+    plan: Plan,
+}
+
+enum Plan {
+    Growth(Growth),
+    /// Parameters and capacities of tables 1, 2, ... (models with tiny tables).
+    Fixed(Vec<(Params, u64)>),
+}
+
+impl OwnedChain {
+    /// A chain whose first table holds `capacity` keys, growing by `growth`.
+    pub fn new(capacity: u64, growth: Growth) -> Result<OwnedChain, SizingError> {
+        let first = growth.first(capacity, super::layout::MAX_BUCKET_COUNT)?;
+        Ok(OwnedChain::from_first(first.params, first.capacity, Plan::Growth(growth)))
+    }
+
+    /// A chain of a first table of `first` (params, capacity) and then these.
+    pub fn with_tables(first: (Params, u64), next: Vec<(Params, u64)>) -> OwnedChain {
+        OwnedChain::from_first(first.0, first.1, Plan::Fixed(next))
+    }
+
+    fn from_first(params: Params, capacity: u64, plan: Plan) -> OwnedChain {
+        let c = OwnedChain { dir: Directory::default(), plan };
+        let h = Box::into_raw(Box::new(OwnedFilter::with_capacity(params, capacity))) as u64;
+        c.dir.init(&[h]);
+        c
+    }
+
+    pub fn chain(&self) -> Chain<'_, OwnedChain> {
+        Chain::new(&self.dir, self)
+    }
+
+    pub fn directory(&self) -> &Directory {
+        &self.dir
+    }
+
+    fn filter(&self, handle: u64) -> &OwnedFilter {
+        // SAFETY: handles are addresses of boxed filters that this chain made and
+        // frees only when dropped (published ones) or when released (never
+        // published, so nobody else holds them).
+        unsafe { &*(handle as *const OwnedFilter) }
+    }
+
+    /// Parameters and capacity of each published table.
+    pub fn shapes(&self) -> Vec<(Params, u64)> {
+        self.dir.handles().into_iter().map(|h| (self.filter(h).table().params(), self.filter(h).capacity())).collect()
+    }
+
+    /// Bytes of bucket words over all tables (what a named filter's tables take
+    /// in shared memory, without headers).
+    pub fn word_bytes(&self) -> u64 {
+        self.shapes().iter().map(|(p, _)| 8 * p.bucket_count).sum()
+    }
+
+    /// The chain's false-positive bound: the sum of its tables' bounds at their
+    /// loads now (at least their planned capacity's, once they are full).
+    pub fn fpp_bound(&self) -> f64 {
+        self.dir.handles().into_iter().map(|h| sizing::expected_fpp(&self.filter(h).table().params(), self.filter(h).table().item_count())).sum()
+    }
+}
+
+impl Tables for OwnedChain {
+    fn table(&self, handle: u64) -> Table<'_> {
+        self.filter(handle).table()
+    }
+
+    fn capacity(&self, handle: u64) -> u64 {
+        self.filter(handle).capacity()
+    }
+
+    fn make(&self, index: usize, before: &[u64]) -> Option<u64> {
+        let (params, capacity) = match &self.plan {
+            Plan::Growth(g) => {
+                let shapes: Vec<(Params, u64)> = before.iter().map(|&h| (self.filter(h).table().params(), self.filter(h).capacity())).collect();
+                let s = g.next(&shapes, super::layout::MAX_BUCKET_COUNT).ok()?;
+                (s.params, s.capacity)
+            }
+            Plan::Fixed(list) => *list.get(index.checked_sub(1)?)?,
+        };
+        Some(Box::into_raw(Box::new(OwnedFilter::with_capacity(params, capacity))) as u64)
+    }
+
+    fn release(&self, handle: u64) {
+        // SAFETY: `handle` came from `make` and was never published: this is its
+        // only owner.
+        drop(unsafe { Box::from_raw(handle as *mut OwnedFilter) });
+    }
+}
+
+impl Drop for OwnedChain {
+    fn drop(&mut self) {
+        for h in self.dir.all_handles() {
+            self.release(h);
+        }
+    }
+}
+
+// SAFETY: the boxed filters are made of atomics; handles are shared read-only
+// after publication.
+unsafe impl Send for OwnedChain {}
+// SAFETY: as for Send.
+unsafe impl Sync for OwnedChain {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::filter::layout::DEFAULT_SEED;
+
+    fn hash_i64(k: i64) -> u64 {
+        crate::filter::hash::hash_i64(DEFAULT_SEED, k)
+    }
+    use crate::filter::sizing::{size_for_capacity, DEFAULT_FPP};
+    use crate::filter::table::tests::Rng;
+
+    fn bytes_of(p: &Params) -> u64 {
+        8 * p.bucket_count
+    }
+
+    /// A filter made for 1,000 keys takes 2M, from two threads: every insert is
+    /// stored, no key is missed, the measured rate over 2M absent keys stays
+    /// under the rate asked for, and the words take at most 1.5 times those of a
+    /// filter made for 2M keys at that rate.
+    #[test]
+    fn grows_from_a_thousand_to_two_million_keeping_the_rate() {
+        let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
+        let c = OwnedChain::new(1000, growth).unwrap();
+        let n: i64 = 2_000_000;
+        std::thread::scope(|s| {
+            for part in 0..2i64 {
+                let c = &c;
+                s.spawn(move || {
+                    for k in (part..n).step_by(2) {
+                        c.chain().insert(hash_i64(k)).expect("a filter that grows is never full");
+                    }
+                });
+            }
+        });
+        let ch = c.chain();
+        assert_eq!(ch.item_count(), n as u64);
+        assert!((0..n).all(|k| ch.contains(hash_i64(k))), "false negative");
+        let fp = (n..2 * n).filter(|&k| ch.contains(hash_i64(k))).count();
+        let rate = fp as f64 / n as f64;
+        let bound = c.fpp_bound();
+        let fixed = size_for_capacity(n as u64, DEFAULT_FPP, u64::MAX).unwrap();
+        let ratio = c.word_bytes() as f64 / bytes_of(&fixed.params) as f64;
+        eprintln!("{} tables, rate {rate:.6}, bound {bound:.6}, bytes {:.3}x a filter made for 2M", ch.dir.count(), ratio);
+        assert!(rate <= DEFAULT_FPP, "measured rate {rate}");
+        assert!(bound <= DEFAULT_FPP, "bound {bound}");
+        assert!(ratio <= 1.5, "{ratio}x the bytes");
+    }
+
+    #[test]
+    fn deletes_find_keys_in_every_table_and_duplicates_are_kept() {
+        let c = OwnedChain::new(100, Growth { fpp: DEFAULT_FPP, expansion: 2 }).unwrap();
+        let ch = c.chain();
+        for k in 0..5000 {
+            ch.insert(hash_i64(k)).unwrap();
+        }
+        assert!(ch.dir.count() > 4);
+        // A second copy of every key, in the newest tables.
+        for k in 0..5000 {
+            ch.insert(hash_i64(k)).unwrap();
+        }
+        for k in 0..5000 {
+            assert!(ch.delete(hash_i64(k)));
+            assert!(ch.contains(hash_i64(k)), "one copy of {k} is left");
+        }
+        for k in 0..5000 {
+            assert!(ch.delete(hash_i64(k)));
+        }
+        assert_eq!(ch.item_count(), 0);
+        let mut r = Rng(7);
+        assert!((0..1000).all(|_| !ch.contains(r.next())));
+    }
+
+    #[test]
+    fn a_chain_without_room_for_its_next_table_is_full_and_keeps_its_keys() {
+        let small = size_for_capacity(50, DEFAULT_FPP, u64::MAX).unwrap();
+        let next = size_for_capacity(100, DEFAULT_FPP, u64::MAX).unwrap();
+        let c = OwnedChain::with_tables((small.params, small.capacity), vec![(next.params, next.capacity)]);
+        let ch = c.chain();
+        let mut stored = Vec::new();
+        let mut k = 0;
+        loop {
+            match ch.insert(hash_i64(k)) {
+                Ok(_) => stored.push(k),
+                Err(Full) => break,
+            }
+            k += 1;
+        }
+        assert_eq!(ch.dir.count(), 2);
+        assert!(stored.len() as u64 >= small.capacity + next.capacity);
+        assert!(stored.iter().all(|&k| ch.contains(hash_i64(k))));
+        assert_eq!(ch.item_count(), stored.len() as u64);
+    }
+}
