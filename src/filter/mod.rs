@@ -8,6 +8,7 @@ pub mod chain;
 pub mod dense;
 pub mod hash;
 pub mod layout;
+pub mod multi;
 pub mod radix;
 pub mod sizing;
 pub mod sync;

@@ -108,7 +108,7 @@ impl Known {
                 Some(PlanProbe {
                     answers,
                     items,
-                    fpp: crate::filter::sizing::expected_fpp(&v.params(), items),
+                    fpp: v.fpp_bound(),
                 })
             }
         }

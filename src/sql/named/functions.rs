@@ -190,12 +190,16 @@ v1_functions! {
         // unless called through the 0.2.0 declaration.
         let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
         prepare_write(durable, c"cf_publish()");
-        let params = v.params();
+        let tables = v.tables();
+        if tables.len() > 1 || v.growth().is_some() {
+            fail(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "publishing a cuckoo filter of several tables is not implemented yet".into(), None);
+        }
+        let params = tables[0].params;
         let capacity = v.capacity();
         let fpp = published_fpp(&params, capacity);
         // The value's buckets expanded into bucket words before the registry lock
         // is taken (decoding a large value takes a while), then copied under it.
-        let words: Vec<u64> = v.words().collect();
+        let words: Vec<u64> = v.table_words(0).collect();
         let contents = |out: &mut [u64]| out.copy_from_slice(&words);
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable, key: v.key_type() };
         purge_dropped_databases();

@@ -24,7 +24,7 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{bytea_datum, call_cache, filter_arg_once, value_from_filter, MAX_VALUE_BYTES};
+use super::datatype::{bytea_datum, call_cache, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
 use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
 use crate::filter::dense::KeyType;
 use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};
@@ -484,7 +484,7 @@ v1_functions! {
         unsafe {
             let state = filter_arg_once(fcinfo, 0);
             let input = filter_arg_once(fcinfo, 1);
-            value_from_filter(&union_filters(&state, &input), union_key(&state, &input)).as_datum()
+            value_from_tables(&union_filters(&state, &input), union_key(&state, &input), None).as_datum()
         }
     }
 }

@@ -3,15 +3,17 @@
 //! query instead of once per row.
 //!
 //! In memory a value is: the 4-byte varlena length, 4 reserved zero bytes, then the
-//! serialized filter, in one of two formats:
-//! - format 2 (`filter::dense`), what this version writes: dense buckets without
-//!   migration counters, any bucket count;
+//! serialized filter, in one of three formats:
+//! - format 2 (`filter::dense`), what this version writes for one table: dense
+//!   buckets without migration counters, any bucket count;
+//! - format 3 (`filter::multi`), since 0.7.0: several format-2 tables (a union of
+//!   filters of different shapes, a snapshot of a named filter that grew);
 //! - format 1 (`filter::layout`), what 0.1.0 wrote: a 32-byte header and 64-bit
 //!   bucket words (8-aligned, native order in memory), read in place as they were.
 //!   Probes answer exactly as 0.1.0 did; functions that change a format-1 value
 //!   return a format-2 value with format 1's bucket mapping, which answers the same.
 //!
-//! The text form is `cf2:` (or `cf1:` for format 1) followed by standard base64 of
+//! The text form is `cf2:` (`cf3:`, or `cf1:` for format 1) followed by standard base64 of
 //! the serialized filter; the binary form is the serialized filter. Both are
 //! validated completely on input.
 
@@ -22,7 +24,9 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::filter::dense::{self, Dense, DenseHeader, DenseLayout, KeyType, V2_HEADER_BYTES};
+use crate::filter::chain::Growth;
 use crate::filter::layout::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
+use crate::filter::multi::{self, MultiHeader, FORMAT_V3};
 use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
 /// Varlena length word plus 4 reserved bytes in front of the filter.
@@ -41,10 +45,10 @@ pub struct FilterValue {
 }
 
 fn text_prefix(version: u8) -> &'static str {
-    if version == FORMAT_V1 {
-        "cf1:"
-    } else {
-        "cf2:"
+    match version {
+        FORMAT_V1 => "cf1:",
+        FORMAT_V3 => "cf3:",
+        _ => "cf2:",
     }
 }
 
@@ -64,6 +68,7 @@ impl FilterValue {
         });
         let version = match bytes.map(layout::format_version) {
             Some(Ok(FORMAT_V2)) if dense::parse_v2(bytes.unwrap()).is_ok() => FORMAT_V2,
+            Some(Ok(FORMAT_V3)) if multi::parse_v3(bytes.unwrap()).is_ok() => FORMAT_V3,
             Some(Ok(FORMAT_V1)) if ptr as usize % 8 == 0 && check_v1_in_place(bytes.unwrap()) => FORMAT_V1,
             _ => corrupted(len, ptr),
         };
@@ -132,39 +137,70 @@ impl FilterValue {
         Dense::new(&h.params, &self.body()[V2_HEADER_BYTES..])
     }
 
+    fn v3_header(&self) -> MultiHeader {
+        multi::parse_v3(self.body()).expect("checked in from_ptr")
+    }
+
     /// The type of its keys, as recorded (format 1 records none).
     pub fn key_type(&self) -> KeyType {
         match self.version {
             FORMAT_V1 => KeyType::NONE,
+            FORMAT_V3 => self.v3_header().key(),
             _ => self.v2_header().key,
         }
     }
 
-    pub fn params(&self) -> Params {
+    /// The tables, each with its header (format 1 and 2: one).
+    pub fn tables(&self) -> Vec<DenseHeader> {
         match self.version {
-            FORMAT_V1 => self.v1_header().params(),
-            _ => self.v2_header().params,
+            FORMAT_V1 => {
+                let p = self.v1_header().params();
+                vec![DenseHeader { params: p, items: self.item_count(), capacity: self.capacity(), key: KeyType::NONE }]
+            }
+            FORMAT_V3 => self.v3_header().parts.iter().map(|p| p.header).collect(),
+            _ => vec![self.v2_header()],
+        }
+    }
+
+    /// How the value grows when an insert finds every table full (format 3
+    /// only: a snapshot of a named filter that grows).
+    pub fn growth(&self) -> Option<Growth> {
+        match self.version {
+            FORMAT_V3 => self.v3_header().growth,
+            _ => None,
         }
     }
 
     pub fn seed(&self) -> u64 {
-        self.params().seed
+        match self.version {
+            FORMAT_V1 => self.v1_header().params().seed,
+            FORMAT_V3 => self.v3_header().seed(),
+            _ => self.v2_header().params.seed,
+        }
     }
 
     pub fn item_count(&self) -> u64 {
         match self.version {
             FORMAT_V1 => self.v1_table().item_count(),
+            FORMAT_V3 => self.v3_header().items(),
             _ => self.v2_header().items,
         }
     }
 
     /// The capacity the filter was sized for (format 1: its slots at the shape's
-    /// planned load, as 0.1.0 reported it).
+    /// planned load, as 0.1.0 reported it; format 3: its tables' sum).
     pub fn capacity(&self) -> u64 {
         match self.version {
-            FORMAT_V1 => crate::filter::sizing::planned_capacity(&self.params()),
+            FORMAT_V1 => crate::filter::sizing::planned_capacity(&self.v1_header().params()),
+            FORMAT_V3 => self.v3_header().capacity(),
             _ => self.v2_header().capacity,
         }
+    }
+
+    /// The false-positive bound at the filter's load now (format 3: the sum of
+    /// its tables' bounds).
+    pub fn fpp_bound(&self) -> f64 {
+        self.tables().iter().map(|t| crate::filter::sizing::expected_fpp(&t.params, t.items)).sum::<f64>().min(1.0)
     }
 
     /// Whether a key with this hash may be in the filter.
@@ -172,6 +208,10 @@ impl FilterValue {
     pub fn contains(&self, hash: u64) -> bool {
         match self.version {
             FORMAT_V1 => self.v1_table().contains(hash),
+            FORMAT_V3 => {
+                let h = self.v3_header();
+                multi::contains(&multi::tables(self.body(), &h), hash)
+            }
             _ => self.dense().contains(hash),
         }
     }
@@ -180,27 +220,39 @@ impl FilterValue {
     pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
         match self.version {
             FORMAT_V1 => self.v1_table().contains_many(hashes, out),
+            FORMAT_V3 => {
+                let h = self.v3_header();
+                multi::contains_many(&multi::tables(self.body(), &h), hashes, out)
+            }
             _ => self.dense().contains_many(hashes, out),
         }
     }
 
-    /// Bucket words, one per bucket (format 1's as stored, format 2's decoded).
-    pub fn words(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+    /// The bucket words of table `i`, one per bucket (format 1's as stored,
+    /// format 2's and 3's decoded).
+    pub fn table_words(&self, i: usize) -> Box<dyn Iterator<Item = u64> + '_> {
         match self.version {
             FORMAT_V1 => {
                 let t = self.v1_table();
                 Box::new(t.bucket_words().iter().map(|w| w.load(std::sync::atomic::Ordering::Relaxed)))
             }
+            FORMAT_V3 => {
+                let h = self.v3_header();
+                let d = multi::tables(self.body(), &h).swap_remove(i);
+                let m = h.parts[i].header.params.bucket_count;
+                Box::new((0..m).map(move |j| d.word(j)))
+            }
             _ => {
                 let d = self.dense();
-                Box::new((0..self.params().bucket_count).map(move |i| d.word(i)))
+                Box::new((0..self.v2_header().params.bucket_count).map(move |j| d.word(j)))
             }
         }
     }
 
-    /// A private copy as bucket words, to change (insert, delete, union).
-    pub fn to_owned_filter(&self) -> OwnedFilter {
-        OwnedFilter::from_words(self.params(), self.capacity(), self.words())
+    /// Private copies of the tables as bucket words, to change (insert,
+    /// delete, union).
+    pub fn to_owned_tables(&self) -> Vec<OwnedFilter> {
+        self.tables().iter().enumerate().map(|(i, t)| OwnedFilter::from_words(t.params, t.capacity, self.table_words(i))).collect()
     }
 
     pub fn total_len(&self) -> usize {
@@ -210,14 +262,14 @@ impl FilterValue {
     /// The serialized filter (little-endian).
     pub fn serialize(&self) -> Vec<u8> {
         let body = self.body();
-        if self.version == FORMAT_V2 {
+        if self.version != FORMAT_V1 {
             return body.to_vec();
         }
         // Format 1 keeps its words in native order in memory.
         let mut out = body.to_vec();
         out[16..24].copy_from_slice(&self.seed().to_le_bytes());
         out[24..32].copy_from_slice(&self.item_count().to_le_bytes());
-        for (chunk, w) in out[V1_HEADER_BYTES..].chunks_exact_mut(8).zip(self.words()) {
+        for (chunk, w) in out[V1_HEADER_BYTES..].chunks_exact_mut(8).zip(self.table_words(0)) {
             chunk.copy_from_slice(&w.to_le_bytes());
         }
         out
@@ -278,9 +330,42 @@ pub fn check_value_size(params: &Params) {
 /// A format-2 value holding the filter `f` (bucket words) with keys of type
 /// `key`, in the current memory context.
 pub fn value_from_filter(f: &OwnedFilter, key: KeyType) -> FilterValue {
-    let t = f.table();
-    let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key };
-    value_from_words(&h, f.words())
+    value_from_words(&multi::header_of(f, key), f.words())
+}
+
+/// A value of these tables: format 2 for one table that does not grow, else
+/// format 3.
+pub fn value_from_tables(tables: &[OwnedFilter], key: KeyType, growth: Option<Growth>) -> FilterValue {
+    if tables.len() == 1 && growth.is_none() {
+        return value_from_filter(&tables[0], key);
+    }
+    let headers: Vec<DenseHeader> = tables.iter().map(|t| multi::header_of(t, key)).collect();
+    value_from_headers(&headers, growth, |i| tables[i].words())
+}
+
+/// A format-3 value of tables with these headers, whose bucket words `words(i)`
+/// gives, in the current memory context; 54000 if it would be too large.
+pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(headers: &[DenseHeader], growth: Option<Growth>, words: impl FnMut(usize) -> I) -> FilterValue {
+    let params: Vec<Params> = headers.iter().map(|h| h.params).collect();
+    let len = VALUE_PREFIX as u64 + multi::serialized_len(&params);
+    if len > MAX_VALUE_BYTES || headers.len() > multi::MAX_VALUE_TABLES {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            "cuckoofilter value would be too large",
+            format!("{} tables take {len} bytes; a value holds at most {} tables and {MAX_VALUE_BYTES} bytes", headers.len(), multi::MAX_VALUE_TABLES)
+        );
+    }
+    let len = len as usize;
+    // SAFETY: palloc0 returns zeroed memory of `len` bytes (at most MaxAllocSize,
+    // checked above); the length word is set and the filter encoded within.
+    unsafe {
+        let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
+        pgrx::varlena::set_varsize_4b(p, len as i32);
+        let body = std::slice::from_raw_parts_mut((p as *mut u8).add(VALUE_PREFIX), len - VALUE_PREFIX);
+        multi::encode_into(growth, headers, words, body);
+        FilterValue { ptr: p, version: FORMAT_V3 }
+    }
 }
 
 /// A format-2 value with header `h` and these bucket words, in the current memory
@@ -351,6 +436,25 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
                 pgrx::varlena::set_varsize_4b(p, len as i32);
                 std::ptr::copy_nonoverlapping(bytes.as_ptr(), (p as *mut u8).add(VALUE_PREFIX), bytes.len());
                 Ok(FilterValue { ptr: p, version: FORMAT_V2 })
+            }
+        }
+        FORMAT_V3 => {
+            let h = multi::parse_v3(bytes)?;
+            let key = h.key();
+            if key.kind == dense::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(key.oid) {
+                return Err(FormatError::BadParams(format!("key type OID {} is not a built-in type with a hash function", key.oid)));
+            }
+            if (VALUE_PREFIX + bytes.len()) as u64 > MAX_VALUE_BYTES {
+                return Err(FormatError::BadParams(format!("{} bytes is larger than a value can hold", bytes.len())));
+            }
+            multi::validate_v3(bytes, &h)?;
+            let len = VALUE_PREFIX + bytes.len();
+            // SAFETY: palloc0 of `len` bytes; the length word and body are written within.
+            unsafe {
+                let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
+                pgrx::varlena::set_varsize_4b(p, len as i32);
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), (p as *mut u8).add(VALUE_PREFIX), bytes.len());
+                Ok(FilterValue { ptr: p, version: FORMAT_V3 })
             }
         }
         v => Err(FormatError::UnsupportedVersion(v)),
@@ -522,13 +626,17 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
         let hit = lc.valid && lc.len == len && std::slice::from_raw_parts(body_at, V2_HEADER_BYTES) == lc.header;
         if !hit {
             let v = if checked { FilterValue::trusted(ptr) } else { FilterValue::from_ptr(ptr) };
-            if v.version != FORMAT_V2 {
+            if v.version == FORMAT_V1 {
                 let h = cache.key.hash_arg(fcinfo, key_arg, v.seed());
+                return v.contains(h);
+            }
+            if v.version == FORMAT_V3 {
+                let Some(h) = cache.key.hash_arg_for(fcinfo, key_arg, v.seed(), v.key_type()) else { return false };
                 return v.contains(h);
             }
             lc.key = v.key_type();
             lc.valid = false;
-            lc.layout.write(DenseLayout::new(&v.params()));
+            lc.layout.write(DenseLayout::new(&v.v2_header().params));
             lc.header.copy_from_slice(std::slice::from_raw_parts(body_at, V2_HEADER_BYTES));
             lc.len = len;
             lc.valid = true;
@@ -665,10 +773,11 @@ v1_functions! {
             std::ffi::CStr::from_ptr(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<std::ffi::c_char>())
         };
         let text = text.to_str().unwrap_or_else(|_| invalid_input("input is not valid UTF-8"));
-        let (prefix_version, body) = match (text.strip_prefix("cf2:"), text.strip_prefix("cf1:")) {
-            (Some(b), _) => (FORMAT_V2, b),
-            (None, Some(b)) => (FORMAT_V1, b),
-            _ => invalid_input("input must start with \"cf2:\" (or \"cf1:\", written by cuckoo 0.1.0)"),
+        let (prefix_version, body) = match (text.strip_prefix("cf2:"), text.strip_prefix("cf3:"), text.strip_prefix("cf1:")) {
+            (Some(b), _, _) => (FORMAT_V2, b),
+            (None, Some(b), _) => (FORMAT_V3, b),
+            (None, None, Some(b)) => (FORMAT_V1, b),
+            _ => invalid_input("input must start with \"cf2:\" or \"cf3:\" (or \"cf1:\", written by cuckoo 0.1.0)"),
         };
         // Refuse what cannot be a value before decoding it.
         let max_body = 4 * (MAX_VALUE_BYTES as usize).div_ceil(3);

@@ -5,11 +5,12 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{call_cache, filter_arg_once, probe_arg, max_value_buckets, value_from_filter, FilterValue};
+use super::datatype::{call_cache, filter_arg_once, probe_arg, max_value_buckets, value_from_filter, value_from_tables, FilterValue};
 use crate::filter::layout::FORMAT_V1;
+use crate::filter::multi::{self, UnionError};
 use crate::filter::sizing::{self, size_for_capacity, SizingError};
 use crate::filter::dense::{KeyType, KEY_ENUM};
-use crate::filter::{Full, Mapping, OwnedFilter};
+use crate::filter::{Mapping, OwnedFilter};
 
 /// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
 /// 22023 for an unusable rate.
@@ -61,26 +62,6 @@ pub fn full_error(what: &str, detail: String) -> ! {
     ereport!(ERROR, PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, what.to_string(), detail);
 }
 
-/// Raises 22023 unless `a` and `b` can be unioned (same hashing, fingerprints and
-/// bucket size, and, for the fastrange mapping, the same bucket count).
-pub fn check_union_shapes(a: &FilterValue, b: &FilterValue) {
-    if let Err(why) = a.params().mergeable_with(&b.params()) {
-        let report = pgrx::pg_sys::panic::ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-            "cannot union cuckoo filters of different shapes",
-            "cuckoo",
-        )
-        .set_detail(why)
-        .set_hint(if a.params().mapping != b.params().mapping {
-            "Rebuild the older filter from its keys with this version's cf_agg, with the same capacity and fpp as the other."
-        } else {
-            "A union needs filters built with the same capacity and fpp: cf_agg(key, fpp, capacity) or cf_empty(capacity, fpp)."
-        });
-        report.report(PgLogLevel::ERROR);
-        unreachable!()
-    }
-}
-
 /// The key type of the union of `a` and `b`: theirs if they agree; nothing
 /// recorded if one of them records nothing (keys then hash as before key types
 /// were recorded); two different recorded types cannot be unioned (22023).
@@ -100,25 +81,23 @@ pub fn union_key(a: &FilterValue, b: &FilterValue) -> KeyType {
     KeyType::NONE
 }
 
-/// The union of two values as bucket words: every fingerprint of both. Under the
-/// fastrange mapping both have the same bucket count; format 1's power-of-two
-/// tables fold the larger onto the smaller.
-pub fn union_filters(a: &FilterValue, b: &FilterValue) -> OwnedFilter {
-    check_union_shapes(a, b);
-    let (into, from) = if a.params().bucket_count <= b.params().bucket_count { (a, b) } else { (b, a) };
-    let f = into.to_owned_filter();
-    if let Err(Full) = f.table().merge_words(&from.params(), from.words()) {
-        full_error(
-            "cuckoo filter union does not fit",
-            format!(
-                "{} + {} items do not fit the {} slots of the smaller filter; build both with the same capacity (cf_agg(key, fpp, capacity))",
-                a.item_count(),
-                b.item_count(),
-                f.table().params().slot_count()
-            ),
-        );
+fn seeds_differ(why: String) -> ! {
+    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cannot union cuckoo filters with different hash seeds", why);
+}
+
+/// The union of two values as tables of bucket words: every key of both.
+/// Tables of one shape that fit are merged into one; the others are kept
+/// side by side (a value of format 3). 22023 for filters with different hash
+/// seeds, 54000 past 255 tables.
+pub fn union_filters(a: &FilterValue, b: &FilterValue) -> Vec<OwnedFilter> {
+    match multi::union(a.to_owned_tables(), b.to_owned_tables()) {
+        Ok(tables) => tables,
+        Err(UnionError::Seeds(why)) => seeds_differ(why),
+        Err(UnionError::TooManyTables(n)) => full_error(
+            "cuckoo filter union has too many tables",
+            format!("the union would hold {n} tables of different shapes; a value holds at most {}", multi::MAX_VALUE_TABLES),
+        ),
     }
-    f
 }
 
 v1_functions! {
@@ -146,14 +125,12 @@ v1_functions! {
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
             let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else { no_equal_key_error() };
-            let f = v.to_owned_filter();
-            if f.table().insert(h).is_err() {
-                full_error(
-                    "cuckoo filter is full",
-                    format!("it holds {} items in {} slots", f.table().item_count(), f.table().params().slot_count()),
-                );
+            let mut tables = v.to_owned_tables();
+            if multi::insert(&mut tables, v.growth(), h).is_err() {
+                let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
+                full_error("cuckoo filter is full", format!("it holds {} items in {slots} slots", v.item_count()));
             }
-            value_from_filter(&f, v.key_type()).as_datum()
+            value_from_tables(&tables, v.key_type(), v.growth()).as_datum()
         }
     }
 
@@ -163,12 +140,12 @@ v1_functions! {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let f = v.to_owned_filter();
+            let tables = v.to_owned_tables();
             // A key with no equal among the filter's keys was never inserted.
             if let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) {
-                f.table().delete(h);
+                multi::delete(&tables, h);
             }
-            value_from_filter(&f, v.key_type()).as_datum()
+            value_from_tables(&tables, v.key_type(), v.growth()).as_datum()
         }
     }
 
@@ -178,7 +155,7 @@ v1_functions! {
         unsafe {
             let a = filter_arg_once(fcinfo, 0);
             let b = filter_arg_once(fcinfo, 1);
-            value_from_filter(&union_filters(&a, &b), union_key(&a, &b)).as_datum()
+            value_from_tables(&union_filters(&a, &b), union_key(&a, &b), None).as_datum()
         }
     }
 
@@ -214,36 +191,71 @@ v1_functions! {
         pg_sys::Datum::from(v.item_count() as i64)
     }
 
-    /// `cf_info(cuckoofilter) -> jsonb`.
+    /// `cf_info(cuckoofilter) -> jsonb`: for one table its shape; for several
+    /// (format 3) the totals, and each table's shape under `tables_detail`.
     fn cf_info(fcinfo) {
         // SAFETY: strict; arg 0 is a cuckoofilter.
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        let p = v.params();
+        let tables = v.tables();
         let items = v.item_count();
         let capacity = v.capacity();
-        let encoding = if v.format_version() == FORMAT_V1 {
-            "words"
-        } else {
-            crate::filter::dense::Encoding::for_slots(p.slots_per_bucket).name()
+        let slots: u64 = tables.iter().map(|t| t.params.slot_count()).sum();
+        let encoding = |p: &crate::filter::Params| {
+            if v.format_version() == FORMAT_V1 {
+                "words"
+            } else {
+                crate::filter::dense::Encoding::for_slots(p.slots_per_bucket).name()
+            }
         };
-        let info = serde_json::json!({
+        let mapping = |p: &crate::filter::Params| match p.mapping {
+            Mapping::Fastrange => "fastrange",
+            Mapping::PowerOfTwoXor => "power-of-two xor",
+        };
+        let fpp_at_capacity: f64 = tables.iter().map(|t| sizing::expected_fpp(&t.params, t.capacity)).sum::<f64>().min(1.0);
+        let mut info = serde_json::json!({
             "capacity": capacity,
             "items": items,
-            "load_factor": items as f64 / p.slot_count() as f64,
-            "fingerprint_bits": p.fingerprint_bits,
-            "bucket_size": p.slots_per_bucket,
-            "buckets": p.bucket_count,
+            "load_factor": items as f64 / slots as f64,
             "bytes": v.total_len(),
             "bits_per_item": if items > 0 { Some(8.0 * v.total_len() as f64 / items as f64) } else { None },
-            "fpp": sizing::expected_fpp(&p, items),
-            "fpp_at_capacity": sizing::expected_fpp(&p, capacity),
+            "fpp": v.fpp_bound(),
+            "fpp_at_capacity": fpp_at_capacity,
             "hash": "xxh3_64",
-            "seed": format!("{:#018x}", p.seed),
-            "bucket_mapping": match p.mapping { Mapping::Fastrange => "fastrange", Mapping::PowerOfTwoXor => "power-of-two xor" },
-            "bucket_encoding": encoding,
+            "seed": format!("{:#018x}", v.seed()),
             "format_version": v.format_version(),
             "key_type": key_type_text(v.key_type()),
+            "tables": tables.len(),
         });
+        let shape = |t: &crate::filter::dense::DenseHeader| {
+            serde_json::json!({
+                "fingerprint_bits": t.params.fingerprint_bits,
+                "bucket_size": t.params.slots_per_bucket,
+                "buckets": t.params.bucket_count,
+                "bucket_mapping": mapping(&t.params),
+                "bucket_encoding": encoding(&t.params),
+            })
+        };
+        let o = info.as_object_mut().expect("an object");
+        if tables.len() == 1 {
+            o.extend(shape(&tables[0]).as_object().expect("an object").clone());
+        } else {
+            let detail: Vec<serde_json::Value> = tables
+                .iter()
+                .map(|t| {
+                    let mut d = shape(t);
+                    let m = d.as_object_mut().expect("an object");
+                    m.insert("capacity".into(), t.capacity.into());
+                    m.insert("items".into(), t.items.into());
+                    m.insert("fpp".into(), sizing::expected_fpp(&t.params, t.items).into());
+                    d
+                })
+                .collect();
+            o.insert("tables_detail".into(), detail.into());
+        }
+        if let Some(g) = v.growth() {
+            o.insert("expansion".into(), g.expansion.into());
+            o.insert("growth_fpp".into(), g.fpp.into());
+        }
         pgrx::JsonB(info).into_datum().expect("jsonb")
     }
 }
