@@ -309,9 +309,22 @@ pub fn insert(tables: &mut Vec<OwnedFilter>, growth: Option<Growth>, hash: u64) 
     Ok(())
 }
 
-/// Removes one copy of a key from the newest table that holds one.
-pub fn delete(tables: &[OwnedFilter], hash: u64) -> bool {
-    tables.iter().rev().any(|t| t.table().delete(hash))
+/// Removes one copy of a key from the one table that holds its fingerprint;
+/// removes nothing when several do (see [`super::chain::Deleted::Ambiguous`]).
+pub fn delete(tables: &[OwnedFilter], hash: u64) -> super::chain::Deleted {
+    use super::chain::Deleted;
+    let mut holders = tables.iter().filter(|t| t.table().contains(hash));
+    match (holders.next(), holders.next()) {
+        (None, _) => Deleted::Absent,
+        (Some(t), None) => {
+            if t.table().delete(hash) {
+                Deleted::Removed
+            } else {
+                Deleted::Absent
+            }
+        }
+        _ => Deleted::Ambiguous,
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -414,7 +427,7 @@ mod tests {
         assert_eq!(mh.items(), 5000);
         assert!(mh.fpp_at_capacity() <= DEFAULT_FPP);
         validate_v3(&bytes, &mh).unwrap();
-        assert!(delete(&ts, h(3)));
+        assert_eq!(delete(&ts, h(3)), super::super::chain::Deleted::Removed);
         // Without growth a full single table refuses.
         let mut fixed = vec![OwnedFilter::with_capacity(first.params, first.capacity)];
         let refused = (0..1000).filter(|&k| insert(&mut fixed, None, h(k)).is_err()).count();
