@@ -228,6 +228,83 @@ impl<'a> Units<'a> {
     }
 }
 
+/// The units of a durable filter of several tables (`filter::chain`): each
+/// table's units, numbered one after another in table order, so that the
+/// units of a table added later come after all the others and a unit's number
+/// never changes. A cut marks and takes units by these numbers; files name
+/// them so.
+pub struct ChainUnits<'a> {
+    parts: Vec<Units<'a>>,
+    /// Number of each table's first unit, and one past the last.
+    first: Vec<u64>,
+    /// Index of each table's first bucket word among all tables' words.
+    word_at: Vec<u64>,
+}
+
+impl<'a> ChainUnits<'a> {
+    pub fn new(parts: Vec<Units<'a>>) -> ChainUnits<'a> {
+        let mut first = vec![0u64];
+        let mut word_at = vec![0u64];
+        for p in &parts {
+            first.push(first.last().unwrap() + p.count());
+            word_at.push(word_at.last().unwrap() + p.words.len() as u64);
+        }
+        ChainUnits { parts, first, word_at }
+    }
+
+    pub fn count(&self) -> u64 {
+        *self.first.last().unwrap()
+    }
+
+    /// The table of unit `u` and its number there.
+    fn locate(&self, u: u32) -> (usize, u32) {
+        let t = self.first.partition_point(|&f| f <= u as u64) - 1;
+        (t, (u as u64 - self.first[t]) as u32)
+    }
+
+    /// Where unit `u`'s words are among all tables' words, and how many it has.
+    pub fn span(&self, u: u32) -> (u64, usize) {
+        let (t, local) = self.locate(u);
+        let words = self.parts[t].words.len() as u64;
+        let at = local as u64 * UNIT_WORDS;
+        (self.word_at[t] + at, (words - at).min(UNIT_WORDS) as usize)
+    }
+
+    pub fn pool_waits(&self) -> u64 {
+        self.parts.first().map_or(0, |p| p.pool_waits())
+    }
+
+    pub fn any_changed(&self) -> bool {
+        self.parts.iter().any(|p| p.any_changed())
+    }
+
+    pub fn mark_changed(&self, units: &[u32]) {
+        for &u in units {
+            let (t, local) = self.locate(u);
+            self.parts[t].mark_changed(&[local]);
+        }
+    }
+
+    pub fn mark_all_changed(&self) {
+        self.parts.iter().for_each(|p| p.mark_all_changed());
+    }
+
+    /// [`Units::mark`] over every table, in unit order.
+    pub fn mark(&self, all: bool) -> Vec<u32> {
+        self.parts.iter().zip(&self.first).flat_map(|(p, &f)| p.mark(all).into_iter().map(move |u| (f + u as u64) as u32)).collect()
+    }
+
+    pub fn abandon_marks(&self) -> usize {
+        self.parts.iter().map(|p| p.abandon_marks()).sum()
+    }
+
+    /// [`Units::take`] of unit `u`.
+    pub fn take(&self, u: u32, out: &mut [u64]) {
+        let (t, local) = self.locate(u);
+        self.parts[t].take(local, out);
+    }
+}
+
 fn copy_out(from: &[AtomicU64], out: &mut [u64]) {
     for (o, w) in out.iter_mut().zip(from) {
         *o = w.load(Ordering::Acquire);

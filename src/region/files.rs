@@ -28,7 +28,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::durable::UNIT_WORDS;
-use super::wal::{Meta, Reader, Writer, KEY_FOLLOWS};
+use super::wal::{Meta, Reader, Writer, CHAIN_TABLE_BYTES};
 
 /// The directory, relative to the data directory.
 pub const DIR: &str = "cuckoo";
@@ -216,11 +216,19 @@ fn parse_header(r: &mut impl Read, sum: &mut xxhash_rust::xxh3::Xxh3) -> Result<
     // The fixed part, then the metadata (its name's length is in it).
     let mut all = read(5 * 8 + 2 * 4 + 1, sum)?;
     let meta_fixed = read(4 + 4 + 8 + 8 + 8 + 8 + 8 + 3 + 1, sum)?;
-    // The name's length byte also says whether a key type (5 bytes) follows it.
+    // The name's length byte also says whether a key type (5 bytes) and a
+    // chain (its fixed start, then its tables) follow it.
     let len_byte = *meta_fixed.last().unwrap();
-    let name_len = (len_byte & !KEY_FOLLOWS) as usize + if len_byte & KEY_FOLLOWS != 0 { 5 } else { 0 };
+    let (name_len, chain_len) = Meta::tail_len(len_byte);
     all.extend_from_slice(&meta_fixed);
-    all.extend_from_slice(&read(name_len + 4 + 8, sum)?);
+    all.extend_from_slice(&read(name_len, sum)?);
+    if chain_len > 0 {
+        let fixed = read(chain_len, sum)?;
+        let tables = *fixed.last().unwrap() as usize;
+        all.extend_from_slice(&fixed);
+        all.extend_from_slice(&read(tables * CHAIN_TABLE_BYTES, sum)?);
+    }
+    all.extend_from_slice(&read(4 + 8, sum)?);
     let own = read(8, sum)?;
     if xxhash_rust::xxh3::xxh3_64(&all) != u64::from_le_bytes(own[..].try_into().unwrap()) {
         return Err("header checksum mismatch (the file is damaged)".into());
@@ -275,7 +283,7 @@ pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Heade
         sum.update(&b);
         Ok(b)
     };
-    let unit_count = super::durable::unit_count(meta.params.bucket_count);
+    let unit_count = meta.unit_count();
     let body = units.checked_mul(4 + 8 * UNIT_WORDS).filter(|_| units <= unit_count).ok_or_else(|| format!("file claims {units} units of a filter with {unit_count}"))?;
     if len != header_len + body + 8 {
         return Err(format!("file is {len} bytes, its header says {}", header_len + body + 8));
@@ -414,18 +422,25 @@ pub fn chain(dir: &Path, names: &[Name]) -> Result<Chain, String> {
     Ok(Chain { base_bytes: size(base), delta_bytes, files, last, has_contents, unreachable })
 }
 
-/// Writes a chain's contents into `words` (zeroed first): the base, then each
-/// delta over it. Checks every file again as it reads (they were validated
-/// by [`chain`]); an error leaves `words` partly written.
+/// Writes a chain's contents into `words` (all its tables' words, table after
+/// table as the last file's metadata lists them; zeroed first): the base, then
+/// each delta over it. Checks every file again as it reads (they were
+/// validated by [`chain`]); an error leaves `words` partly written. (Units
+/// are numbered table after table, and a filter only gains tables, so an
+/// older file's units are where the last file's metadata puts them.)
 pub fn load(dir: &Path, chain: &Chain, words: &mut [u64]) -> Result<(), String> {
     words.fill(0);
+    let meta = &chain.last.meta;
     for n in &chain.files {
-        read_file(&dir.join(n.file_name()), |u, unit| {
-            let start = u as usize * UNIT_WORDS as usize;
-            let end = (start + UNIT_WORDS as usize).min(words.len());
-            words[start..end].copy_from_slice(&unit[..end - start]);
+        let mut outside = None;
+        read_file(&dir.join(n.file_name()), |u, unit| match meta.unit_span(u as u64) {
+            Some((at, len)) if at as usize + len <= words.len() => words[at as usize..at as usize + len].copy_from_slice(&unit[..len]),
+            _ => outside = Some(u),
         })
         .map_err(|e| format!("{}: {e}", n.file_name()))?;
+        if let Some(u) = outside {
+            return Err(format!("{}: unit {u} lies outside the filter's tables", n.file_name()));
+        }
     }
     Ok(())
 }
@@ -456,7 +471,7 @@ mod tests {
 
     fn meta() -> Meta {
         let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange };
-        Meta { db: 5, owner: 10, readers: 0, capacity: 1000, fpp: 0.002, params, name: "f".into(), key: crate::filter::dense::KeyType::NONE }
+        Meta { db: 5, owner: 10, readers: 0, capacity: 1000, fpp: 0.002, params, name: "f".into(), key: crate::filter::dense::KeyType::NONE, growth: None, more: Vec::new() }
     }
 
     fn tmpdir(tag: &str) -> PathBuf {

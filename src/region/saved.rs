@@ -116,7 +116,7 @@ mod tests {
 
     fn filters() -> Vec<SavedFilter> {
         let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 10, seed: 7, mapping: Mapping::Fastrange };
-        let meta = |name: &str| Meta { db: 5, owner: 10, readers: 0, capacity: 30, fpp: 0.002, params, name: name.into(), key: crate::filter::dense::KeyType::NONE };
+        let meta = |name: &str| Meta { db: 5, owner: 10, readers: 0, capacity: 30, fpp: 0.002, params, name: name.into(), key: crate::filter::dense::KeyType::NONE, growth: None, more: Vec::new() };
         let t = crate::filter::OwnedFilter::new(params);
         for h in [1u64, 2, 3, 99_999_999_999] {
             t.table().insert(h.wrapping_mul(0x9E37_79B9_7F4A_7C15)).unwrap();

@@ -9,12 +9,20 @@
 //! a record logged for contents that a later publish replaced can never touch the
 //! new contents during replay.
 
+use super::registry::TableSpec;
 use super::NewFilter;
+use crate::filter::chain::{Growth, MAX_TABLES};
 use crate::filter::dense::KeyType;
 use crate::filter::layout::{Mapping, Params};
 
 /// Set in a metadata name-length byte when the key type follows the name.
 pub(crate) const KEY_FOLLOWS: u8 = 0x80;
+/// Set in a metadata name-length byte when a chain follows (after the key
+/// type, if any): the growth plan and the tables after table 0 (0.7.0).
+pub(crate) const CHAIN_FOLLOWS: u8 = 0x40;
+/// Bytes of the chain part's fixed start and of each table in it.
+pub(crate) const CHAIN_FIXED_BYTES: usize = 4 + 8 + 1;
+pub(crate) const CHAIN_TABLE_BYTES: usize = 8 + 3 + 8;
 
 /// The high four bits of `xl_info` (the low four are PostgreSQL's).
 pub mod kind {
@@ -75,17 +83,72 @@ pub struct Meta {
     pub name: String,
     /// The type of its keys (0.5.0's records and files record none).
     pub key: KeyType,
+    /// How it grows (records before 0.7.0: never).
+    pub growth: Option<Growth>,
+    /// Its tables after table 0 (whose shape is `params` and `capacity`).
+    pub more: Vec<TableSpec>,
 }
 
 impl Meta {
-    /// The metadata logged for new filter `spec` with `params`.
-    pub fn of(spec: &NewFilter<'_>, readers: u64, params: Params) -> Meta {
-        Meta { db: spec.db, owner: spec.owner, readers, capacity: spec.capacity, fpp: spec.fpp, params, name: spec.name.to_string(), key: spec.key }
+    /// The metadata logged for new filter `spec` with tables `tables`.
+    pub fn of(spec: &NewFilter<'_>, readers: u64, tables: &[TableSpec]) -> Meta {
+        Meta {
+            db: spec.db,
+            owner: spec.owner,
+            readers,
+            capacity: tables[0].capacity,
+            fpp: spec.fpp,
+            params: tables[0].params,
+            name: spec.name.to_string(),
+            key: spec.key,
+            growth: spec.growth,
+            more: tables[1..].to_vec(),
+        }
+    }
+
+    /// Every table, table 0 first.
+    pub fn tables(&self) -> Vec<TableSpec> {
+        std::iter::once(TableSpec { params: self.params, capacity: self.capacity }).chain(self.more.iter().copied()).collect()
+    }
+
+    /// Bucket words of all tables.
+    pub fn word_count(&self) -> u64 {
+        self.params.bucket_count + self.more.iter().map(|t| t.params.bucket_count).sum::<u64>()
+    }
+
+    /// Checkpoint units of all tables (numbered table after table).
+    pub fn unit_count(&self) -> u64 {
+        self.tables().iter().map(|t| super::durable::unit_count(t.params.bucket_count)).sum()
+    }
+
+    /// Where unit `u` lies among all tables' words (table after table), and
+    /// how many words it has.
+    pub fn unit_span(&self, u: u64) -> Option<(u64, usize)> {
+        let (mut first, mut word_at) = (0u64, 0u64);
+        for t in self.tables() {
+            let m = t.params.bucket_count;
+            let n = super::durable::unit_count(m);
+            if u < first + n {
+                let at = (u - first) * super::durable::UNIT_WORDS;
+                return Some((word_at + at, (m - at).min(super::durable::UNIT_WORDS) as usize));
+            }
+            first += n;
+            word_at += m;
+        }
+        None
     }
 
     /// The durable filter this metadata describes, to create.
     pub fn new_filter(&self) -> NewFilter<'_> {
-        NewFilter { db: self.db, owner: self.owner, name: &self.name, capacity: self.capacity, fpp: self.fpp, durable: true, key: self.key }
+        NewFilter { db: self.db, owner: self.owner, name: &self.name, capacity: self.capacity, fpp: self.fpp, durable: true, key: self.key, growth: self.growth }
+    }
+
+    /// The lengths of the variable parts after the fixed metadata, given its
+    /// name-length byte: the name and key type, then (if a chain follows) the
+    /// chain's fixed start, whose last byte is the count of its tables.
+    pub(crate) fn tail_len(len_byte: u8) -> (usize, usize) {
+        let name = (len_byte & !(KEY_FOLLOWS | CHAIN_FOLLOWS)) as usize + if len_byte & KEY_FOLLOWS != 0 { 5 } else { 0 };
+        (name, if len_byte & CHAIN_FOLLOWS != 0 { CHAIN_FIXED_BYTES } else { 0 })
     }
 }
 
@@ -137,10 +200,21 @@ impl Writer {
         // key type follows the name (kind u8, OID u32). Metadata that records
         // none is written as 0.5.0 wrote it.
         let recorded = m.key.is_recorded();
-        self.u8(m.name.len() as u8 | if recorded { KEY_FOLLOWS } else { 0 });
+        // Likewise bit 6 says that a chain follows: metadata of a filter of
+        // one table that does not grow is written as 0.6.0 wrote it.
+        let chain = m.growth.is_some() || !m.more.is_empty();
+        self.u8(m.name.len() as u8 | if recorded { KEY_FOLLOWS } else { 0 } | if chain { CHAIN_FOLLOWS } else { 0 });
         self.0.extend_from_slice(m.name.as_bytes());
         if recorded {
             self.u8(m.key.kind).u32(m.key.oid);
+        }
+        if chain {
+            let (x, f) = m.growth.map_or((0, 0), |g| (g.expansion, g.fpp.to_bits()));
+            self.u32(x).u64(f).u8(m.more.len() as u8);
+            for t in &m.more {
+                let p = &t.params;
+                self.u64(p.bucket_count).u8(p.fingerprint_bits).u8(p.slots_per_bucket).u8(p.mapping as u8).u64(t.capacity);
+            }
         }
         self
     }
@@ -179,7 +253,7 @@ impl<'a> Reader<'a> {
             return Err(format!("{} record has a bad capacity or fpp", self.what));
         }
         let n = self.u8()?;
-        let (n, key_follows) = ((n & !KEY_FOLLOWS) as usize, n & KEY_FOLLOWS != 0);
+        let (n, key_follows, chain_follows) = ((n & !(KEY_FOLLOWS | CHAIN_FOLLOWS)) as usize, n & KEY_FOLLOWS != 0, n & CHAIN_FOLLOWS != 0);
         let name = std::str::from_utf8(self.take(n)?).map_err(|_| format!("{} record has a name that is not UTF-8", self.what))?;
         if name.is_empty() || n > super::registry::MAX_NAME_BYTES || name.contains('\0') {
             return Err(format!("{} record has a bad filter name", self.what));
@@ -188,7 +262,28 @@ impl<'a> Reader<'a> {
         if key_follows && (!key.is_recorded() || KeyType::check_named(key.kind, key.oid).is_err()) {
             return Err(format!("{} record has a bad key type", self.what));
         }
-        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string(), key })
+        let (mut growth, mut more) = (None, Vec::new());
+        if chain_follows {
+            let (x, f, count) = (self.u32()?, self.u64()?, self.u8()? as usize);
+            growth = crate::filter::multi::check_growth(f64::from_bits(f), x).map_err(|e| format!("{} record has a bad growth plan: {e}", self.what))?;
+            if count + 1 > MAX_TABLES {
+                return Err(format!("{} record has {} tables, more than {MAX_TABLES}", self.what, count + 1));
+            }
+            for _ in 0..count {
+                let (bucket_count, f, b, mapping, capacity) = (self.u64()?, self.u8()?, self.u8()?, self.u8()?, self.u64()?);
+                let mapping = Mapping::from_code(mapping).ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
+                let p = Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count, seed, mapping };
+                p.check().map_err(|e| format!("{} record has bad table parameters: {e}", self.what))?;
+                if capacity == 0 || capacity > p.slot_count() {
+                    return Err(format!("{} record has a table capacity {capacity} out of range", self.what));
+                }
+                more.push(TableSpec { params: p, capacity });
+            }
+            if growth.is_none() && more.is_empty() {
+                return Err(format!("{} record has an empty chain part", self.what));
+            }
+        }
+        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string(), key, growth, more })
     }
     pub(crate) fn end(self) -> Result<(), String> {
         if self.b.is_empty() {
@@ -406,7 +501,14 @@ mod tests {
             params: Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange },
             name: "f".into(),
             key: KeyType::NONE,
+            growth: None,
+            more: Vec::new(),
         }
+    }
+
+    fn grown() -> Meta {
+        let p = Params { fingerprint_bits: 16, slots_per_bucket: 3, bucket_count: 700, seed: 7, mapping: Mapping::Fastrange };
+        Meta { growth: Some(Growth { fpp: 0.002, expansion: 2 }), more: vec![TableSpec { params: p, capacity: 1900 }, TableSpec { params: Params { bucket_count: 1400, ..p }, capacity: 3800 }], ..meta() }
     }
 
     fn all() -> Vec<Record> {
@@ -432,6 +534,10 @@ mod tests {
             Record::Discard { gen: 4 },
             Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 25 } },
             Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_PENDING, oid: 0 }, ..meta() }),
+            Record::Create(grown()),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 }, ..grown() }),
+            Record::Create(Meta { growth: Some(Growth { fpp: 0.01, expansion: 4 }), ..meta() }),
+            Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: Meta { growth: None, ..grown() } },
         ]
     }
 

@@ -13,17 +13,14 @@ impl Region {
         Pool::new(used, data, self.lay.pool_slots)
     }
 
-    /// A durable filter's units (`region::durable`): None for other filters and
-    /// placeholders. Use as for [`Self::table`].
-    pub fn units(&self, info: &EntryInfo) -> Option<Units<'_>> {
-        if !info.durable || info.blocks == 0 {
+    /// A durable filter's units over all its tables (`region::durable`): None
+    /// for other filters and placeholders. Use while pinned, after
+    /// `still_current`.
+    pub fn units(&self, info: &EntryInfo) -> Option<crate::region::durable::ChainUnits<'_>> {
+        if !info.durable {
             return None;
         }
-        let params = info.params?;
-        let at = self.lay.data_at + info.start_block * BLOCK_BYTES;
-        let words = self.at::<AtomicU64>(at + WORDS_HEADER_BYTES as u64, params.bucket_count);
-        let states = self.at::<AtomicU32>(at + WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count, crate::region::durable::unit_count(params.bucket_count));
-        Some(Units::new(states, words, self.pool(), &self.entries()[info.index].checkpoint.pool_waits))
+        self.tables(info)?.units()
     }
 
     pub(super) fn durable_state_of(&self, index: usize) -> &DurableState {

@@ -12,13 +12,14 @@
 
 use super::*;
 use super::durable_state::reset_durable;
+use super::tables::{TableSpec, HEAD_BYTES};
 
 impl Region {
     /// Keeps live filter `info`'s name, owner and grant, as generation `gen`
     /// with parameters `params`, without contents (they were lost: it needs a
     /// reload for `reason`); its blocks are retired.
     #[allow(clippy::too_many_arguments)]
-    pub fn clear_contents(&self, lk: &Locked, info: &EntryInfo, params: &Params, capacity: u64, fpp: f64, key: KeyType, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
+    pub fn clear_contents(&self, lk: &Locked, info: &EntryInfo, params: &Params, capacity: u64, fpp: f64, key: KeyType, growth: Option<Growth>, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
         debug_assert!(reason != 0);
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
@@ -32,6 +33,7 @@ impl Region {
             e.durable.store(1, Ordering::Relaxed);
             e.reload_reason.store(reason, Ordering::Relaxed);
             e.key.store(pack_key(key), Ordering::Relaxed);
+            store_growth(e, growth);
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }
@@ -136,18 +138,18 @@ impl Region {
         find().ok_or(RegionError::NoEntries { max: self.lay.entries })
     }
 
-    /// Creates filter `spec` with parameters `params` and nothing in it, or, with
+    /// Creates filter `spec` with tables `tables` and nothing in them, or, with
     /// `contents`, the bucket words it writes (a published value's). Returns the
     /// entry.
-    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, contents: Option<Contents<'_>>, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
+    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, tables: &[TableSpec], contents: Option<Contents<'_>>, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let name = encode_name(spec.name)?;
         if self.find(spec.db, spec.name).is_some() {
             return Err(RegionError::Exists);
         }
         let index = self.free_entry(lk)?;
-        let (start, blocks, tag) = self.fill(lk, params, spec.capacity, spec.durable, contents)?;
-        let gen = self.stamp(lk, start, params, stamp);
-        self.link_entry(lk, index, spec, params, name, (start, blocks, tag), gen, 0);
+        let (start, blocks, tag) = self.fill(lk, tables, spec.durable, contents)?;
+        let gen = self.stamp(lk, start, stamp);
+        self.link_entry(lk, index, spec, &tables[0].params, name, (start, blocks, tag), gen, 0);
         self.linked(lk);
         Ok(self.entry_info(index).expect("just linked"))
     }
@@ -167,14 +169,23 @@ impl Region {
         Ok(self.entry_info(index).expect("just linked"))
     }
 
-    /// Runs `stamp` over the words of the filled allocation at `start`.
-    pub(super) fn stamp(&self, lk: &Locked, start: u64, params: &Params, stamp: Stamp<'_>) -> u64 {
-        let bytes = self.block_bytes(lk, start, WORDS_HEADER_BYTES as u64 + 8 * params.bucket_count);
-        // SAFETY: as in `fill`: 8-aligned, `bucket_count` words after the header,
-        // reachable by nobody else until linked.
-        let words = unsafe { std::slice::from_raw_parts(bytes[WORDS_HEADER_BYTES..].as_ptr() as *const u64, params.bucket_count as usize) };
-        let items = crate::filter::Geometry::new(params).occupied_total(words.iter().copied());
-        stamp(words, items)
+    /// Runs `stamp` over the words of each table of the filled head at `start`.
+    pub(super) fn stamp(&self, _lk: &Locked, start: u64, stamp: Stamp<'_>) -> u64 {
+        let dir = self.directory_at(start);
+        let mut items = 0;
+            let words: Vec<&[u64]> = dir
+            .handles()
+            .into_iter()
+            .map(|h| {
+                let t = self.table_of(h);
+                items += t.item_count();
+                // SAFETY: the table's words, reachable by nobody else until the
+                // filter is linked (the caller holds the lock that links it);
+                // AtomicU64 has the layout of u64.
+                unsafe { std::slice::from_raw_parts(t.bucket_words().as_ptr() as *const u64, t.bucket_words().len()) }
+            })
+            .collect();
+        stamp(&words, items)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -196,6 +207,7 @@ impl Region {
             e.gen.store(gen, Ordering::Relaxed);
             e.reload_reason.store(reason, Ordering::Relaxed);
             e.key.store(pack_key(spec.key), Ordering::Relaxed);
+            store_growth(e, spec.growth);
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }
@@ -209,41 +221,62 @@ impl Region {
         });
     }
 
-    /// Claims and fills the blocks of a new filter: its words header, then its
-    /// bucket words, empty or written by `contents`; the item count is counted
-    /// from the words.
-    pub(super) fn fill(&self, lk: &Locked, params: &Params, capacity: u64, durable: bool, contents: Option<Contents<'_>>) -> Result<(u64, u64, u64), RegionError> {
-        params.check().map_err(|e| RegionError::BadParams(e.to_string()))?;
-        let len = Self::filter_bytes(params, durable);
-        let (start, blocks, tag) = self.claim(lk, len)?;
-        let bytes = self.block_bytes(lk, start, len);
-        let (head, body) = bytes.split_at_mut(WORDS_HEADER_BYTES);
-        let (body, states) = body.split_at_mut(8 * params.bucket_count as usize);
-        // A durable filter's unit states start with nothing changed and nothing
-        // marked (its first cut writes a base anyway).
-        states.fill(0);
-        // SAFETY: the blocks are page-aligned and the header is 40 bytes, so the
-        // words are 8-aligned; `body` is exactly `bucket_count` words long.
-        let words = unsafe { std::slice::from_raw_parts_mut(body.as_mut_ptr() as *mut u64, params.bucket_count as usize) };
-        match contents {
-            Some(write) => write(words),
-            None => words.fill(0),
+    /// Claims and fills the blocks of a new filter: its head (the directory,
+    /// then table 0), and one allocation per further table with the head's tag;
+    /// each table's words empty or written by `contents`, its item count
+    /// counted from them. On `NoSpace` nothing stays claimed.
+    pub(super) fn fill(&self, lk: &Locked, tables: &[TableSpec], durable: bool, contents: Option<Contents<'_>>) -> Result<(u64, u64, u64), RegionError> {
+        if tables.is_empty() || tables.len() > crate::filter::chain::MAX_TABLES {
+            return Err(RegionError::BadParams(format!("a filter has 1 to {} tables, not {}", crate::filter::chain::MAX_TABLES, tables.len())));
         }
-        let items = crate::filter::Geometry::new(params).occupied_total(words.iter().copied());
-        // SAFETY: `head` is 40 bytes at a page-aligned address, the size and
-        // alignment of a WordsHeader; nobody else can reach these blocks yet.
-        unsafe { (head.as_mut_ptr() as *mut WordsHeader).write(WordsHeader::new(params, capacity, items)) };
+        for t in tables {
+            t.params.check().map_err(|e| RegionError::BadParams(e.to_string()))?;
+        }
+        let (start, blocks, tag) = self.claim(lk, HEAD_BYTES + Self::table_bytes(&tables[0].params, durable))?;
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for t in &tables[1..] {
+            match self.claim_more(lk, Self::table_bytes(&t.params, durable), tag) {
+                Some(run) => runs.push(run),
+                None => {
+                    for &(s, n) in &runs {
+                        self.allocator().free(s, n, tag);
+                    }
+                    self.allocator().free(start, blocks, tag);
+                    self.header().pending_tag.store(0, Ordering::Relaxed);
+                    let need = Self::bytes_for_tables(tables, durable);
+                    let a = self.allocator();
+                    return Err(RegionError::NoSpace { requested: need, free: a.free_blocks() * BLOCK_BYTES, largest: a.largest_free_run() * BLOCK_BYTES, pending: 0 });
+                }
+            }
+        }
+        // The directory: all zeros, then the handles.
+        self.block_bytes(lk, start, HEAD_BYTES).fill(0);
+        let head_at = self.lay.data_at + start * BLOCK_BYTES + HEAD_BYTES;
+        let ats: Vec<u64> = std::iter::once(head_at).chain(runs.iter().map(|&(s, _)| self.lay.data_at + s * BLOCK_BYTES)).collect();
+        for (i, (t, &at)) in tables.iter().zip(&ats).enumerate() {
+            // SAFETY: claimed above by this lock holder, not yet linked.
+            let words = unsafe { self.fresh_table(at, t, durable) };
+            match contents {
+                Some(write) => write(i, words),
+                None => words.fill(0),
+            }
+            let items = crate::filter::Geometry::new(&t.params).occupied_total(words.iter().copied());
+            self.at::<WordsHeader>(at, 1)[0].item_count.store(items, Ordering::Relaxed);
+        }
+        let handles: Vec<u64> = ats.iter().map(|&at| at - self.lay.data_at + tables::HANDLE_BIAS).collect();
+        self.directory_at(start).init(&handles);
         Ok((start, blocks, tag))
     }
 
     /// Replaces live filter `info`'s contents with the bucket words `contents`
     /// writes: readers see the old filter or the new one.
     #[allow(clippy::too_many_arguments)]
-    pub fn replace(&self, lk: &Locked, info: &EntryInfo, params: &Params, contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, key: KeyType, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
+    pub fn replace(&self, lk: &Locked, info: &EntryInfo, tables: &[TableSpec], contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, key: KeyType, growth: Option<Growth>, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
-        let (start, blocks, tag) = self.fill(lk, params, capacity, durable, Some(contents))?;
-        let gen = self.stamp(lk, start, params, stamp);
+        let (start, blocks, tag) = self.fill(lk, tables, durable, Some(contents))?;
+        let gen = self.stamp(lk, start, stamp);
+        let params = &tables[0].params;
         self.rewrite(lk, e, |e| {
             e.start_block.store(start, Ordering::Relaxed);
             e.blocks.store(blocks, Ordering::Relaxed);
@@ -254,6 +287,7 @@ impl Region {
             e.durable.store(durable as u64, Ordering::Relaxed);
             e.reload_reason.store(0, Ordering::Relaxed);
             e.key.store(pack_key(key), Ordering::Relaxed);
+            store_growth(e, growth);
             for (w, v) in e.params.iter().zip(pack_params(params)) {
                 w.store(v, Ordering::Relaxed);
             }
@@ -388,6 +422,8 @@ impl Region {
             let [start, blocks, tag, epoch, entry] = fields;
             if oldest_pin >= epoch {
                 if blocks > 0 {
+                    // The filter's other tables first: the head holds their list.
+                    self.free_tables_of(start, tag);
                     self.allocator().free(start, blocks, tag);
                 }
                 if entry != 0 {
@@ -409,4 +445,10 @@ impl Region {
         h.retired_count.store(kept as u64, Ordering::Relaxed);
         freed
     }
+}
+
+fn store_growth(e: &Entry, growth: Option<Growth>) {
+    let (x, f) = growth.map_or((0, 0), |g| (g.expansion as u64, g.fpp.to_bits()));
+    e.expansion.store(x, Ordering::Relaxed);
+    e.growth_fpp.store(f, Ordering::Relaxed);
 }

@@ -56,6 +56,7 @@ use crossbeam_utils::CachePadded;
 
 use super::allocator::BlockAllocator;
 use super::durable::{state_bytes, Pool, Units, UNIT_WORDS};
+use crate::filter::chain::Growth;
 use crate::filter::dense::KeyType;
 use crate::filter::layout::{WordsHeader, WORDS_HEADER_BYTES};
 use crate::filter::sizing;
@@ -72,7 +73,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 4;
+const REGION_VERSION: u64 = 5;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -152,7 +153,11 @@ struct Entry {
     reload_reason: AtomicU64,
     /// The type of its keys (`KeyType`: kind << 32 | OID; 0: not recorded).
     key: AtomicU64,
-    /// The filter's parameters (kept here too, for placeholders without blocks):
+    /// How it grows: the factor of each new table (0: it does not) and the
+    /// rate its tables keep together (an `f64`).
+    expansion: AtomicU64,
+    growth_fpp: AtomicU64,
+    /// Table 0's parameters (kept here too, for placeholders without blocks):
     /// bucket count, seed, and fingerprint bits | slots << 8 | mapping << 16.
     params: [AtomicU64; 3],
     /// Snapshots and checkpoint cuts in progress that wait for (and hold off)
@@ -352,6 +357,8 @@ pub struct EntryInfo {
     pub reload_reason: u64,
     pub params: Option<Params>,
     pub key: KeyType,
+    /// How the filter grows (None: it keeps its tables).
+    pub growth: Option<Growth>,
 }
 
 impl EntryInfo {
@@ -372,9 +379,9 @@ pub struct StatTotals {
     pub kicks: u64,
 }
 
-/// Writes a new filter's bucket words (one per bucket) while the registry lock is
-/// held: from a published value.
-pub type Contents<'c> = &'c dyn Fn(&mut [u64]);
+/// Writes table `i`'s bucket words (one per bucket) of a new filter while the
+/// registry lock is held: from a published value, or restored files.
+pub type Contents<'c> = &'c dyn Fn(usize, &mut [u64]);
 
 /// What a new filter is.
 pub struct NewFilter<'n> {
@@ -385,6 +392,8 @@ pub struct NewFilter<'n> {
     pub fpp: f64,
     pub durable: bool,
     pub key: KeyType,
+    /// How it grows (None: never).
+    pub growth: Option<Growth>,
 }
 
 fn pack_key(k: KeyType) -> u64 {
@@ -399,16 +408,20 @@ fn pack_params(p: &Params) -> [u64; 3] {
     [p.bucket_count, p.seed, p.fingerprint_bits as u64 | (p.slots_per_bucket as u64) << 8 | (p.mapping as u64) << 16]
 }
 
+fn unpack_growth(expansion: u64, fpp_bits: u64) -> Option<Growth> {
+    (expansion != 0).then(|| Growth { fpp: f64::from_bits(fpp_bits), expansion: expansion as u32 })
+}
+
 fn unpack_params(w: [u64; 3]) -> Option<Params> {
     let mapping = crate::filter::layout::Mapping::from_code((w[2] >> 16) as u8)?;
     Some(Params { bucket_count: w[0], seed: w[1], fingerprint_bits: w[2] as u8, slots_per_bucket: (w[2] >> 8) as u8, mapping })
 }
 
 /// Called by create and replace after the new filter's words are written and
-/// before it is linked, with the words and their item count: returns the
-/// filter's generation (a durable filter's creation or contents are logged
+/// before it is linked, with each table's words and their item count: returns
+/// the filter's generation (a durable filter's creation or contents are logged
 /// there, so that nobody can use the filter before its record exists).
-pub type Stamp<'s> = &'s mut dyn FnMut(&[u64], u64) -> u64;
+pub type Stamp<'s> = &'s mut dyn FnMut(&[&[u64]], u64) -> u64;
 
 /// A process's attachment to the region.
 #[derive(Clone, Copy)]
@@ -594,6 +607,7 @@ impl Region {
                 reload_reason: e.reload_reason.load(Ordering::Relaxed),
                 params: unpack_params([&e.params[0], &e.params[1], &e.params[2]].map(|w| w.load(Ordering::Relaxed))),
                 key: unpack_key(e.key.load(Ordering::Relaxed)),
+                growth: unpack_growth(e.expansion.load(Ordering::Relaxed), e.growth_fpp.load(Ordering::Relaxed)),
             };
             fence(Ordering::Acquire);
             if e.seq.load(Ordering::Relaxed) != seq {
@@ -628,16 +642,6 @@ impl Region {
     /// Every live filter of database `db`.
     pub fn list(&self, db: u32) -> Vec<EntryInfo> {
         (0..self.entries().len()).filter_map(|i| self.entry_info(i)).filter(|info| info.db == db).collect()
-    }
-
-    /// The filter an entry describes. Call while pinned, after `still_current`
-    /// confirmed `info.seq`; the table must not be used after the pin ends without
-    /// another such check.
-    pub fn table(&self, info: &EntryInfo) -> Table<'_> {
-        let at = self.lay.data_at + info.start_block * BLOCK_BYTES;
-        let header = &self.at::<WordsHeader>(at, 1)[0];
-        let buckets = self.at::<AtomicU64>(at + WORDS_HEADER_BYTES as u64, header.bucket_count);
-        Table::with_header(header, buckets)
     }
 
     /// Entry `index`'s statistics stripe for process slot `slot`.
@@ -695,9 +699,9 @@ impl Region {
         t
     }
 
-    /// Bytes a filter with these parameters takes in the region.
+    /// Bytes a filter of one table with these parameters takes in the region.
     pub fn bytes_for(params: &Params, durable: bool) -> u64 {
-        Self::filter_bytes(params, durable).div_ceil(BLOCK_BYTES) * BLOCK_BYTES
+        (HEAD_BYTES + Self::filter_bytes(params, durable)).div_ceil(BLOCK_BYTES) * BLOCK_BYTES
     }
 
     /// A filter's bytes in its blocks: the words header, the bucket words, and
@@ -713,13 +717,26 @@ impl Region {
         let mut owned: Vec<(u64, u64, u64)> = Vec::new();
         // A dropped entry's blocks are accounted for by its retired record.
         for e in self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) == STATE_LIVE && e.blocks.load(Ordering::Relaxed) > 0) {
-            owned.push((e.start_block.load(Ordering::Relaxed), e.blocks.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed)));
+            let (start, tag) = (e.start_block.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed));
+            owned.push((start, e.blocks.load(Ordering::Relaxed), tag));
+            owned.extend(self.table_runs(start, tag));
         }
         let n = self.header().retired_count.load(Ordering::Relaxed) as usize;
         for r in self.retired()[..n].iter().filter(|r| r.blocks.load(Ordering::Relaxed) > 0) {
-            owned.push((r.start_block.load(Ordering::Relaxed), r.blocks.load(Ordering::Relaxed), r.tag.load(Ordering::Relaxed)));
+            let (start, tag) = (r.start_block.load(Ordering::Relaxed), r.tag.load(Ordering::Relaxed));
+            owned.push((start, r.blocks.load(Ordering::Relaxed), tag));
+            owned.extend(self.table_runs(start, tag));
         }
         owned.sort_unstable();
+        // A filter's tables share its tag: adjacent runs read as one.
+        let mut merged: Vec<(u64, u64, u64)> = Vec::new();
+        for (s, n, t) in owned {
+            match merged.last_mut() {
+                Some((ms, mn, mt)) if *mt == t && *ms + *mn == s => *mn += n,
+                _ => merged.push((s, n, t)),
+            }
+        }
+        let owned = merged;
         let mut allocs = self.allocator().allocations();
         allocs.sort_unstable();
         if owned != allocs {
@@ -738,5 +755,7 @@ pub fn published_fpp(params: &Params, capacity: u64) -> f64 {
 mod durable_state;
 mod lifecycle;
 mod pins;
+mod tables;
+pub use tables::{RegionTables, TableInfo, TableSpec, HEAD_BYTES};
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -66,48 +66,79 @@ impl Region {
         self.entries()[index].writers_paused.load(Ordering::SeqCst) != 0
     }
 
-    /// Copies filter `info`'s bucket words into `out` so that the copy is the whole
-    /// filter at one moment, and returns its item count (the occupied slots of the
-    /// copy). Call pinned (slot `slot`) after `still_current`.
+    /// Copies the bucket words of filter `info`'s tables `handles` (all its
+    /// published tables, as read before) into `out`, one table after another,
+    /// so that the copy is the whole filter at one moment, and returns each
+    /// table's shape and item count (the occupied slots of the copy); `None`
+    /// if the filter has other tables by now (the caller sizes `out` again).
+    /// Call pinned (slot `slot`) after `still_current`.
     ///
     /// Inserts and deletes change one word at a time, but together they can shift
     /// a fingerprint from a word not yet copied to one already copied (an insert of
     /// a second copy before a delete of the first; a move). So a copy counts only
-    /// if a second pass finds every word unchanged; after a few failed attempts,
-    /// the snapshot pauses the filter's writers: it raises the pause, waits until
-    /// every process that might not have seen it has unpinned (the epoch protocol),
-    /// copies, and lifts the pause. Writers that see the pause wait unpinned, so
-    /// lookups, other filters and other snapshots are never held up, and writers of
-    /// this filter only for one copy. `SnapshotBusy` if processes stayed pinned
-    /// for `patience` waits.
-    pub fn snapshot(&self, info: &EntryInfo, slot: usize, out: &mut [u64], patience: u64) -> Result<u64, SnapshotBusy> {
-        let t = self.table(info);
+    /// if a second pass finds every word unchanged and no table added; after a
+    /// few failed attempts, the snapshot pauses the filter's writers: it raises
+    /// the pause, waits until every process that might not have seen it has
+    /// unpinned (the epoch protocol), copies, and lifts the pause. Writers that
+    /// see the pause wait unpinned, so lookups, other filters and other
+    /// snapshots are never held up, and writers of this filter only for one
+    /// copy (a table is only ever added by a writer). `SnapshotBusy` if
+    /// processes stayed pinned for `patience` waits.
+    pub fn snapshot(&self, info: &EntryInfo, _slot: usize, handles: &[u64], out: &mut [u64], patience: u64) -> Result<Option<Vec<TableInfo>>, SnapshotBusy> {
+        let Some(tables) = self.tables(info) else { return Ok(Some(Vec::new())) };
+        let same = || tables.handles() == handles;
+        let copy = |out: &mut [u64]| {
+            let mut at = 0;
+            for &h in handles {
+                let t = self.table_of(h);
+                let m = t.params().bucket_count as usize;
+                t.copy_words(&mut out[at..at + m]);
+                at += m;
+            }
+        };
+        let equal = |out: &[u64]| {
+            let mut at = 0;
+            handles.iter().all(|&h| {
+                let t = self.table_of(h);
+                let m = t.params().bucket_count as usize;
+                let ok = t.words_equal(&out[at..at + m]);
+                at += m;
+                ok
+            })
+        };
+        let infos = |out: &[u64]| {
+            let mut at = 0;
+            handles
+                .iter()
+                .map(|&h| {
+                    let t = self.table_of(h);
+                    let m = t.params().bucket_count as usize;
+                    let items = t.occupied_in(&out[at..at + m]);
+                    at += m;
+                    TableInfo { params: t.params(), capacity: self.header_of(h).capacity, items }
+                })
+                .collect::<Vec<_>>()
+        };
         for _ in 0..3 {
-            t.copy_words(out);
-            if t.words_equal(out) {
-                return Ok(t.occupied_in(out));
+            if !same() {
+                return Ok(None);
+            }
+            copy(out);
+            if equal(out) && same() {
+                return Ok(Some(infos(out)));
             }
         }
-        self.image(info, slot, out, patience, |_, items| items)
-    }
-
-    /// Copies filter `info`'s bucket words into `out` with its writers paused (as
-    /// [`Self::snapshot`] does after failed attempts) and runs `then` on the copy
-    /// and its item count *before* lifting the pause (0.4.0 logged its
-    /// checkpoint images there; today only [`Self::snapshot`] calls it, and
-    /// `then` just returns the count). Call pinned (slot `slot`) after
-    /// `still_current`.
-    pub fn image<R>(&self, info: &EntryInfo, _slot: usize, out: &mut [u64], patience: u64, then: impl FnOnce(&[u64], u64) -> R) -> Result<R, SnapshotBusy> {
-        let t = self.table(info);
         #[cfg(all(test, not(loom)))]
         tests::PAUSED_SNAPSHOTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let _paused = self.pause_writers(info.index);
         if !self.drain_writers(|waits| waits < patience) {
             return Err(SnapshotBusy);
         }
-        t.copy_words(out);
-        let items = t.occupied_in(out);
-        Ok(then(out, items))
+        if !same() {
+            return Ok(None);
+        }
+        copy(out);
+        Ok(Some(infos(out)))
     }
 
     /// Whether entry `index` is still at sequence number `seq` (call while pinned:

@@ -43,11 +43,25 @@ fn region(size: u64) -> (Arc<Mem>, Region) {
 }
 
 fn spec(db: u32, name: &str) -> NewFilter<'_> {
-    NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP, durable: false, key: crate::filter::dense::KeyType::NONE }
+    NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP, durable: false, key: crate::filter::dense::KeyType::NONE, growth: None }
 }
 
 fn params(capacity: u64) -> Params {
     size_for_capacity(capacity, DEFAULT_FPP, u64::MAX).unwrap().params
+}
+
+/// One table sized for `capacity`.
+fn one(capacity: u64) -> Vec<TableSpec> {
+    one_of(params(capacity))
+}
+
+fn one_of(p: Params) -> Vec<TableSpec> {
+    vec![TableSpec { params: p, capacity: 1000.min(p.slot_count()) }]
+}
+
+/// Table 0 of filter `info`.
+fn tbl<'a>(r: &'a Region, info: &EntryInfo) -> Table<'a> {
+    r.table_of(Region::head_handle(info.start_block))
 }
 
 /// `Contents` that copy a filter's words.
@@ -55,8 +69,8 @@ fn words_of(f: &crate::filter::OwnedFilter) -> Vec<u64> {
     f.words().collect()
 }
 
-fn copy_from(words: &[u64]) -> impl Fn(&mut [u64]) + '_ {
-    move |out: &mut [u64]| out.copy_from_slice(words)
+fn copy_from(words: &[u64]) -> impl Fn(usize, &mut [u64]) + '_ {
+    move |_, out: &mut [u64]| out.copy_from_slice(words)
 }
 
 fn lock() -> Locked {
@@ -71,14 +85,14 @@ fn entries_keep_their_key_type() {
     let (_m, r) = region(4 << 20);
     let lk = lock();
     let int8 = KeyType { kind: KEY_BUILTIN, oid: 20 };
-    let a = r.create(&lk, &NewFilter { key: int8, ..spec(1, "a") }, &params(1000), None, &mut |_, _| 0).unwrap();
+    let a = r.create(&lk, &NewFilter { key: int8, ..spec(1, "a") }, &one(1000), None, &mut |_, _| 0).unwrap();
     assert_eq!(a.key, int8);
     assert_eq!(r.find(1, "a").unwrap().key, int8);
-    assert_eq!(r.create(&lk, &spec(1, "b"), &params(1000), None, &mut |_, _| 0).unwrap().key, KeyType::NONE);
+    assert_eq!(r.create(&lk, &spec(1, "b"), &one(1000), None, &mut |_, _| 0).unwrap().key, KeyType::NONE);
     // A placeholder's contents cleared for another generation take its key type.
     let labels = KeyType { kind: KEY_ENUM, oid: 16_400 };
-    let d = r.create(&lk, &NewFilter { durable: true, key: int8, ..spec(1, "d") }, &params(1000), None, &mut |_, _| 5).unwrap();
-    let cleared = r.clear_contents(&lk, &d, &params(1000), 1000, DEFAULT_FPP, labels, 77, 2).unwrap();
+    let d = r.create(&lk, &NewFilter { durable: true, key: int8, ..spec(1, "d") }, &one(1000), None, &mut |_, _| 5).unwrap();
+    let cleared = r.clear_contents(&lk, &d, &params(1000), 1000, DEFAULT_FPP, labels, None, 77, 2).unwrap();
     assert_eq!(cleared.key, labels);
 }
 
@@ -86,29 +100,29 @@ fn entries_keep_their_key_type() {
 fn create_find_drop_and_names_per_database() {
     let (_m, r) = region(4 << 20);
     let lk = lock();
-    let a = r.create(&lk, &spec(1, "a"), &params(1000), None, &mut |_, _| 0).unwrap();
-    assert_eq!(r.create(&lk, &spec(1, "a"), &params(1000), None, &mut |_, _| 0), Err(RegionError::Exists));
+    let a = r.create(&lk, &spec(1, "a"), &one(1000), None, &mut |_, _| 0).unwrap();
+    assert_eq!(r.create(&lk, &spec(1, "a"), &one(1000), None, &mut |_, _| 0), Err(RegionError::Exists));
     // Same name in another database: a different filter.
-    let b = r.create(&lk, &spec(2, "a"), &params(1000), None, &mut |_, _| 0).unwrap();
+    let b = r.create(&lk, &spec(2, "a"), &one(1000), None, &mut |_, _| 0).unwrap();
     assert_ne!(a.index, b.index);
     assert_eq!(r.find(1, "a").unwrap().index, a.index);
     assert_eq!(r.find(2, "a").unwrap().index, b.index);
     assert!(r.find(3, "a").is_none());
     assert_eq!(r.list(1).len(), 1);
-    let t = r.table(&a);
+    let t = tbl(&r, &a);
     t.insert(hash_i64(DEFAULT_SEED, 7)).unwrap();
-    assert!(r.table(&r.find(1, "a").unwrap()).contains(hash_i64(DEFAULT_SEED, 7)));
-    assert!(!r.table(&b).contains(hash_i64(DEFAULT_SEED, 7)));
+    assert!(tbl(&r, &r.find(1, "a").unwrap()).contains(hash_i64(DEFAULT_SEED, 7)));
+    assert!(!tbl(&r, &b).contains(hash_i64(DEFAULT_SEED, 7)));
     r.drop_filter(&lk, &a).unwrap();
     assert!(r.find(1, "a").is_none());
     assert!(!r.still_current(a.index, a.seq));
     r.check().unwrap();
     // Bad names are refused before anything happens.
-    assert!(matches!(r.create(&lk, &spec(1, ""), &params(10), None, &mut |_, _| 0), Err(RegionError::BadName(_))));
+    assert!(matches!(r.create(&lk, &spec(1, ""), &one(10), None, &mut |_, _| 0), Err(RegionError::BadName(_))));
     let long = "x".repeat(64);
-    assert!(matches!(r.create(&lk, &spec(1, &long), &params(10), None, &mut |_, _| 0), Err(RegionError::BadName(_))));
+    assert!(matches!(r.create(&lk, &spec(1, &long), &one(10), None, &mut |_, _| 0), Err(RegionError::BadName(_))));
     let max = "y".repeat(63);
-    r.create(&lk, &spec(1, &max), &params(10), None, &mut |_, _| 0).unwrap();
+    r.create(&lk, &spec(1, &max), &one(10), None, &mut |_, _| 0).unwrap();
     assert_eq!(r.find(1, &max).unwrap().name, max);
     r.check().unwrap();
 }
@@ -120,10 +134,11 @@ fn exhaustion_is_clean_and_drops_make_room() {
     let p = params(200_000); // 1 MiB of buckets
     let mut made = Vec::new();
     for i in 0.. {
-        match r.create(&lk, &spec(1, &format!("f{i}")), &p, None, &mut |_, _| 0) {
+        match r.create(&lk, &spec(1, &format!("f{i}")), &one_of(p), None, &mut |_, _| 0) {
             Ok(info) => made.push(info),
             Err(RegionError::NoSpace { requested, free, .. }) => {
                 assert_eq!(requested, Region::bytes_for(&p, false));
+                assert_eq!(requested, Region::bytes_for_tables(&one_of(p), false));
                 assert!(free < requested);
                 break;
             }
@@ -137,7 +152,7 @@ fn exhaustion_is_clean_and_drops_make_room() {
         assert!(r.still_current(info.index, info.seq));
     }
     r.drop_filter(&lk, &made[0]).unwrap();
-    r.create(&lk, &spec(1, "again"), &p, None, &mut |_, _| 0).unwrap();
+    r.create(&lk, &spec(1, "again"), &one_of(p), None, &mut |_, _| 0).unwrap();
     r.check().unwrap();
 }
 
@@ -145,7 +160,7 @@ fn exhaustion_is_clean_and_drops_make_room() {
 fn pinned_reader_delays_reuse() {
     let (_m, r) = region(4 << 20);
     let lk = lock();
-    let a = r.create(&lk, &spec(1, "a"), &params(1000), None, &mut |_, _| 0).unwrap();
+    let a = r.create(&lk, &spec(1, "a"), &one(1000), None, &mut |_, _| 0).unwrap();
     let pin = r.pin(3).unwrap();
     assert!(r.still_current(a.index, a.seq));
     r.drop_filter(&lk, &a).unwrap();
@@ -158,7 +173,7 @@ fn pinned_reader_delays_reuse() {
     assert_eq!(r.reclaim(&lk), 1);
     assert!(r.allocator().allocations().is_empty());
     // A pin taken after a drop does not hold that drop's space back.
-    let b = r.create(&lk, &spec(1, "b"), &params(1000), None, &mut |_, _| 0).unwrap();
+    let b = r.create(&lk, &spec(1, "b"), &one(1000), None, &mut |_, _| 0).unwrap();
     let early = r.pin(2).unwrap();
     r.drop_filter(&lk, &b).unwrap();
     let _late = r.pin(4).unwrap();
@@ -174,18 +189,18 @@ fn replace_keeps_the_name_and_retires_the_old_copy() {
     let (_m, r) = region(4 << 20);
     let lk = lock();
     let p = params(1000);
-    let a = r.create(&lk, &spec(1, "a"), &p, None, &mut |_, _| 0).unwrap();
+    let a = r.create(&lk, &spec(1, "a"), &one_of(p), None, &mut |_, _| 0).unwrap();
     let src = crate::filter::OwnedFilter::new(p);
     src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
     let words = words_of(&src);
     let pin = r.pin(0).unwrap();
-    let b = r.replace(&lk, &a, &p, &copy_from(&words), 1000, 0.001, false, crate::filter::dense::KeyType::NONE, &mut |_, _| 0).unwrap();
+    let b = r.replace(&lk, &a, &one_of(p), &copy_from(&words), 1000, 0.001, false, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 0).unwrap();
     assert_eq!(a.index, b.index);
     assert!(!r.still_current(a.index, a.seq));
-    assert!(r.table(&b).contains(hash_i64(DEFAULT_SEED, 42)));
-    assert_eq!(r.table(&b).item_count(), 1);
+    assert!(tbl(&r, &b).contains(hash_i64(DEFAULT_SEED, 42)));
+    assert_eq!(tbl(&r, &b).item_count(), 1);
     // The old copy is still readable by the pinned reader.
-    assert!(!r.table(&a).contains(hash_i64(DEFAULT_SEED, 42)));
+    assert!(!tbl(&r, &a).contains(hash_i64(DEFAULT_SEED, 42)));
     assert_eq!(r.allocator().allocations().len(), 2);
     drop(pin);
     r.reclaim(&lk);
@@ -206,8 +221,8 @@ fn generations_placeholders_and_reload_marks() {
     let words = words_of(&src);
     let mut seen = None;
     let d = r
-        .create(&lk, &durable, &p, Some(&copy_from(&words)), &mut |w, items| {
-            seen = Some((w.to_vec(), items));
+        .create(&lk, &durable, &one_of(p), Some(&copy_from(&words)), &mut |w, items| {
+            seen = Some((w[0].to_vec(), items));
             assert!(r.find(1, "d").is_none(), "linked before its stamp");
             77
         })
@@ -222,7 +237,7 @@ fn generations_placeholders_and_reload_marks() {
     let marked = r.find(1, "d").unwrap();
     assert!(!marked.usable() && marked.blocks > 0 && marked.seq != d.seq);
     // A replace gives a new generation and clears the mark.
-    let e = r.replace(&lk, &marked, &p, &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, &mut |_, _| 90).unwrap();
+    let e = r.replace(&lk, &marked, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 90).unwrap();
     assert_eq!((e.gen, e.reload_reason, e.usable()), (90, 0, true));
     assert!(r.find_gen(77).is_none());
     // A placeholder: a name, parameters, no blocks; it can be replaced
@@ -231,8 +246,8 @@ fn generations_placeholders_and_reload_marks() {
     assert_eq!((ph.blocks, ph.reload_reason, ph.params, ph.usable()), (0, 2, Some(p), false));
     assert_eq!(r.create_placeholder(&lk, &spec(1, "lost"), &p, 56, 2), Err(RegionError::Exists));
     r.check().unwrap();
-    let back = r.replace(&lk, &ph, &p, &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, &mut |_, _| 60).unwrap();
-    assert!(back.usable() && r.table(&back).contains(hash_i64(DEFAULT_SEED, 7)));
+    let back = r.replace(&lk, &ph, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 60).unwrap();
+    assert!(back.usable() && tbl(&r, &back).contains(hash_i64(DEFAULT_SEED, 7)));
     let ph2 = r.create_placeholder(&lk, &spec(1, "gone"), &p, 57, 3).unwrap();
     r.drop_filter(&lk, &ph2).unwrap();
     r.reclaim(&lk);
@@ -253,51 +268,41 @@ fn generations_placeholders_and_reload_marks() {
 }
 
 #[test]
-fn an_image_is_taken_and_handed_over_with_writers_held_off() {
+fn a_snapshot_with_writers_pinned_gives_up_after_its_patience() {
     let (_m, r) = region(4 << 20);
     let lk = lock();
     let p = params(1000);
-    let d = r.create(&lk, &spec(1, "d"), &p, None, &mut |_, _| 0).unwrap();
-    r.table(&d).insert(hash_i64(DEFAULT_SEED, 1)).unwrap();
+    let d = r.create(&lk, &spec(1, "d"), &one_of(p), None, &mut |_, _| 0).unwrap();
+    tbl(&r, &d).insert(hash_i64(DEFAULT_SEED, 1)).unwrap();
+    let handles = r.tables(&d).unwrap().handles();
     let mut out = vec![0u64; p.bucket_count as usize];
     let pin = r.pin(0).unwrap();
-    let got = r
-        .image(&d, 0, &mut out, 1000, |words, items| {
-            // Inside the callback writers are held off.
-            assert!(r.writers_paused(d.index));
-            (words.to_vec(), items)
-        })
-        .unwrap();
+    let got = r.snapshot(&d, 0, &handles, &mut out, 1000).unwrap().unwrap();
     drop(pin);
-    assert!(!r.writers_paused(d.index));
-    assert_eq!(got.1, 1);
+    assert_eq!(got[0].items, 1);
     let mut now = vec![0u64; p.bucket_count as usize];
-    r.table(&d).copy_words(&mut now);
-    assert_eq!(got.0, now);
-    // Another process pinned as a writer: the image gives up after its
-    // patience, and lifts the pause. A reader pinned throughout (a long
-    // batched lookup) does not hold it up.
-    let reader = r.pin(2).unwrap();
+    tbl(&r, &d).copy_words(&mut now);
+    assert_eq!(out, now);
+    // Other handles than the filter has: the caller must size again.
+    assert_eq!(r.snapshot(&d, 0, &[handles[0], handles[0]], &mut out, 1000).unwrap(), None);
+    // A process pinned as a writer while the words do not change: no pause.
     let other = r.pin_writer(1).unwrap();
-    let pin = r.pin(0).unwrap();
-    assert!(r.image(&d, 0, &mut out, 100, |_, _| ()).is_err());
+    assert!(r.snapshot(&d, 0, &handles, &mut out, 100).unwrap().is_some());
     assert!(!r.writers_paused(d.index));
     drop(other);
-    assert!(r.image(&d, 0, &mut out, 100, |_, _| ()).is_ok());
-    drop((pin, reader));
 }
 
 #[test]
 fn interrupted_claim_is_recovered_by_the_next_lock_holder() {
     let (_m, r) = region(4 << 20);
     let lk = lock();
-    r.create(&lk, &spec(1, "keep"), &params(1000), None, &mut |_, _| 0).unwrap();
+    r.create(&lk, &spec(1, "keep"), &one(1000), None, &mut |_, _| 0).unwrap();
     // A lock holder claims blocks and stops before linking them.
     let (start, n, _tag) = r.claim(&lk, 100_000).unwrap();
     assert!(n > 0 && start < r.lay.blocks);
     assert!(r.check().is_err(), "phantom allocation is visible to the check");
     // The next change recovers it first.
-    r.create(&lk, &spec(1, "next"), &params(1000), None, &mut |_, _| 0).unwrap();
+    r.create(&lk, &spec(1, "next"), &one(1000), None, &mut |_, _| 0).unwrap();
     r.check().unwrap();
     assert_eq!(r.allocator().allocations().len(), 2);
 }
@@ -309,11 +314,11 @@ fn entries_run_out_cleanly() {
     let max = r.lay.entries;
     let mut last = None;
     for i in 0..max {
-        last = Some(r.create(&lk, &spec(1, &format!("e{i}")), &params(10), None, &mut |_, _| 0).unwrap());
+        last = Some(r.create(&lk, &spec(1, &format!("e{i}")), &one(10), None, &mut |_, _| 0).unwrap());
     }
-    assert_eq!(r.create(&lk, &spec(1, "one more"), &params(10), None, &mut |_, _| 0), Err(RegionError::NoEntries { max }));
+    assert_eq!(r.create(&lk, &spec(1, "one more"), &one(10), None, &mut |_, _| 0), Err(RegionError::NoEntries { max }));
     r.drop_filter(&lk, &last.unwrap()).unwrap();
-    r.create(&lk, &spec(1, "one more"), &params(10), None, &mut |_, _| 0).unwrap();
+    r.create(&lk, &spec(1, "one more"), &one(10), None, &mut |_, _| 0).unwrap();
     r.check().unwrap();
 }
 
@@ -338,7 +343,7 @@ fn reclamation_waits_for_readers_under_churn() {
     let lock_mutex = Arc::new(Mutex::new(()));
     {
         let _g = lock_mutex.lock().unwrap();
-        r.create(&lock(), &spec(1, "hot"), &p, Some(&contents), &mut |_, _| 0).unwrap();
+        r.create(&lock(), &spec(1, "hot"), &one_of(p), Some(&contents), &mut |_, _| 0).unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
@@ -355,7 +360,7 @@ fn reclamation_waits_for_readers_under_churn() {
                 if !r.still_current(info.index, info.seq) {
                     continue;
                 }
-                let t = r.table(&info);
+                let t = tbl(&r, &info);
                 for _ in 0..200 {
                     i = (i + 7) % keys.len();
                     assert!(t.contains(keys[i]), "false negative: blocks reused under a pinned reader");
@@ -385,16 +390,16 @@ fn reclamation_waits_for_readers_under_churn() {
     while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
         round += 1;
         if round % 2 == 0 {
-            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &p, &contents, 5000, DEFAULT_FPP, false, crate::filter::dense::KeyType::NONE, &mut |_, _| 0));
+            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &one_of(p), &contents, 5000, DEFAULT_FPP, false, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 0));
         } else {
             change(&|lk| {
                 let hot = r.find(1, "hot").unwrap();
                 r.drop_filter(lk, &hot).map(|()| hot)
             });
             // Reuse freed space for something else with different words.
-            let other = change(&|lk| r.create(lk, &spec(1, "other"), &p, None, &mut |_, _| 0));
-            r.table(&other).insert(12345).unwrap();
-            change(&|lk| r.create(lk, &spec(1, "hot"), &p, Some(&contents), &mut |_, _| 0));
+            let other = change(&|lk| r.create(lk, &spec(1, "other"), &one_of(p), None, &mut |_, _| 0));
+            tbl(&r, &other).insert(12345).unwrap();
+            change(&|lk| r.create(lk, &spec(1, "hot"), &one_of(p), Some(&contents), &mut |_, _| 0));
             change(&|lk| r.drop_filter(lk, &other).map(|()| other.clone()));
         }
     }
@@ -416,11 +421,11 @@ fn reclamation_waits_for_readers_under_churn() {
 fn snapshots_hold_every_key_under_shifting_writers() {
     let (m, r) = region(8 << 20);
     let p = params(200_000);
-    let info = r.create(&lock(), &spec(1, "s"), &p, None, &mut |_, _| 0).unwrap();
+    let info = r.create(&lock(), &spec(1, "s"), &one_of(p), None, &mut |_, _| 0).unwrap();
     // 75% of the slots always stored: inserts of other keys move fingerprints.
     let always: Vec<u64> = (0..p.slot_count() * 3 / 4).map(|k| hash_i64(DEFAULT_SEED, k as i64)).collect();
     for &h in &always {
-        r.table(&info).insert(h).unwrap();
+        tbl(&r, &info).insert(h).unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
@@ -441,7 +446,7 @@ fn snapshots_hold_every_key_under_shifting_writers() {
                     }
                     continue;
                 }
-                op(&r.table(&info));
+                op(&tbl(&r, &info));
                 return;
             };
             while !stop.load(Ordering::Relaxed) {
@@ -466,7 +471,8 @@ fn snapshots_hold_every_key_under_shifting_writers() {
     let paused_before = PAUSED_SNAPSHOTS.load(Ordering::Relaxed);
     while snaps < 100 {
         let _pin = r.pin(0).unwrap();
-        let items = r.snapshot(&info, 0, &mut out, u64::MAX).unwrap();
+        let handles = r.tables(&info).unwrap().handles();
+        let items = r.snapshot(&info, 0, &handles, &mut out, u64::MAX).unwrap().unwrap()[0].items;
         snaps += 1;
         // As cf_snapshot does: the copied words compacted into a dense value,
         // which must validate and hold every key stored throughout.
@@ -485,4 +491,91 @@ fn snapshots_hold_every_key_under_shifting_writers() {
     let paused = PAUSED_SNAPSHOTS.load(Ordering::Relaxed) - paused_before;
     eprintln!("snapshot test: {ops} writer changes, {snaps} snapshots, {paused} of them by pausing writers");
     assert!(paused > 0, "the pause path was never taken");
+}
+
+/// A filter that grows: two threads insert 200,000 keys into a filter made for
+/// 1,000, adding tables without the registry lock; every key is found, the
+/// allocations are exactly the entry's tables, and a drop frees them all.
+#[test]
+fn a_filter_grows_in_the_region_and_its_tables_go_with_it() {
+    use crate::filter::chain::Growth;
+    let (m, r) = region(32 << 20);
+    let lk = lock();
+    let free_before = r.free_bytes();
+    let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
+    let first = growth.first(1000, u64::MAX).unwrap();
+    for durable in [false, true] {
+        let name = if durable { "durable" } else { "plain" };
+        let info = r
+            .create(&lk, &NewFilter { growth: Some(growth), durable, ..spec(1, name) }, &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0)
+            .unwrap();
+        let threads: Vec<_> = (0..2u64)
+            .map(|t| {
+                let (info, _m) = (info.clone(), m.clone());
+                std::thread::spawn(move || {
+                    let _region_memory = &_m;
+                    for k in 0..100_000u64 {
+                        let _pin = r.pin_writer(1 + t as usize).unwrap();
+                        let tables = r.tables(&info).unwrap();
+                        tables.chain().insert(hash_i64(DEFAULT_SEED, (2 * k + t) as i64)).expect("a filter that grows has room");
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|h| h.join().unwrap());
+        let tables = r.tables(&info).unwrap();
+        let shapes = tables.shapes();
+        assert!(shapes.len() >= 7, "{} tables", shapes.len());
+        assert_eq!(shapes.iter().map(|s| s.items).sum::<u64>(), 200_000);
+        assert!((0..200_000).all(|k| tables.chain().contains(hash_i64(DEFAULT_SEED, k))));
+        let bound: f64 = shapes.iter().map(|s| crate::filter::sizing::table_bound(&s.params, s.capacity)).sum();
+        assert!(bound <= DEFAULT_FPP);
+        if durable {
+            // Units over every table, numbered table after table; every one
+            // of them was written to.
+            let units = tables.units().unwrap();
+            let total: u64 = shapes.iter().map(|s| crate::region::durable::unit_count(s.params.bucket_count)).sum();
+            assert_eq!(units.count(), total);
+            assert!(units.any_changed());
+            let marked = units.mark(false);
+            assert!(marked.len() as u64 > total / 2);
+            let mut buf = vec![0u64; UNIT_WORDS as usize];
+            for &u in &marked {
+                units.take(u, &mut buf);
+            }
+        }
+        r.check().unwrap();
+        assert_eq!(tables.blocks() * BLOCK_BYTES, free_before - r.free_bytes());
+        r.drop_filter(&lk, &info).unwrap();
+        r.reclaim(&lk);
+        r.check().unwrap();
+        assert_eq!(r.free_bytes(), free_before, "a table was not freed with its filter");
+    }
+}
+
+/// When the region has no room for the next table, inserts report the filter
+/// full and everything stored stays found.
+#[test]
+fn a_filter_without_room_to_grow_is_full_and_keeps_its_keys() {
+    use crate::filter::chain::Growth;
+    let (_m, r) = region(2 << 20);
+    let lk = lock();
+    let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
+    let first = growth.first(1000, u64::MAX).unwrap();
+    let info = r.create(&lk, &NewFilter { growth: Some(growth), ..spec(1, "g") }, &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0).unwrap();
+    let tables = r.tables(&info).unwrap();
+    let mut stored = 0i64;
+    while tables.chain().insert(hash_i64(DEFAULT_SEED, stored)).is_ok() {
+        stored += 1;
+    }
+    assert!(stored > 10_000);
+    assert!((0..stored).all(|k| tables.chain().contains(hash_i64(DEFAULT_SEED, k))));
+    assert_eq!(tables.chain().item_count(), stored as u64);
+    r.check().unwrap();
+    // Further inserts (some fit where a key's buckets have room) lose nothing.
+    let more = (1..=1000).filter(|k| tables.chain().insert(hash_i64(DEFAULT_SEED, -k)).is_ok()).count() as u64;
+    assert!(more < 1000);
+    assert!((0..stored).all(|k| tables.chain().contains(hash_i64(DEFAULT_SEED, k))));
+    assert_eq!(tables.chain().item_count(), stored as u64 + more);
+    r.check().unwrap();
 }
