@@ -573,7 +573,7 @@ fn a_filter_without_room_to_grow_is_full_and_keeps_its_keys() {
     assert_eq!(tables.chain().item_count(), stored as u64);
     r.check().unwrap();
     // Further inserts (some fit where a key's buckets have room) lose nothing.
-    let more = (1..=1000).filter(|k| tables.chain().insert(hash_i64(DEFAULT_SEED, -k)).is_ok()).count() as u64;
+    let more = (1..=1000i64).filter(|k| tables.chain().insert(hash_i64(DEFAULT_SEED, -k)).is_ok()).count() as u64;
     assert!(more < 1000);
     assert!((0..stored).all(|k| tables.chain().contains(hash_i64(DEFAULT_SEED, k))));
     assert_eq!(tables.chain().item_count(), stored as u64 + more);
