@@ -393,9 +393,9 @@ COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, c
 -- inserts and deletes are parallel unsafe, since a durable change assigns the
 -- transaction an ID as nextval does; create, drop, publish and grants take the
 -- registry lock.
-CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true, key_type regtype DEFAULT NULL) RETURNS void
+CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true, key_type regtype DEFAULT NULL, expansion integer DEFAULT 2) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_create' LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean, regtype) IS 'creates an empty named filter in shared memory for capacity keys of type key_type at false-positive rate fpp; durable filters are WAL-logged and survive restarts, crashes and failover';
+COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean, regtype, integer) IS 'creates an empty named filter in shared memory for capacity keys of type key_type at false-positive rate fpp; when full it adds a table expansion times larger, keeping the rate (expansion 0: a fixed size); durable filters are WAL-logged and survive restarts, crashes and failover';
 CREATE FUNCTION cf_drop(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_drop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not exist';
@@ -462,7 +462,15 @@ COMMENT ON FUNCTION cf_revoke_lookup(text) IS 'withdraws the lookup grant of a n
 CREATE VIEW cuckoo_filters AS
     SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
            failed_inserts, lookup_retries, kicks, owner, lookup_grantee, durable, state, reason,
-           checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type
+           checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type, expansion, tables
     FROM cuckoo_filters_rows();
 GRANT SELECT ON cuckoo_filters TO PUBLIC;
 COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';
+
+-- The shared region (cuckoo.shared_memory): its size and the room left for
+-- filters and the tables growing filters add.
+CREATE VIEW cuckoo_region AS
+    SELECT size_bytes, filter_bytes, free_bytes, largest_free_bytes, releasing_bytes, filters, max_filters
+    FROM cuckoo_region_rows();
+GRANT SELECT ON cuckoo_region TO PUBLIC;
+COMMENT ON VIEW cuckoo_region IS 'the shared memory region of named cuckoo filters: its size, free space and filter entries';

@@ -435,10 +435,17 @@ impl Record {
     /// A one-line description for `pg_waldump`-style output (after the kind).
     pub fn describe(&self) -> String {
         let meta = |m: &Meta| {
-            format!(
+            let mut d = format!(
                 "db {} name \"{}\" owner {} capacity {} fpp {} buckets {} x {} fingerprint bits {}",
                 m.db, m.name, m.owner, m.capacity, m.fpp, m.params.bucket_count, m.params.slots_per_bucket, m.params.fingerprint_bits
-            )
+            );
+            if let Some(g) = m.growth {
+                d.push_str(&format!(" expansion {}", g.expansion));
+            }
+            if !m.more.is_empty() {
+                d.push_str(&format!(" tables {}", 1 + m.more.len()));
+            }
+            d
         };
         match self {
             Record::Create(m) => meta(m),

@@ -287,6 +287,20 @@ impl Layout {
     }
 }
 
+/// How the region's space is used (see [`Region::space`]); `releasing_bytes`
+/// are the heads of dropped or replaced filters (not their other tables) that
+/// running statements may still read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionSpace {
+    pub size: u64,
+    pub data_bytes: u64,
+    pub free_bytes: u64,
+    pub largest_free_bytes: u64,
+    pub releasing_bytes: u64,
+    pub entries: u64,
+    pub entries_used: u64,
+}
+
 /// Why a registry change was refused.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RegionError {
@@ -573,6 +587,21 @@ impl Region {
     /// Free bytes in the block area (exact when nothing is being allocated).
     pub fn free_bytes(&self) -> u64 {
         self.allocator().free_blocks() * BLOCK_BYTES
+    }
+
+    /// How the region's space is used now (for the `cuckoo_region` view).
+    pub fn space(&self) -> RegionSpace {
+        let a = self.allocator();
+        let n = self.header().retired_count.load(Ordering::Relaxed).min(self.lay.entries) as usize;
+        RegionSpace {
+            size: self.lay.size,
+            data_bytes: self.lay.data_bytes(),
+            free_bytes: a.free_blocks() * BLOCK_BYTES,
+            largest_free_bytes: a.largest_free_run() * BLOCK_BYTES,
+            releasing_bytes: self.retired()[..n].iter().map(|r| r.blocks.load(Ordering::Relaxed)).sum::<u64>() * BLOCK_BYTES,
+            entries: self.lay.entries,
+            entries_used: self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) != STATE_FREE).count() as u64,
+        }
     }
 
     /// A consistent copy of entry `index` if it is live.

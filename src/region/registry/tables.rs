@@ -189,7 +189,8 @@ impl Region {
 }
 
 /// A filter's tables in the region: the chain to operate on, and what its
-/// views and cuts read.
+/// views and cuts read. Valid while its entry is (see [`Region::tables`]).
+#[derive(Clone, Copy)]
 pub struct RegionTables<'r> {
     r: &'r Region,
     dir: &'r Directory,

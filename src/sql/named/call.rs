@@ -13,10 +13,9 @@ use pgrx::prelude::*;
 use super::attach::{my_slot, region, wait_for, REGION};
 use super::errors::{closed_error, fail, not_found};
 use super::reload::needs_reload;
+use crate::filter::chain::Chain;
 use crate::filter::dense::{KeyType, KEY_PENDING};
-use crate::filter::Table;
-use crate::region::durable::Units;
-use crate::region::registry::Pin;
+use crate::region::registry::{Pin, RegionTables};
 use crate::region::registry::{CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::{EntryInfo, Region};
 use crate::sql::keys::KeyHasher;
@@ -169,10 +168,10 @@ pub(crate) struct NamedCall {
     seed: u64,
     /// The resolved filter's key type (keys are hashed as it hashes them).
     filter_key: KeyType,
-    /// Valid when `resolved`; used only while pinned and after `still_current`.
-    table: MaybeUninit<Table<'static>>,
-    /// A durable filter's units (for writers: see `region::durable`), as `table`.
-    units: MaybeUninit<Option<Units<'static>>>,
+    /// The filter's tables (with a durable filter's units, for writers: see
+    /// `region::durable`). Valid when `resolved`; used only while pinned and
+    /// after `still_current`.
+    tables: MaybeUninit<RegionTables<'static>>,
 }
 
 /// # Safety
@@ -202,11 +201,10 @@ impl NamedCall {
                 prepare_write(info.durable, if info.durable { c"cf_insert() or cf_delete() on a durable filter" } else { c"cf_insert() or cf_delete()" });
             }
             let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
-            let table = r.table(&info);
-            self.seed = table.params().seed;
+            let Some(tables) = r.tables(&info) else { needs_reload(&info) };
+            self.seed = tables.seed();
             self.filter_key = info.key;
-            self.table = MaybeUninit::new(table);
-            self.units = MaybeUninit::new(if self.write { r.units(&info) } else { None });
+            self.tables = MaybeUninit::new(tables);
             drop(pin);
             self.index = info.index;
             self.seq = info.seq;
@@ -245,7 +243,7 @@ impl NamedCall {
     /// `fcinfo` is a valid frame with non-null text and key arguments.
     /// A key with no equal among the filter's keys (42.5 for an integer filter)
     /// gives `absent()` instead.
-    pub(super) unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, absent: impl FnOnce() -> T, op: impl Fn(&Table<'_>, u64, &Region, usize, usize, u64) -> T) -> T {
+    pub(super) unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, absent: impl FnOnce() -> T, op: impl Fn(&Chain<'_, RegionTables<'_>>, u64, &Region, usize, usize, u64) -> T) -> T {
         // SAFETY: as documented.
         let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
         if !fresh && self.gen != 0 {
@@ -277,14 +275,10 @@ impl NamedCall {
                     // includes this filter (see `cut`).
                     r.mark_changed(self.index, CHANGED_WORDS);
                 }
-                // SAFETY: `resolved` implies `table` and `units` were written; the
-                // entry is unchanged and we are pinned, so its memory cannot be
-                // reused.
-                let (table, units) = unsafe { (self.table.assume_init_ref(), self.units.assume_init_ref()) };
-                let out = match units {
-                    Some(u) => op(&table.with_hook(u), h, r, self.index, slot, self.gen),
-                    None => op(table, h, r, self.index, slot, self.gen),
-                };
+                // SAFETY: `resolved` implies `tables` was written; the entry is
+                // unchanged and we are pinned, so its memory cannot be reused.
+                let tables = unsafe { self.tables.assume_init_ref() };
+                let out = op(&tables.chain(), h, r, self.index, slot, self.gen);
                 drop(pin);
                 return out;
             }
@@ -327,7 +321,7 @@ impl NamedCall {
             let out = crate::sql::value::datatype::palloc_slice::<bool>(hs.len());
             if let Some(pin) = pin_current(r, self.index, self.seq) {
                 // SAFETY: resolved, unchanged and pinned (see `run`).
-                unsafe { self.table.assume_init_ref() }.contains_many(hs, out);
+                unsafe { self.tables.assume_init_ref() }.chain().contains_many(hs, out);
                 r.count_lookups(self.index, slot, hs.len() as u64);
                 drop(pin);
                 return out;
@@ -358,20 +352,21 @@ pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u
         return None;
     }
     let pin = pin_current(r, info.index, info.seq)?;
-    let table = r.table(&info);
-    let params = table.params();
+    let tables = r.tables(&info)?;
+    let seed = tables.seed();
     drop(pin);
-    let hs = hashes(params.seed);
+    let hs = hashes(seed);
     let mut answers = vec![false; hs.len()];
     let pin = pin_current(r, info.index, info.seq)?;
-    table.contains_many(&hs, &mut answers);
+    tables.chain().contains_many(&hs, &mut answers);
     // A delete overtaking its insert can leave the shared count briefly below
     // zero (wrapped); the view clamps it the same way.
-    let items = table.item_count().min(params.slot_count());
+    let (mut items, mut fpp) = (0u64, 0f64);
+    for t in tables.shapes() {
+        let n = t.items.min(t.params.slot_count());
+        items += n;
+        fpp += crate::filter::sizing::expected_fpp(&t.params, n);
+    }
     drop(pin);
-    Some(PlanProbe {
-        answers,
-        items,
-        fpp: crate::filter::sizing::expected_fpp(&params, items),
-    })
+    Some(PlanProbe { answers, items, fpp: fpp.min(1.0) })
 }

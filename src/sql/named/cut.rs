@@ -65,7 +65,7 @@ use super::reload::reason;
 use crate::filter::Geometry;
 use crate::region::durable::UNIT_WORDS;
 use crate::region::files::{self, FileWriter, Header, Kind, Name};
-use crate::region::registry::{CHANGED_WORDS, NEEDS_BASE};
+use crate::region::registry::{TableSpec, CHANGED_WORDS, NEEDS_BASE};
 use crate::region::registry::Pin;
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
 use crate::region::{EntryInfo, Region};
@@ -106,7 +106,7 @@ impl From<String> for CutError {
 /// `info` was current; it is released once the units are taken, before any
 /// I/O.
 #[allow(clippy::too_many_arguments)]
-fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], prev: u64, log_base: bool, in_worker: bool) -> Result<u64, CutError> {
+fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], tables: &[TableSpec], prev: u64, log_base: bool, in_worker: bool) -> Result<u64, CutError> {
     // Units are taken (copied into this process's memory) first, as fast as
     // possible, so that writers stop copying them aside; a base is taken in
     // one go, a delta likewise (at most the filter's size). A base stores
@@ -122,9 +122,7 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
         }
     }
     drop(pin);
-    let params = info.params.ok_or("a filter without parameters".to_string())?;
-    let meta = meta_of(info, params);
-    let g = Geometry::new(&params);
+    let meta = meta_of(info, tables);
     // Files keep reasons that describe the contents, not the server's memory
     // (a filter restored without room keeps its contents in its files).
     let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 { 0 } else { info.reload_reason };
@@ -137,7 +135,7 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
         units: taken.len() as u64,
     };
     if log_base {
-        log_cut_contents(info.gen, stamp, &meta, &g, &taken);
+        log_cut_contents(info.gen, stamp, &meta, &taken);
     }
     let mut w = FileWriter::create(dir(), &header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
     for (i, (u, words)) in taken.iter().enumerate() {
@@ -158,6 +156,16 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
         }
     }
     Ok(file_bytes)
+}
+
+/// Filter `info`'s tables now (call pinned, after `still_current`, with its
+/// writers paused or this process its only writer); a placeholder's table 0
+/// as its entry records it.
+pub(super) fn tables_now(r: &Region, info: &EntryInfo) -> Vec<TableSpec> {
+    match r.tables(info) {
+        Some(t) => t.shapes().iter().map(|s| TableSpec { params: s.params, capacity: s.capacity }).collect(),
+        None => vec![TableSpec { params: info.params.expect("an entry records its parameters"), capacity: info.capacity }],
+    }
 }
 
 /// `cuckoo.debug_cut_write_delay`: half of the file is out (flushed, under its
@@ -182,8 +190,8 @@ fn test_pause(w: &mut FileWriter) {
 }
 
 /// Logs a compaction's base (the units with something in them) as contents
-/// of kind `Cut`.
-fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, g: &Geometry, units: &[(u32, Vec<u64>)]) {
+/// of kind `Cut`: runs of words at their place among all tables' words.
+fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, units: &[(u32, Vec<u64>)]) {
     let begin = log(&Record::ContentBegin { kind: ContentKind::Cut, gen, cut, meta: meta.clone() });
     let mut items = 0u64;
     let mut run: Vec<u64> = Vec::new();
@@ -193,10 +201,17 @@ fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, g: &Geometry, units: &[(u32
             log(&Record::ContentChunk { begin, offset: at, words: std::mem::take(run) });
         }
     };
-    let n = meta.params.bucket_count;
+    // The geometry of the table each unit is in (units are numbered table
+    // after table).
+    let tables = meta.tables();
+    let mut first = vec![0u64];
+    for t in &tables {
+        first.push(first.last().unwrap() + crate::region::durable::unit_count(t.params.bucket_count));
+    }
+    let geometries: Vec<Geometry> = tables.iter().map(|t| Geometry::new(&t.params)).collect();
     for (u, words) in units {
-        let at = *u as u64 * UNIT_WORDS;
-        let len = (n - at).min(UNIT_WORDS) as usize;
+        let Some((at, len)) = meta.unit_span(*u as u64) else { continue };
+        let g = &geometries[first.partition_point(|&f| f <= *u as u64) - 1];
         items += g.occupied_total(words[..len].iter().copied());
         if run.is_empty() || run_start + run.len() as u64 != at || run.len() + len > CHUNK_WORDS {
             flush(&mut run, run_start);
@@ -238,20 +253,21 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<(), String> {
         let logged = base && now.blocks > 0 && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
         let end = log(&Record::Cut { gen: now.gen, base, logged });
         let marked = r.units(&now).map(|u| u.mark(base)).unwrap_or_default();
+        let tables = tables_now(r, &now);
         // Read-pinned while the units are taken: the blocks stay even if the
         // filter is dropped or replaced meanwhile.
         let pin = r.pin(slot);
         drop(paused);
         let pause = paused_at.elapsed();
         let stats = r.durable_stats(now.index);
-        Some((now, changed, base, logged, end, marked, pin, stats, pause))
+        Some((now, changed, base, logged, end, marked, tables, pin, stats, pause))
     });
-    let Some((now, changed, base, log_base, end, marked, pin, stats, pause)) = prepared else { return Ok(()) };
+    let Some((now, changed, base, log_base, end, marked, tables, pin, stats, pause)) = prepared else { return Ok(()) };
     let prev = stats.stamp;
     let started = Instant::now();
     // SAFETY: flushes the WAL up to the cut before any file names it.
     unsafe { pg_sys::XLogFlush(end) };
-    let res = write_cut(r, &now, pin, end, base, &marked, prev, log_base, true);
+    let res = write_cut(r, &now, pin, end, base, &marked, &tables, prev, log_base, true);
     let still = r.entry_info(now.index).filter(|e| e.gen == now.gen);
     match res {
         Ok(file_bytes) => {
@@ -391,8 +407,9 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64)
         return;
     }
     let marked = r.units(info).map(|u| u.mark(base)).unwrap_or_default();
+    let tables = tables_now(r, info);
     let prev = r.durable_stats(info.index).stamp;
-    let res = write_cut(r, info, Some(pin), stamp, base, &marked, prev, false, false);
+    let res = write_cut(r, info, Some(pin), stamp, base, &marked, &tables, prev, false, false);
     match res {
         Ok(file_bytes) => r.record_cut(info.index, stamp, base, file_bytes, 0),
         Err(e) => {

@@ -10,13 +10,15 @@ use super::call::{db, named_call, pin_current, user, prepare_write, require_acce
 use super::errors::{fail, not_found, region_error};
 use super::log::{log, log_content};
 use super::reload::needs_reload;
+use crate::filter::chain::{Deleted, Growth, MAX_TABLES};
 use crate::filter::dense::{DenseHeader, KeyType, KEY_PENDING};
+use crate::filter::multi::MAX_EXPANSION;
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::OpStats;
-use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
+use crate::region::registry::{published_fpp, TableSpec, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::wal::{ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
-use crate::sql::value::datatype::{filter_arg_once, value_from_words};
+use crate::sql::value::datatype::{filter_arg_once, value_from_headers, value_from_words};
 use crate::sql::value::functions::sizing_error;
 
 /// Bucket words allocated in the current memory context (freed with it, also on
@@ -87,12 +89,14 @@ v1_functions! {
     }
 
     /// `cf_delete(name text, key anyelement) -> boolean`: false when no copy of
-    /// the key's fingerprint is stored.
+    /// the key's fingerprint was removed: none is stored, or (a filter that
+    /// grew) several tables hold it and the copy may be another key's
+    /// (`Deleted::Ambiguous`: the key stays, a false positive).
     fn cf_delete_named(fcinfo) {
         // SAFETY: strict; arg 0 text, arg 1 anyelement.
         unsafe {
             let ok = named_call(fcinfo, true).run(fcinfo, || false, |t, h, r, index, slot, gen| {
-                let ok = t.delete(h);
+                let ok = t.delete(h) == Deleted::Removed;
                 if ok {
                     // Durable: logged after the copy is gone (see `log`).
                     if gen != 0 {
@@ -106,14 +110,15 @@ v1_functions! {
         }
     }
 
-    /// `cf_create(name text, capacity bigint, fpp float8, durable boolean) -> void`.
+    /// `cf_create(name text, capacity bigint, fpp float8, durable boolean,
+    /// key_type regtype, expansion integer) -> void`.
     fn cf_create(fcinfo) {
         // Declared non-strict for its optional key type (0.6.0): NULL in any
         // other argument gives NULL, as a strict function does.
         // SAFETY: a valid frame; arguments checked for NULL before they are read.
         unsafe {
             let given = ((*fcinfo).nargs as usize).min(4);
-            if (0..given).any(|n| pgrx::fcinfo::pg_arg_is_null(fcinfo, n)) {
+            if (0..given).chain((6..=(*fcinfo).nargs as usize).map(|n| n - 1)).any(|n| pgrx::fcinfo::pg_arg_is_null(fcinfo, n)) {
                 return pgrx::fcinfo::pg_return_null(fcinfo);
             }
         }
@@ -127,6 +132,14 @@ v1_functions! {
                 KeyType { kind: KEY_PENDING, oid: 0 }
             }
         };
+        // `expansion integer` (0.7.0): how much larger each table added when
+        // the filter is full is; 0 keeps a fixed size, as every filter had
+        // before (and as calls through older declarations get).
+        // SAFETY: a sixth argument, when passed, is a non-null int4.
+        let expansion = unsafe { if (*fcinfo).nargs > 5 { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 5).value() as i32 } else { 0 } };
+        if !(0..=MAX_EXPANSION as i32).contains(&expansion) {
+            sizing_error(SizingError::Capacity(format!("expansion must be between 0 (a fixed size) and {MAX_EXPANSION}, got {expansion}")));
+        }
         // SAFETY: non-null text, int8, float8, and bool unless called through
         // the 0.2.0 declaration (three arguments: not durable, as then).
         let (name, capacity, fpp, durable) = unsafe {
@@ -140,17 +153,23 @@ v1_functions! {
         if capacity < 1 {
             sizing_error(SizingError::Capacity(format!("capacity must be at least 1, got {capacity}")));
         }
-        let sized = size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT).unwrap_or_else(|e| sizing_error(e));
+        let growth = (expansion > 0).then_some(Growth { fpp, expansion: expansion as u32 });
+        let sized = match growth {
+            Some(g) => g.first(capacity as u64, crate::filter::layout::MAX_BUCKET_COUNT),
+            None => size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT),
+        }
+        .unwrap_or_else(|e| sizing_error(e));
+        let tables = [TableSpec { params: sized.params, capacity: sized.capacity }];
         prepare_write(durable, c"cf_create()");
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key };
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key, growth };
         purge_dropped_databases();
         registry_change(name, |_| {}, |r, lk, _| {
             durable_open(r, durable)?;
-            r.create(lk, &spec, &sized.params, None, &mut |_, _| {
+            r.create(lk, &spec, &tables, None, &mut |_, _| {
                 if !durable {
                     return 0;
                 }
-                log(&Record::Create(Meta::of(&spec, READERS_NONE, sized.params)))
+                log(&Record::Create(Meta::of(&spec, READERS_NONE, &tables)))
             })
         });
         pg_sys::Datum::from(0)
@@ -184,24 +203,33 @@ v1_functions! {
     }
 
     /// `cf_publish(name text, f cuckoofilter, durable boolean) -> void`: creates
-    /// the filter as a copy of `f`, or replaces its contents in one step.
+    /// the filter as a copy of `f`, or replaces its contents in one step. A
+    /// value of several tables gives a filter of those tables (and one that
+    /// grows, if the value does: a snapshot of a filter that grows).
     fn cf_publish(fcinfo) {
         // SAFETY: strict; text, cuckoofilter (validated when read), and bool
         // unless called through the 0.2.0 declaration.
         let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
         prepare_write(durable, c"cf_publish()");
-        let tables = v.tables();
-        if tables.len() > 1 || v.growth().is_some() {
-            fail(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, "publishing a cuckoo filter of several tables is not implemented yet".into(), None);
+        let headers = v.tables();
+        if headers.len() > MAX_TABLES {
+            fail(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!("cuckoo filter value has {} tables; a named filter holds at most {MAX_TABLES}", headers.len()),
+                Some("Union fewer filters of different shapes into the value, or build one filter from the keys with cf_agg."),
+            );
         }
-        let params = tables[0].params;
-        let capacity = v.capacity();
-        let fpp = published_fpp(&params, capacity);
+        let tables: Vec<TableSpec> = headers.iter().map(|h| TableSpec { params: h.params, capacity: h.capacity }).collect();
+        let growth = v.growth();
+        let capacity = tables[0].capacity;
+        // The rate a filter that grows keeps; else the tables' bound at their
+        // capacity.
+        let fpp = growth.map_or_else(|| tables.iter().map(|t| published_fpp(&t.params, t.capacity)).sum::<f64>().min(1.0), |g| g.fpp);
         // The value's buckets expanded into bucket words before the registry lock
         // is taken (decoding a large value takes a while), then copied under it.
-        let words: Vec<u64> = v.table_words(0).collect();
-        let contents = |out: &mut [u64]| out.copy_from_slice(&words);
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable, key: v.key_type() };
+        let words: Vec<Vec<u64>> = (0..tables.len()).map(|i| v.table_words(i).collect()).collect();
+        let contents = |i: usize, out: &mut [u64]| out.copy_from_slice(&words[i]);
+        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable, key: v.key_type(), growth };
         purge_dropped_databases();
         registry_change(
             name,
@@ -215,27 +243,27 @@ v1_functions! {
                 durable_open(r, durable || found.is_some_and(|i| i.durable))?;
                 // A durable publish logs the contents before they are linked;
                 // the generation is the end of their first record.
-                let mut stamp = |words: &[u64], items: u64| {
+                let mut stamp = |words: &[&[u64]], items: u64| {
                     if !durable {
                         return 0;
                     }
                     // A replaced filter keeps its owner and grant.
                     let meta = Meta {
                         owner: found.map_or(spec.owner, |i| i.owner),
-                        ..Meta::of(&spec, found.map_or(READERS_NONE, |i| i.readers), params)
+                        ..Meta::of(&spec, found.map_or(READERS_NONE, |i| i.readers), &tables)
                     };
                     log_content(ContentKind::Publish, 0, &meta, words, items)
                 };
                 match found {
                     Some(info) => {
-                        let made = r.replace(lk, info, &params, &contents, capacity, fpp, durable, spec.key, &mut stamp)?;
+                        let made = r.replace(lk, info, &tables, &contents, capacity, fpp, durable, spec.key, growth, &mut stamp)?;
                         if info.durable && !durable {
                             // No longer durable: replay forgets it.
                             log(&Record::Drop { gen: info.gen });
                         }
                         Ok(made)
                     }
-                    None => r.create(lk, &spec, &params, Some(&contents), &mut stamp),
+                    None => r.create(lk, &spec, &tables, Some(&contents), &mut stamp),
                 }
             },
         );
@@ -243,7 +271,8 @@ v1_functions! {
     }
 
     /// `cf_snapshot(name text) -> cuckoofilter`: a copy that holds every key
-    /// stored throughout the call, compacted into a dense value.
+    /// stored throughout the call, compacted into a dense value (of format 3
+    /// for a filter of several tables or one that grows).
     fn cf_snapshot(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
@@ -254,13 +283,16 @@ v1_functions! {
             if !info.usable() {
                 needs_reload(&info);
             }
-            let params = {
+            let (handles, shapes) = {
                 let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
-                r.table(&info).params()
+                let Some(tables) = r.tables(&info) else { needs_reload(&info) };
+                (tables.handles(), tables.shapes())
             };
-            crate::sql::value::datatype::check_value_size(&params);
+            let params: Vec<crate::filter::Params> = shapes.iter().map(|s| s.params).collect();
+            crate::sql::value::datatype::check_tables_value_size(&params);
+            let total: u64 = params.iter().map(|p| p.bucket_count).sum();
             // The copy of the words, in this call's memory context.
-            let words = PgWords::new(params.bucket_count as usize);
+            let words = PgWords::new(total as usize);
             // SAFETY: the fresh buffer is ours alone.
             let out = unsafe { words.as_mut_slice() };
             let slot = my_slot();
@@ -268,13 +300,21 @@ v1_functions! {
                 let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
                 // Other processes stay pinned for one call's computation; this
                 // allows seconds.
-                r.snapshot(&info, slot, out, 1 << 22)
+                r.snapshot(&info, slot, &handles, out, 1 << 22)
             };
             match copied {
-                Ok(items) => {
-                    let h = DenseHeader { params, items, capacity: info.capacity.clamp(1, params.slot_count()), key: info.key.for_value() };
-                    return value_from_words(&h, out.iter().copied()).as_datum();
+                Ok(Some(infos)) => {
+                    let key = info.key.for_value();
+                    let headers: Vec<DenseHeader> = infos.iter().map(|t| DenseHeader { params: t.params, items: t.items, capacity: t.capacity.clamp(1, t.params.slot_count()), key }).collect();
+                    let offsets: Vec<usize> = params.iter().scan(0usize, |at, p| { let o = *at; *at += p.bucket_count as usize; Some(o) }).collect();
+                    if headers.len() == 1 && info.growth.is_none() {
+                        return value_from_words(&headers[0], out.iter().copied()).as_datum();
+                    }
+                    let out: &[u64] = out;
+                    return value_from_headers(&headers, info.growth, |i| out[offsets[i]..offsets[i] + params[i].bucket_count as usize].iter().copied()).as_datum();
                 }
+                // A table was added meanwhile: size the copy again.
+                Ok(None) => continue,
                 Err(_) => fail(
                     PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
                     format!("could not snapshot cuckoo filter \"{name}\": other sessions stayed inside filter operations"),

@@ -47,7 +47,7 @@ use std::ffi::c_char;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::layout::Params;
+use crate::region::registry::TableSpec;
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
 use crate::region::EntryInfo;
 
@@ -143,19 +143,36 @@ unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut
     }
 }
 
-/// Writes a filter's contents in chunks; returns the end of `CONTENT_BEGIN`.
-pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, words: &[u64], items: u64) -> u64 {
+/// Writes a filter's contents (each table's words, table after table) in
+/// chunks; returns the end of `CONTENT_BEGIN`.
+pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, tables: &[&[u64]], items: u64) -> u64 {
     let begin = log(&Record::ContentBegin { kind: ck, gen, cut: 0, meta: meta.clone() });
-    for (i, chunk) in words.chunks(CHUNK_WORDS).enumerate() {
-        log(&Record::ContentChunk { begin, offset: (i * CHUNK_WORDS) as u64, words: chunk.to_vec() });
+    let mut at = 0u64;
+    for words in tables {
+        for chunk in words.chunks(CHUNK_WORDS) {
+            log(&Record::ContentChunk { begin, offset: at, words: chunk.to_vec() });
+            at += chunk.len() as u64;
+        }
     }
     log(&Record::ContentEnd { begin, items });
     begin
 }
 
-/// A filter's metadata as logged.
-pub fn meta_of(info: &EntryInfo, params: Params) -> Meta {
-    Meta { db: info.db, owner: info.owner, readers: info.readers, capacity: info.capacity, fpp: info.fpp, params, name: info.name.clone(), key: info.key }
+/// A filter's metadata as logged, with its tables `tables` (for a placeholder,
+/// table 0 as its entry records it).
+pub fn meta_of(info: &EntryInfo, tables: &[TableSpec]) -> Meta {
+    Meta {
+        db: info.db,
+        owner: info.owner,
+        readers: info.readers,
+        capacity: tables[0].capacity,
+        fpp: info.fpp,
+        params: tables[0].params,
+        name: info.name.clone(),
+        key: info.key,
+        growth: info.growth,
+        more: tables[1..].to_vec(),
+    }
 }
 
 /// A WAL position as PostgreSQL writes it (`16/B374D848`).

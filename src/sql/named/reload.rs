@@ -49,7 +49,7 @@ pub(super) fn placeholder(r: &Region, lk: &Locked, existing: Option<&EntryInfo>,
             // The entry's contents are of another generation (or were lost):
             // they go, so that nothing of this generation is ever applied to
             // them or filed as its contents.
-            if r.clear_contents(lk, e, &meta.params, meta.capacity, meta.fpp, meta.key, gen, why).is_err() {
+            if r.clear_contents(lk, e, &meta.params, meta.capacity, meta.fpp, meta.key, meta.growth, gen, why).is_err() {
                 // No retired record free now: mark in place, with a reason that
                 // never counts as contents.
                 r.set_reload(lk, e, gen, reason::NOT_RESTORED)?;

@@ -26,7 +26,9 @@ use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard};
 use super::restore::legacy_stamp;
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
-use crate::filter::{Geometry, Table};
+use crate::filter::chain::{Chain, Deleted};
+use crate::filter::Geometry;
+use crate::region::registry::RegionTables;
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Region, RegionError};
 
@@ -248,7 +250,7 @@ impl Replay {
                     self.builds.retain(|_, b| b.kind != ContentKind::Publish);
                 }
                 let gen = if ck == ContentKind::Publish { end } else { gen };
-                let n = meta.params.bucket_count;
+                let n = meta.word_count();
                 let mut words = Vec::new();
                 if n.saturating_mul(8) <= r.layout().data_bytes() && words.try_reserve_exact(n as usize).is_ok() {
                     words.resize(n as usize, 0);
@@ -257,7 +259,7 @@ impl Replay {
             }
             Record::ContentChunk { begin, offset, words } => {
                 let Some(b) = self.builds.get_mut(&begin) else { return };
-                let n = b.meta.params.bucket_count;
+                let n = b.meta.word_count();
                 // Contents of a cut skip runs of empty units; others are whole.
                 let in_order = if b.kind == ContentKind::Cut { offset >= b.filled } else { offset == b.filled };
                 if !in_order || offset + words.len() as u64 > n {
@@ -270,13 +272,23 @@ impl Replay {
             }
             Record::ContentEnd { begin, items } => {
                 let Some(b) = self.builds.remove(&begin) else { return };
-                if b.kind != ContentKind::Cut && b.filled != b.meta.params.bucket_count {
-                    corrupt(end, format!("contents end after {} of {} words", b.filled, b.meta.params.bucket_count));
+                if b.kind != ContentKind::Cut && b.filled != b.meta.word_count() {
+                    corrupt(end, format!("contents end after {} of {} words", b.filled, b.meta.word_count()));
                 }
                 let content = if b.words.is_empty() {
                     Content::Lost(reason::NO_ROOM)
                 } else {
-                    let counted = Geometry::new(&b.meta.params).occupied_total(b.words.iter().copied());
+                    let mut at = 0usize;
+                    let counted: u64 = b
+                        .meta
+                        .tables()
+                        .iter()
+                        .map(|t| {
+                            let m = t.params.bucket_count as usize;
+                            at += m;
+                            Geometry::new(&t.params).occupied_total(b.words[at - m..at].iter().copied())
+                        })
+                        .sum();
                     if counted != items {
                         corrupt(end, format!("contents hold {counted} fingerprints, the record says {items}"));
                     }
@@ -308,7 +320,7 @@ impl Replay {
                 self.based.insert(gen, end);
             }
             Record::Insert { gen, hash } => {
-                if let Some(stored) = self.write(r, gen, |t| t.insert(hash).is_ok()) {
+                if let Some(stored) = self.write(r, gen, |c| c.insert(hash).is_ok()) {
                     if !stored {
                         // Until the primary's refusal of the same insert shows up,
                         // or a delete makes room for it, a key may be missing.
@@ -325,15 +337,18 @@ impl Replay {
                     // Replay stored the key the primary refused (an insert and
                     // its refusal are on the same side of every cut): take it
                     // back.
-                    if self.write(r, gen, |t| t.delete(hash)) == Some(true) {
+                    if self.write(r, gen, |c| c.delete(hash) == Deleted::Removed) == Some(true) {
                         self.retry_refused(r, gen);
                     }
                 }
             }
             Record::Delete { gen, hash } => {
-                match self.write(r, gen, |t| t.delete(hash)) {
-                    Some(true) => self.retry_refused(r, gen),
-                    Some(false) => {
+                // A copy replay cannot attribute to one table stays (a false
+                // positive, never a false negative: see `Deleted::Ambiguous`).
+                match self.write(r, gen, |c| c.delete(hash)) {
+                    Some(Deleted::Removed) => self.retry_refused(r, gen),
+                    Some(Deleted::Ambiguous) | None => {}
+                    Some(Deleted::Absent) => {
                         // The primary deleted a copy replay could not store: the
                         // insert and the delete cancel out.
                         let pending = self.refusals.iter().find(|(_, (g, h))| *g == gen && *h == hash).map(|(at, _)| *at);
@@ -342,7 +357,6 @@ impl Replay {
                             self.settle(r, gen);
                         }
                     }
-                    None => {}
                 }
             }
             Record::Drop { gen } => {
@@ -459,7 +473,7 @@ impl Replay {
             return;
         }
         for (at, hash) in pending {
-            if self.write(r, gen, |t| t.insert(hash).is_ok()) == Some(true) {
+            if self.write(r, gen, |c| c.insert(hash).is_ok()) == Some(true) {
                 self.refusals.remove(&at);
             }
         }
@@ -501,8 +515,10 @@ impl Replay {
             Content::Words(w) => Some(w),
             _ => None,
         };
-        let fill = |out: &mut [u64]| match words {
-            Some(w) => out.copy_from_slice(w),
+        let tables = meta.tables();
+        let offsets: Vec<usize> = tables.iter().scan(0usize, |at, t| { let o = *at; *at += t.params.bucket_count as usize; Some(o) }).collect();
+        let fill = |i: usize, out: &mut [u64]| match words {
+            Some(w) => out.copy_from_slice(&w[offsets[i]..offsets[i] + out.len()]),
             None => out.fill(0),
         };
         let mut waits = 0;
@@ -517,8 +533,8 @@ impl Replay {
                     return placeholder(r, lk, existing.as_ref(), &spec, meta, gen, why).map(|()| Outcome::Done);
                 }
                 let made = match &existing {
-                    Some(e) => r.replace(lk, e, &meta.params, &fill, meta.capacity, meta.fpp, true, meta.key, &mut |_, _| gen),
-                    None => r.create(lk, &spec, &meta.params, words.is_some().then_some(&fill as &dyn Fn(&mut [u64])), &mut |_, _| gen),
+                    Some(e) => r.replace(lk, e, &tables, &fill, meta.capacity, meta.fpp, true, meta.key, meta.growth, &mut |_, _| gen),
+                    None => r.create(lk, &spec, &tables, words.is_some().then_some(&fill as &dyn Fn(usize, &mut [u64])), &mut |_, _| gen),
                 };
                 let failed = match made {
                     Ok(info) => {
@@ -571,7 +587,7 @@ impl Replay {
     /// marked replay-full: its contents are kept up to date), pinned as a
     /// writer (waiting while a snapshot on a hot standby pauses writers), and
     /// recording the units it changes for the next cut.
-    fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Table<'_>) -> T) -> Option<T> {
+    fn write<T>(&mut self, r: &Region, gen: u64, op: impl Fn(&Chain<'_, RegionTables<'_>>) -> T) -> Option<T> {
         let slot = my_slot();
         loop {
             let info = self.find(r, gen)?;
@@ -593,12 +609,10 @@ impl Replay {
                 continue;
             }
             r.mark_changed(info.index, crate::region::registry::CHANGED_WORDS);
-            let units = r.units(&info);
-            let t = r.table(&info);
-            return Some(match &units {
-                Some(u) => op(&t.with_hook(u)),
-                None => op(&t),
-            });
+            let tables = r.tables(&info)?;
+            let out = op(&tables.chain());
+            drop(pin);
+            return Some(out);
         }
     }
 }

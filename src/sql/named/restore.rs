@@ -66,13 +66,31 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
     let spec = meta.new_filter();
     let base_has_contents = c.has_contents;
     let failed = std::cell::RefCell::new(None);
+    let tables = meta.tables();
     let made = if base_has_contents {
-        let fill = |out: &mut [u64]| {
-            if let Err(e) = files::load(dir(), c, out) {
+        // All tables' words read at once, then handed to each table.
+        let mut all = Vec::new();
+        if all.try_reserve_exact(meta.word_count() as usize).is_ok() && meta.word_count().saturating_mul(8) <= r.layout().data_bytes() {
+            all.resize(meta.word_count() as usize, 0u64);
+            if let Err(e) = files::load(dir(), c, &mut all) {
                 *failed.borrow_mut() = Some(e);
             }
+        } else {
+            all.clear();
+        }
+        let offsets: Vec<usize> = tables.iter().scan(0usize, |at, t| { let o = *at; *at += t.params.bucket_count as usize; Some(o) }).collect();
+        let fill = |i: usize, out: &mut [u64]| {
+            if all.is_empty() {
+                out.fill(0);
+            } else {
+                out.copy_from_slice(&all[offsets[i]..offsets[i] + out.len()]);
+            }
         };
-        r.create(lk, &spec, &meta.params, Some(&fill), &mut |_, _| gen)
+        if all.is_empty() {
+            Err(crate::region::RegionError::NoSpace { requested: meta.word_count() * 8, free: r.free_bytes(), largest: 0, pending: 0 })
+        } else {
+            r.create(lk, &spec, &tables, Some(&fill), &mut |_, _| gen)
+        }
     } else {
         r.create_placeholder(lk, &spec, &meta.params, gen, c.last.reason.max(reason::NOT_RESTORED))
     };
@@ -121,7 +139,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
                         "cuckoo: durable filter \"{}\" (database {}, {} bytes) does not fit in cuckoo.shared_memory; it is kept as needing a reload",
                         meta.name,
                         meta.db,
-                        Region::bytes_for(&meta.params, true)
+                        Region::bytes_for_tables(&meta.tables(), true)
                     );
                 }
                 Err(e) => {
@@ -183,8 +201,8 @@ fn restore_legacy(r: &Region, lk: &Locked) {
         let spec = f.meta.new_filter();
         let why = match (kind, &f.words) {
             (FileKind::Saved, Some(words)) => {
-                let fill = |out: &mut [u64]| out.copy_from_slice(words);
-                match r.create(lk, &spec, &f.meta.params, Some(&fill), &mut |_, _| f.gen) {
+                let fill = |_: usize, out: &mut [u64]| out.copy_from_slice(words);
+                match r.create(lk, &spec, &f.meta.tables(), Some(&fill), &mut |_, _| f.gen) {
                     Ok(info) => {
                         let _ = r.set_readers(lk, &info, f.meta.readers);
                         r.set_stamp(info.index, stamp, 0, 0, 0);

@@ -47,6 +47,8 @@ fn cuckoo_filters_rows() -> TableIterator<
         name!(checkpoint_wal_bytes, Option<i64>),
         name!(disk_bytes, Option<i64>),
         name!(key_type, Option<String>),
+        name!(expansion, i32),
+        name!(tables, i32),
     ),
 > {
     let r = region();
@@ -56,16 +58,29 @@ fn cuckoo_filters_rows() -> TableIterator<
         if !may_access(&info, false, who) {
             continue;
         }
-        let (items, slots) = if !info.usable() {
-            (0, info.params.map_or(1, |p| p.slot_count()))
+        // Totals over the tables; a filter that grows reports the sum of its
+        // tables' bounds at their capacity (at most the rate it keeps).
+        let (mut items, mut slots, mut capacity, mut bound, mut tables, mut bytes) = (0u64, 0u64, 0u64, 0f64, 0i32, info.blocks * BLOCK_BYTES);
+        if !info.usable() {
+            slots = info.params.map_or(1, |p| p.slot_count());
+            capacity = info.capacity;
         } else {
             let Some(_pin) = pin_current(r, info.index, info.seq) else { continue };
-            let t = r.table(&info);
-            // The count is changed after each bucket word, so it can lag (even
-            // dip below zero for a moment when a delete overtakes an insert).
-            let slots = t.params().slot_count();
-            ((t.item_count() as i64).clamp(0, slots as i64) as u64, slots)
-        };
+            let Some(t) = r.tables(&info) else { continue };
+            for s in t.shapes() {
+                // The count is changed after each bucket word, so it can lag
+                // (even dip below zero for a moment when a delete overtakes an
+                // insert).
+                let n = s.params.slot_count();
+                items += (s.items as i64).clamp(0, n as i64) as u64;
+                slots += n;
+                capacity += s.capacity;
+                bound += crate::filter::sizing::table_bound(&s.params, s.capacity);
+                tables += 1;
+            }
+            bytes = t.blocks() * BLOCK_BYTES;
+        }
+        let fpp = if info.growth.is_some() && tables > 0 { bound.min(1.0) } else { info.fpp };
         let s = r.stat_totals(info.index);
         let d = info.durable.then(|| r.durable_stats(info.index));
         let grantee = match info.readers {
@@ -75,11 +90,11 @@ fn cuckoo_filters_rows() -> TableIterator<
         };
         rows.push((
             info.name.clone(),
-            info.capacity as i64,
+            capacity as i64,
             items as i64,
             items as f64 / slots as f64,
-            (info.blocks * BLOCK_BYTES) as i64,
-            info.fpp,
+            bytes as i64,
+            fpp,
             s.inserts as i64,
             s.lookups as i64,
             s.deletes as i64,
@@ -95,8 +110,38 @@ fn cuckoo_filters_rows() -> TableIterator<
             d.as_ref().map(|d| d.cut_wal_bytes as i64),
             d.as_ref().map(|d| (d.base_bytes + d.delta_bytes) as i64),
             crate::sql::value::functions::key_type_text(info.key),
+            info.growth.map_or(0, |g| g.expansion as i32),
+            tables,
         ));
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     TableIterator::new(rows)
+}
+
+/// The one row of the `cuckoo_region` view: the shared region's size and how
+/// much of it filters may still take.
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn cuckoo_region_rows() -> TableIterator<
+    'static,
+    (
+        name!(size_bytes, i64),
+        name!(filter_bytes, i64),
+        name!(free_bytes, i64),
+        name!(largest_free_bytes, i64),
+        name!(releasing_bytes, i64),
+        name!(filters, i32),
+        name!(max_filters, i32),
+    ),
+> {
+    let s = region().space();
+    TableIterator::new(vec![(
+        s.size as i64,
+        s.data_bytes as i64,
+        s.free_bytes as i64,
+        s.largest_free_bytes as i64,
+        s.releasing_bytes as i64,
+        s.entries_used as i32,
+        s.entries as i32,
+    )])
 }

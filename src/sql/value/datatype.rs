@@ -327,6 +327,23 @@ pub fn check_value_size(params: &Params) {
     }
 }
 
+/// Raises 54000 when a value of tables with these parameters would be too
+/// large (one table: format 2; more: format 3).
+pub fn check_tables_value_size(params: &[Params]) {
+    if params.len() == 1 {
+        return check_value_size(&params[0]);
+    }
+    let len = VALUE_PREFIX as u64 + multi::serialized_len(params);
+    if len > MAX_VALUE_BYTES {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            "cuckoofilter value would be too large",
+            format!("{} tables take {len} bytes; a value holds at most {MAX_VALUE_BYTES}", params.len())
+        );
+    }
+}
+
 /// A format-2 value holding the filter `f` (bucket words) with keys of type
 /// `key`, in the current memory context.
 pub fn value_from_filter(f: &OwnedFilter, key: KeyType) -> FilterValue {

@@ -32,7 +32,7 @@ SELECT err($$SELECT cf_create('huge', 9000000000000000000)$$);
 SELECT err($$SELECT cf_create('huge', 4000000000)$$) ~ '^53200: not enough cuckoo shared memory for filter "huge": requested \d+ bytes, \d+ bytes free' AS exhaustion_message;
 
 -- A full filter says so and keeps everything.
-SELECT cf_create('tiny', 100);
+SELECT cf_create('tiny', 100, expansion => 0);
 CREATE TEMP TABLE tiny_ins AS SELECT g, cf_insert('tiny', g) AS ok FROM generate_series(1, 300) g;
 SELECT count(*) FILTER (WHERE ok) >= 100 AS capacity_reached, count(*) FILTER (WHERE NOT ok) > 0 AS some_refused FROM tiny_ins;
 SELECT bool_and(cf_contains('tiny', g)) AS all_stored_found FROM tiny_ins WHERE ok;
