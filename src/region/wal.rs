@@ -9,7 +9,7 @@
 //! a record logged for contents that a later publish replaced can never touch the
 //! new contents during replay.
 
-use super::registry::TableSpec;
+use super::registry::tables::TableSpec;
 use super::NewFilter;
 use crate::filter::chain::{Growth, MAX_TABLES};
 use crate::filter::dense::KeyType;

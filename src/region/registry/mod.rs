@@ -728,11 +728,6 @@ impl Region {
         t
     }
 
-    /// Bytes a filter of one table with these parameters takes in the region.
-    pub fn bytes_for(params: &Params, durable: bool) -> u64 {
-        (HEAD_BYTES + Self::filter_bytes(params, durable)).div_ceil(BLOCK_BYTES) * BLOCK_BYTES
-    }
-
     /// A filter's bytes in its blocks: the words header, the bucket words, and
     /// for a durable filter one state word per unit (`region::durable`).
     fn filter_bytes(params: &Params, durable: bool) -> u64 {
@@ -784,7 +779,6 @@ pub fn published_fpp(params: &Params, capacity: u64) -> f64 {
 mod durable_state;
 mod lifecycle;
 mod pins;
-mod tables;
-pub use tables::{RegionTables, TableInfo, TableSpec, HEAD_BYTES};
+pub mod tables;
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -5,6 +5,7 @@
 //! an operation, to read the filter as of one moment.
 
 use super::*;
+use super::tables::TableInfo;
 
 impl Region {
     /// Marks the calling process (epoch slot `slot`) as reading filters until the

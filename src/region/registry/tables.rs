@@ -62,6 +62,11 @@ impl Region {
         Self::filter_bytes(params, durable)
     }
 
+    /// Bytes a filter of one table with these parameters takes in the region.
+    pub fn bytes_for(params: &Params, durable: bool) -> u64 {
+        (HEAD_BYTES + Self::filter_bytes(params, durable)).div_ceil(BLOCK_BYTES) * BLOCK_BYTES
+    }
+
     /// Bytes a filter of these tables takes in the region, in whole blocks.
     pub fn bytes_for_tables(tables: &[TableSpec], durable: bool) -> u64 {
         tables

@@ -3,6 +3,7 @@
 //! snapshots under concurrent writers.
 
 use super::*;
+use super::tables::TableSpec;
 use crate::filter::hash::hash_i64;
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::dense::{self, DenseHeader};

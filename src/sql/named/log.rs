@@ -47,7 +47,7 @@ use std::ffi::c_char;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::region::registry::TableSpec;
+use crate::region::registry::tables::TableSpec;
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
 use crate::region::EntryInfo;
 

@@ -28,7 +28,7 @@ use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
 use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
-use crate::region::registry::RegionTables;
+use crate::region::registry::tables::RegionTables;
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Region, RegionError};
 
