@@ -681,7 +681,7 @@ psql -c "ALTER SYSTEM SET archive_mode = on" -c "ALTER SYSTEM SET archive_comman
 restart
 # The filter a file belongs to (the name in its header).
 # The name's length byte's top bit says a key type follows the name.
-file_filter() { python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); print(d[101:101 + (d[100] & 0x7f)].decode())' "$1"; }
+file_filter() { python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); print(d[101:101 + (d[100] & 0x3f)].decode())' "$1"; }
 psql -c "SELECT cf_create('bk', 200000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('bk', g)" \
      -c "SELECT cf_create('cp', 2000000)" -c "SELECT count(*) FROM generate_series(1, 1000000) g WHERE cf_insert('cp', g)" \
      -c "SELECT cf_create('gone', 1000)" -c "SELECT cf_insert('gone', 1)" -c "CHECKPOINT" \
