@@ -146,6 +146,11 @@ pub trait Tables {
     fn make(&self, index: usize, before: &[u64]) -> Option<u64>;
     /// Gives back a table made by `make` that was never published.
     fn release(&self, handle: u64);
+    /// Whether `make` may give a table at all (false: a filter of fixed size,
+    /// whose inserts then never try).
+    fn grows(&self) -> bool {
+        true
+    }
 }
 
 /// A chain: its directory and where its tables live.
@@ -232,13 +237,13 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
             let handle = self.dir.handle(n - 1);
             match self.tables.with_table(handle, |t| t.insert_counted(hash, stats).map(|()| t.item_count())) {
                 Ok(items) => {
-                    if n < MAX_TABLES && items >= self.tables.capacity(handle) {
+                    if n < MAX_TABLES && items >= self.tables.capacity(handle) && self.tables.grows() {
                         self.build_early(n);
                     }
                     return Ok(n - 1);
                 }
                 Err(Full) => {
-                    if n == MAX_TABLES {
+                    if n == MAX_TABLES || !self.tables.grows() {
                         return Err(Full);
                     }
                     let before = self.dir.handles();

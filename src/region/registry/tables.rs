@@ -151,7 +151,7 @@ impl Region {
         if info.blocks == 0 {
             return None;
         }
-        Some(RegionTables { r: self, dir: self.directory_at(info.start_block), durable: info.durable, index: info.index, tag: info.tag, growth: info.growth })
+        Some(RegionTables { r: self, dir: self.directory_at(info.start_block), durable: info.durable, hook: info.durable, index: info.index, tag: info.tag, growth: info.growth })
     }
 
     /// Claims `bytes` more with tag `tag` (a table of a filter being made
@@ -200,12 +200,20 @@ pub struct RegionTables<'r> {
     r: &'r Region,
     dir: &'r Directory,
     durable: bool,
+    /// Whether writes tell the durable filter's units (see `region::durable`).
+    hook: bool,
     index: usize,
     tag: u64,
     growth: Option<Growth>,
 }
 
 impl<'r> RegionTables<'r> {
+    /// The same tables for lookups only: without the durable filter's write
+    /// hook (lookups write nothing).
+    pub fn for_lookups(self) -> RegionTables<'r> {
+        RegionTables { hook: false, ..self }
+    }
+
     /// The chain: lookups, inserts (which add tables) and deletes.
     pub fn chain(&self) -> Chain<'_, Self> {
         Chain::new(self.dir, self)
@@ -264,7 +272,7 @@ impl Tables for RegionTables<'_> {
     #[inline]
     fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
         let t = self.r.table_of(handle);
-        if self.durable {
+        if self.hook {
             let u = self.r.units_of(handle, self.index);
             f(&t.with_hook(&u))
         } else {
@@ -297,5 +305,9 @@ impl Tables for RegionTables<'_> {
     fn release(&self, handle: u64) {
         let (start, n) = self.r.table_blocks(handle);
         self.r.allocator().free(start, n, self.tag);
+    }
+
+    fn grows(&self) -> bool {
+        self.growth.is_some()
     }
 }

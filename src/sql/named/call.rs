@@ -205,7 +205,7 @@ impl NamedCall {
             let Some(tables) = r.tables(&info) else { needs_reload(&info) };
             self.seed = tables.seed();
             self.filter_key = info.key;
-            self.tables = MaybeUninit::new(tables);
+            self.tables = MaybeUninit::new(if self.write { tables } else { tables.for_lookups() });
             drop(pin);
             self.index = info.index;
             self.seq = info.seq;
