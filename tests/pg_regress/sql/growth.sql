@@ -49,6 +49,22 @@ SELECT cf_create('null_expansion', 10, 0.002, false, expansion => NULL) IS NULL 
 SELECT cf_create('x64', 10, 0.01, false, NULL, 64);
 SELECT expansion FROM cuckoo_filters WHERE name = 'x64';
 
+-- Malformed values of several tables: every truncation of a small one, a
+-- table count of 0 and of 1 without growth, a growth plan without a rate,
+-- trailing bytes: 22P02, and the session goes on.
+CREATE TEMP TABLE u3 AS SELECT cf_union(cf_agg(g), cf_agg(g + 1000)) AS u FROM generate_series(1, 1000) g;
+CREATE TEMP TABLE u3b AS SELECT decode(substr(u::text, 5), 'base64') AS b FROM u3;
+SELECT count(*) FILTER (WHERE err(format('SELECT %L::cuckoofilter', 'cf3:' || translate(encode(substr(b, 1, n), 'base64'), E'\n', ''))) LIKE '22P02%') AS truncations_refused,
+       count(*) AS truncations
+  FROM u3b, generate_series(0, length(b) - 1, 7) n;
+SELECT err(format('SELECT %L::cuckoofilter', 'cf3:' || translate(encode(overlay(b PLACING '\x00'::bytea FROM 7 FOR 1), 'base64'), E'\n', ''))) AS no_tables,
+       err(format('SELECT %L::cuckoofilter', 'cf3:' || translate(encode(overlay(b PLACING '\x01'::bytea FROM 7 FOR 1), 'base64'), E'\n', ''))) AS one_table_no_growth,
+       err(format('SELECT %L::cuckoofilter', 'cf3:' || translate(encode(overlay(b PLACING '\x02'::bytea FROM 9 FOR 1), 'base64'), E'\n', ''))) AS expansion_without_rate,
+       err(format('SELECT %L::cuckoofilter', 'cf3:' || translate(encode(b || '\x00'::bytea, 'base64'), E'\n', ''))) AS trailing_byte,
+       err(format('SELECT %L::cuckoofilter', 'cf2:' || translate(encode(b, 'base64'), E'\n', ''))) AS wrong_prefix
+  FROM u3b;
+SELECT u::text::cuckoofilter::text = u::text AS text_round_trip FROM u3;
+
 -- The region's space is visible.
 SELECT free_bytes > 0 AS has_room, free_bytes <= filter_bytes AND filter_bytes < size_bytes AS sizes_ordered,
        filters >= 3 AS counts_filters, largest_free_bytes <= free_bytes AS largest_within FROM cuckoo_region;
