@@ -55,6 +55,15 @@ SELECT count(*) AS really_passing FROM views v WHERE cf_contains('flagged', v.ac
 \echo '== Many keys in one call (batched, prefetching lookups): one answer per key, NULL for NULL.'
 SELECT cf_contains('flagged', ARRAY[100, 4242, NULL, 200]) AS batched;
 SELECT cf_contains(cf_snapshot('flagged'), 100) AS snapshot_agrees;   -- a copy as a cuckoofilter value
-SELECT name, capacity, items, round(load_factor::numeric, 3) AS load, bytes, inserts, lookups, deletes, failed_inserts, kicks, durable
-FROM cuckoo_filters;
+\echo '== A named filter grows: made for 1,000 keys, it takes 200,000 and keeps its false-positive rate.'
+SELECT cf_create('seen', 1000);
+SELECT count(*) FILTER (WHERE cf_insert('seen', g)) AS stored_of_200000 FROM generate_series(1, 200000) g;
+SELECT count(*) FILTER (WHERE cf_contains('seen', g)) AS maybe_of_200000_never_inserted FROM generate_series(1000001, 1200000) g;
+\echo '== Filters of any shapes union: seven days, each built with plain cf_agg, into one week.'
+SELECT cf_info(w) ->> 'tables' AS tables, cf_count(w) AS items, round((cf_info(w) ->> 'fpp')::numeric, 4) AS fpp_bound,
+       (SELECT count(*) FROM generate_series(1, 7) d, generate_series(1, 1000 + 100 * d) g WHERE NOT cf_contains(w, d * 1000000 + g)) AS missed
+FROM (SELECT cf_union_agg(f) AS w FROM (SELECT cf_agg(d * 1000000 + g) AS f FROM generate_series(1, 7) d, generate_series(1, 1000 + 100 * d) g GROUP BY d) days) s;
+SELECT name, capacity, items, round(load_factor::numeric, 3) AS load, bytes, round(fpp::numeric, 5) AS fpp, tables, expansion, inserts, lookups, deletes, failed_inserts, kicks, durable
+FROM cuckoo_filters ORDER BY name;
+SELECT size_bytes, free_bytes, filters FROM cuckoo_region;
 
