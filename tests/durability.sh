@@ -64,6 +64,18 @@ recover() {
   wait_promoted "$@"
 }
 ok() { echo "durability: $*"; }
+# Makes a streaming hot standby of the main cluster in directory $1 with
+# pg_basebackup, on port $2, and starts it.
+start_standby() {
+  install -d -o postgres -g postgres "$1"
+  as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$1/data" -R -X stream -c fast
+  cat >> "$1/data/postgresql.conf" <<CONF
+port = $2
+unix_socket_directories = '$1'
+hot_standby = on
+CONF
+  as_pg "$PGBIN/pg_ctl" -D "$1/data" -l "$1/server.log" -w start >/dev/null
+}
 EXTRA_DIRS=("${CLUSTER_DIR}-grow" "${CLUSTER_DIR}-pitr" "${CLUSTER_DIR}-sw" "${CLUSTER_DIR}-swbk" "${CLUSTER_DIR}-bk" "${CLUSTER_DIR}-archive"
             "${CLUSTER_DIR}-up-clean" "${CLUSTER_DIR}-up-crash" "${CLUSTER_DIR}-up050-clean" "${CLUSTER_DIR}-up050-crash")
 cleanup() {
@@ -313,14 +325,7 @@ ok "postmaster kill, restart, CHECKPOINT, crash: $acked acknowledged keys all fo
 # inserts, crash again, still every key.
 GR=${CLUSTER_DIR}-grow GR_PORT=$((PGPORT + 7))
 grpsql() { psql_on "$GR" "$GR_PORT" "$@"; }
-install -d -o postgres -g postgres "$GR"
-as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$GR/data" -R -X stream -c fast
-cat >> "$GR/data/postgresql.conf" <<CONF
-port = $GR_PORT
-unix_socket_directories = '$GR'
-hot_standby = on
-CONF
-as_pg "$PGBIN/pg_ctl" -D "$GR/data" -l "$GR/server.log" -w start >/dev/null
+start_standby "$GR" "$GR_PORT"
 psql -c "SELECT cf_create('grown', 1000)" -c "SELECT cf_create('ref2m', 2000000, expansion => 0)" >/dev/null
 pids=()
 for part in 0 1; do
@@ -361,14 +366,7 @@ psql -c "SELECT cf_drop('grown')" -c "SELECT cf_drop('ref2m')" >/dev/null
 ok "a filter made for 1,000 keys took 2M from two sessions (every insert stored, $tables2 tables; standby: $sb_tables, every key), a postmaster kill lost nothing, $fp of 2M absent keys answered maybe ($(awk -v f="$fp" 'BEGIN {printf "%.4f%%", 100 * f / 2e6}')), $gbytes bytes = $(awk -v g="$gbytes" -v r="$rbytes" 'BEGIN {printf "%.2f", g / r}') x a filter made for 2M; 2M more keys after the crash replayed by the next one"
 
 # ---- 4. streaming standby ----------------------------------------------------
-install -d -o postgres -g postgres "$SB_DIR"
-as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$SB_DIR/data" -R -X stream -c fast
-cat >> "$SB_DIR/data/postgresql.conf" <<CONF
-port = $SB_PORT
-unix_socket_directories = '$SB_DIR'
-hot_standby = on
-CONF
-as_pg "$PGBIN/pg_ctl" -D "$SB_DIR/data" -l "$SB_DIR/server.log" -w start >/dev/null
+start_standby "$SB_DIR" "$SB_PORT"
 psql -c "SELECT cf_create('s_seq', 100000)" \
      -c "SELECT count(*) FROM generate_series(1, 60000) g WHERE cf_insert('s_seq', g)" \
      -c "SELECT count(*) FROM generate_series(1, 10000) g WHERE cf_delete('s_seq', g)" \

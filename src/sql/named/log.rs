@@ -49,7 +49,7 @@ use pgrx::prelude::*;
 
 use crate::region::registry::tables::TableSpec;
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
-use crate::region::EntryInfo;
+use crate::region::{EntryInfo, NewFilter};
 
 /// The resource manager ID. PostgreSQL reserves 128 (`RM_EXPERIMENTAL_ID`) for
 /// extensions in development and hands out 129–255 through its wiki page
@@ -161,18 +161,8 @@ pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, tables: &[&[u64]], it
 /// A filter's metadata as logged, with its tables `tables` (for a placeholder,
 /// table 0 as its entry records it).
 pub fn meta_of(info: &EntryInfo, tables: &[TableSpec]) -> Meta {
-    Meta {
-        db: info.db,
-        owner: info.owner,
-        readers: info.readers,
-        capacity: tables[0].capacity,
-        fpp: info.fpp,
-        params: tables[0].params,
-        name: info.name.clone(),
-        key: info.key,
-        growth: info.growth,
-        more: tables[1..].to_vec(),
-    }
+    let spec = NewFilter { db: info.db, owner: info.owner, name: &info.name, capacity: tables[0].capacity, fpp: info.fpp, durable: true, key: info.key, growth: info.growth };
+    Meta::of(&spec, info.readers, tables)
 }
 
 /// A WAL position as PostgreSQL writes it (`16/B374D848`).

@@ -334,12 +334,12 @@ pub fn check_tables_value_size(params: &[Params]) {
         return check_value_size(&params[0]);
     }
     let len = VALUE_PREFIX as u64 + multi::serialized_len(params);
-    if len > MAX_VALUE_BYTES {
+    if len > MAX_VALUE_BYTES || params.len() > multi::MAX_VALUE_TABLES {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             "cuckoofilter value would be too large",
-            format!("{} tables take {len} bytes; a value holds at most {MAX_VALUE_BYTES}", params.len())
+            format!("{} tables take {len} bytes; a value holds at most {} tables and {MAX_VALUE_BYTES} bytes", params.len(), multi::MAX_VALUE_TABLES)
         );
     }
 }
@@ -364,16 +364,8 @@ pub fn value_from_tables(tables: &[OwnedFilter], key: KeyType, growth: Option<Gr
 /// gives, in the current memory context; 54000 if it would be too large.
 pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(headers: &[DenseHeader], growth: Option<Growth>, words: impl FnMut(usize) -> I) -> FilterValue {
     let params: Vec<Params> = headers.iter().map(|h| h.params).collect();
-    let len = VALUE_PREFIX as u64 + multi::serialized_len(&params);
-    if len > MAX_VALUE_BYTES || headers.len() > multi::MAX_VALUE_TABLES {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-            "cuckoofilter value would be too large",
-            format!("{} tables take {len} bytes; a value holds at most {} tables and {MAX_VALUE_BYTES} bytes", headers.len(), multi::MAX_VALUE_TABLES)
-        );
-    }
-    let len = len as usize;
+    check_tables_value_size(&params);
+    let len = VALUE_PREFIX + multi::serialized_len(&params) as usize;
     // SAFETY: palloc0 returns zeroed memory of `len` bytes (at most MaxAllocSize,
     // checked above); the length word is set and the filter encoded within.
     unsafe {
