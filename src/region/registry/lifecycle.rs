@@ -173,7 +173,7 @@ impl Region {
     pub(super) fn stamp(&self, _lk: &Locked, start: u64, stamp: Stamp<'_>) -> u64 {
         let dir = self.directory_at(start);
         let mut items = 0;
-            let words: Vec<&[u64]> = dir
+        let words: Vec<&[u64]> = dir
             .handles()
             .into_iter()
             .map(|h| {
