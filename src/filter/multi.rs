@@ -184,6 +184,25 @@ pub fn tables<'a>(bytes: &'a [u8], h: &MultiHeader) -> Vec<Dense<'a>> {
     h.parts.iter().map(|p| Dense::new(&p.header.params, &bytes[p.start + dense::V2_HEADER_BYTES..p.start + p.len])).collect()
 }
 
+/// [`contains`] straight from the bytes of a value [`parse_v3`] accepted
+/// before (a probe per row): no allocation, each table's header read as it
+/// is reached.
+pub fn contains_checked(bytes: &[u8], hash: u64) -> bool {
+    let k = bytes[6] as usize;
+    let mut spans = [(0usize, 0usize); MAX_VALUE_TABLES];
+    let mut at = tables_start(k);
+    for (i, span) in spans.iter_mut().enumerate().take(k) {
+        at = align8(at);
+        let len = le64(bytes, V3_HEADER_BYTES + 8 * i) as usize;
+        *span = (at, len);
+        at += len;
+    }
+    spans[..k].iter().rev().any(|&(start, len)| {
+        let h = dense::parse_v2(&bytes[start..start + len]).expect("a value checked before");
+        Dense::new(&h.params, &bytes[start + dense::V2_HEADER_BYTES..start + len]).contains(hash)
+    })
+}
+
 /// Whether any table may hold the key (newest, usually largest, first).
 pub fn contains(tables: &[Dense<'_>], hash: u64) -> bool {
     tables.iter().rev().any(|t| t.contains(hash))
@@ -373,6 +392,7 @@ mod tests {
         for d in &days {
             assert!(d.clone().all(|k| contains(&ts, h(k))), "false negative");
         }
+        assert!((0..100_000).all(|k| contains(&ts, h(k)) == contains_checked(&bytes, h(k))));
         let n = 1_000_000i64;
         let fp = (0..n).filter(|&k| contains(&ts, h(10_000_000 + k))).count();
         let rate = fp as f64 / n as f64;

@@ -208,10 +208,7 @@ impl FilterValue {
     pub fn contains(&self, hash: u64) -> bool {
         match self.version {
             FORMAT_V1 => self.v1_table().contains(hash),
-            FORMAT_V3 => {
-                let h = self.v3_header();
-                multi::contains(&multi::tables(self.body(), &h), hash)
-            }
+            FORMAT_V3 => multi::contains_checked(self.body(), hash),
             _ => self.dense().contains(hash),
         }
     }
