@@ -604,12 +604,30 @@ pub struct LayoutCache {
     key: KeyType,
 }
 
+/// Tables of a format-3 value this call site probes again and again: kept for
+/// the value in the detoast cache (keyed by its toast pointer, which names the
+/// stored value for the query), so that each probe reads no header. Values of
+/// more tables than this are read as they are.
+const MULTI_CACHE_TABLES: usize = 32;
+
+#[repr(C)]
+pub struct MultiCache {
+    valid: bool,
+    toast_key: [u8; 16],
+    tables: usize,
+    seed: u64,
+    key: KeyType,
+    /// Each table's layout, and where its buckets start and how long they are.
+    layouts: [std::mem::MaybeUninit<(DenseLayout, usize, usize)>; MULTI_CACHE_TABLES],
+}
+
 /// Per-call-site state in `fn_extra`; all-zero is the valid initial state.
 #[repr(C)]
 pub struct CallCache {
     pub filter: DetoastCache,
     pub key: crate::sql::keys::KeyHasher,
     pub layout: LayoutCache,
+    pub multi: MultiCache,
 }
 
 /// `cf_contains(f, key)` for the filter at argument `n` and the key at `key_arg`:
@@ -637,8 +655,32 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
                 return v.contains(h);
             }
             if v.version == FORMAT_V3 {
-                let Some(h) = cache.key.hash_arg_for(fcinfo, key_arg, v.seed(), v.key_type()) else { return false };
-                return v.contains(h);
+                let k = *body_at.add(6) as usize;
+                if !checked || k > MULTI_CACHE_TABLES {
+                    let Some(h) = cache.key.hash_arg_for(fcinfo, key_arg, v.seed(), v.key_type()) else { return false };
+                    return v.contains(h);
+                }
+                // A value from the detoast cache: its tables' layouts are kept
+                // for as long as the cache holds it.
+                let mc = &mut cache.multi;
+                if !mc.valid || mc.toast_key != cache.filter.key {
+                    mc.valid = false;
+                    let mh = v.v3_header();
+                    for (slot, p) in mc.layouts.iter_mut().zip(&mh.parts) {
+                        slot.write((DenseLayout::new(&p.header.params), p.start + V2_HEADER_BYTES, p.len - V2_HEADER_BYTES));
+                    }
+                    mc.tables = mh.parts.len();
+                    mc.seed = mh.seed();
+                    mc.key = mh.key();
+                    mc.toast_key = cache.filter.key;
+                    mc.valid = true;
+                }
+                let Some(h) = cache.key.hash_arg_for(fcinfo, key_arg, mc.seed, mc.key) else { return false };
+                let body = std::slice::from_raw_parts(body_at, len - VALUE_PREFIX);
+                return mc.layouts[..mc.tables].iter().rev().any(|l| {
+                    let (layout, start, n) = l.assume_init();
+                    Dense::with_layout(layout, &body[start..start + n]).contains(h)
+                });
             }
             lc.key = v.key_type();
             lc.valid = false;
