@@ -8,7 +8,8 @@
 
 use pgrx::pg_sys;
 
-use super::value::datatype::{palloc_slice, probe_many_arg};
+use super::value::datatype::palloc_slice;
+use super::value::cache::probe_many_arg;
 use super::keys::KeyHasher;
 use crate::filter::dense::KeyType;
 use super::named::call::named_call;

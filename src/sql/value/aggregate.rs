@@ -24,7 +24,8 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{bytea_datum, call_cache, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
+use super::cache::call_cache;
+use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
 use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
 use crate::filter::dense::KeyType;
 use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};

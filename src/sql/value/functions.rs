@@ -5,7 +5,8 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::datatype::{call_cache, filter_arg_once, probe_arg, max_value_buckets, value_from_filter, value_from_tables, FilterValue};
+use super::cache::{call_cache, probe_arg};
+use super::datatype::{filter_arg_once, max_value_buckets, value_from_filter, value_from_tables, FilterValue};
 use crate::filter::layout::FORMAT_V1;
 use crate::filter::multi::{self, UnionError};
 use crate::filter::sizing::{self, size_for_capacity, SizingError};

@@ -1,10 +1,11 @@
 //! The `cuckoofilter` value type: its storage format and text and binary forms
-//! (`datatype`), the functions over values (`functions`), and the aggregates
+//! (`datatype`), the caches of its probes (`cache`), the functions over values (`functions`), and the aggregates
 //! that build, merge and build in parallel (`aggregate`, and `sharded` for
 //! `cf_sharded_agg`'s shippable state). Nothing here knows
 //! named filters.
 
 pub mod datatype;
+pub mod cache;
 pub mod functions;
 pub mod aggregate;
 pub mod sharded;

@@ -7,7 +7,8 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::aggregate::{agg_key_type, build_distinct, in_aggregate, Settings, DEDUP_FROM};
-use super::datatype::{call_cache, MAX_VALUE_BYTES};
+use super::cache::call_cache;
+use super::datatype::MAX_VALUE_BYTES;
 use super::functions::{full_error, sizing_error};
 use crate::filter::build::sort_dedup;
 use crate::filter::dense::KeyType;
