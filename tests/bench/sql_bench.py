@@ -138,7 +138,7 @@ def space():
         vbits, vfpp = map(float, rows[-1].split("|"))
         _, rows = psql(f"""
             SELECT cf_drop('bench_space');
-            SELECT cf_create('bench_space', {n}, {fpp});
+            SELECT cf_create('bench_space', {n}, {fpp}, expansion => 0);
             SELECT count(*) FILTER (WHERE NOT cf_insert('bench_space', k)) FROM t WHERE k <= {n};
             SELECT 8.0 * bytes / {n}, failed_inserts, items FROM cuckoo_filters WHERE name = 'bench_space';
             SELECT count(*)::float8 / {probes} FROM generate_series({ROWS} + 1, {ROWS} + {probes}) g WHERE cf_contains('bench_space', g);
