@@ -65,10 +65,13 @@ recover() {
 }
 ok() { echo "durability: $*"; }
 # Makes a streaming hot standby of the main cluster in directory $1 with
-# pg_basebackup, on port $2, and starts it.
+# pg_basebackup, on port $2, and starts it; with a replication slot named $3
+# if given (the primary then keeps the WAL the standby has not received).
 start_standby() {
+  local slot=()
+  [ -n "${3:-}" ] && slot=(-C -S "$3")
   install -d -o postgres -g postgres "$1"
-  as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$1/data" -R -X stream -c fast
+  as_pg "$PGBIN/pg_basebackup" -h "$CLUSTER_DIR" -p "$PGPORT" -U postgres -D "$1/data" -R -X stream -c fast "${slot[@]}"
   cat >> "$1/data/postgresql.conf" <<CONF
 port = $2
 unix_socket_directories = '$1'
@@ -325,7 +328,9 @@ ok "postmaster kill, restart, CHECKPOINT, crash: $acked acknowledged keys all fo
 # inserts, crash again, still every key.
 GR=${CLUSTER_DIR}-grow GR_PORT=$((PGPORT + 7))
 grpsql() { psql_on "$GR" "$GR_PORT" "$@"; }
-start_standby "$GR" "$GR_PORT"
+# A slot: the fill writes about 100 MB of WAL, which checkpoints would recycle
+# before a slower standby received it.
+start_standby "$GR" "$GR_PORT" cuckoo_grow
 psql -c "SELECT cf_create('grown', 1000)" -c "SELECT cf_create('ref2m', 2000000, expansion => 0)" >/dev/null
 pids=()
 for part in 0 1; do
@@ -341,7 +346,8 @@ read -r items failed tables state < <(psql -c "$grow_row")
 [ "$items $failed $state" = "2000000 0 ready" ] && [ "$tables" -ge 10 ] || fail "grown after the fill: $items $failed $tables $state"
 [ "$(psql -c "$grow_missed")" = 0 ] || fail "grown misses keys after the fill"
 target=$(psql -c "SELECT pg_current_wal_lsn()")
-for _ in $(seq 1 600); do [ "$(grpsql -c "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break; sleep 0.1; done
+for _ in $(seq 1 3000); do [ "$(grpsql -c "SELECT pg_last_wal_replay_lsn() >= '$target'" 2>/dev/null)" = t ] && break; sleep 0.1; done
+[ "$(grpsql -c "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] || fail "the standby did not replay the fill within 300 s"
 [ "$(grpsql -c "$grow_missed")" = 0 ] || fail "the standby misses keys of the filter that grew"
 sb_tables=$(grpsql -c "SELECT tables FROM cuckoo_filters WHERE name = 'grown'")
 kill_postmaster
@@ -362,6 +368,7 @@ wait_ready
 [ "$(psql -c "SELECT count(*) FROM generate_series(0, 3999999) g WHERE NOT cf_contains('grown', g)")" = 0 ] || fail "grown lost keys added after the first crash"
 as_pg "$PGBIN/pg_ctl" -D "$GR/data" -m fast -w stop >/dev/null
 rm -rf "$GR"
+psql -c "SELECT pg_drop_replication_slot('cuckoo_grow')" >/dev/null
 psql -c "SELECT cf_drop('grown')" -c "SELECT cf_drop('ref2m')" >/dev/null
 ok "a filter made for 1,000 keys took 2M from two sessions (every insert stored, $tables2 tables; standby: $sb_tables, every key), a postmaster kill lost nothing, $fp of 2M absent keys answered maybe ($(awk -v f="$fp" 'BEGIN {printf "%.4f%%", 100 * f / 2e6}')), $gbytes bytes = $(awk -v g="$gbytes" -v r="$rbytes" 'BEGIN {printf "%.2f", g / r}') x a filter made for 2M; 2M more keys after the crash replayed by the next one"
 
