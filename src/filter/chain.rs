@@ -137,6 +137,10 @@ pub trait Tables {
     /// table may borrow what the implementation builds for the call, such as a
     /// durable filter's write hook).
     fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R;
+    /// Table `index` of the chain, behind a published `handle`, to read (no
+    /// write hook). An implementation may keep it: a table's place and shape
+    /// never change once published.
+    fn table(&self, index: usize, handle: u64) -> Table<'_>;
     /// The number of keys the table was sized for (when it holds that many, the
     /// next table is built).
     fn capacity(&self, handle: u64) -> u64;
@@ -168,38 +172,53 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
         self.tables.with_table(self.dir.handle(i), f)
     }
 
+    /// Table `i`, to read.
+    #[inline]
+    fn view(&self, i: usize) -> Table<'a> {
+        self.tables.table(i, self.dir.handle(i))
+    }
+
     /// Whether a key with this hash may be in any table.
     #[inline]
     pub fn contains(&self, hash: u64) -> bool {
         self.contains_counted(hash, &mut OpStats::default())
     }
 
-    /// [`Chain::contains`], counting the scans' retries into `stats`. With more
-    /// than one table, the buckets of all are asked for before any is read, so
-    /// that their cache misses overlap.
+    /// [`Chain::contains`], counting the scans' retries into `stats`.
     #[inline]
     pub fn contains_counted(&self, hash: u64, stats: &mut OpStats) -> bool {
         let n = self.dir.count();
         if n == 1 {
-            return self.with_table(0, |t| t.contains_counted(hash, stats));
+            return self.view(0).contains_counted(hash, stats);
         }
-        for i in 0..n {
-            self.with_table(i, |t| t.prefetch_key(hash));
+        self.views_of(n).contains_counted(hash, stats)
+    }
+
+    /// The published tables' reader views, to look up many keys without
+    /// asking for them again (tables added afterwards are not among them).
+    pub fn views(&self) -> Views<'a> {
+        self.views_of(self.dir.count())
+    }
+
+    fn views_of(&self, n: usize) -> Views<'a> {
+        let mut tables: [Option<Table<'a>>; MAX_TABLES] = [None; MAX_TABLES];
+        for (i, t) in tables.iter_mut().enumerate().take(n) {
+            *t = Some(self.view(i));
         }
-        (0..n).rev().any(|i| self.with_table(i, |t| t.contains_counted(hash, stats)))
+        Views { tables, n }
     }
 
     /// [`Chain::contains`] for many hashes: each table answers them all,
     /// prefetching ahead.
     pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
         let n = self.dir.count();
-        self.with_table(n - 1, |t| t.contains_many(hashes, out));
+        self.view(n - 1).contains_many(hashes, out);
         if n == 1 {
             return;
         }
         let mut more = vec![false; hashes.len()];
         for i in (0..n - 1).rev() {
-            self.with_table(i, |t| t.contains_many(hashes, &mut more));
+            self.view(i).contains_many(hashes, &mut more);
             out.iter_mut().zip(&more).for_each(|(o, &m)| *o |= m);
         }
     }
@@ -212,9 +231,9 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
             if n == 1 {
                 return if self.with_table(0, |t| t.delete(hash)) { Deleted::Removed } else { Deleted::Absent };
             }
-            let mut holders = (0..n).filter(|&i| self.with_table(i, |t| t.contains(hash)));
+            let mut holders = (0..n).filter(|&i| self.view(i).contains(hash));
             let (Some(i), None) = (holders.next(), holders.next()) else {
-                return if (0..n).any(|i| self.with_table(i, |t| t.contains(hash))) { Deleted::Ambiguous } else { Deleted::Absent };
+                return if (0..n).any(|i| self.view(i).contains(hash)) { Deleted::Ambiguous } else { Deleted::Absent };
             };
             if self.with_table(i, |t| t.delete(hash)) {
                 return Deleted::Removed;
@@ -319,7 +338,31 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
 
     /// Keys stored, over all tables.
     pub fn item_count(&self) -> u64 {
-        (0..self.dir.count()).map(|i| self.with_table(i, |t| t.item_count())).sum()
+        (0..self.dir.count()).map(|i| self.view(i).item_count()).sum()
+    }
+}
+
+/// Reader views of a chain's first `n` tables ([`Chain::views`]).
+#[derive(Clone, Copy)]
+pub struct Views<'a> {
+    tables: [Option<Table<'a>>; MAX_TABLES],
+    n: usize,
+}
+
+impl Views<'_> {
+    /// [`Chain::contains`] over these tables, newest (largest, holding most
+    /// keys) first. The tables' loads do not depend on one another, so the
+    /// processor overlaps their cache misses; a pass that asked for the buckets
+    /// of the newest tables first measured no faster, and slower when it asked
+    /// for all of them (`make bench-core`, part "a filter that grows").
+    #[inline]
+    pub fn contains_counted(&self, hash: u64, stats: &mut OpStats) -> bool {
+        self.tables[..self.n].iter().rev().flatten().any(|t| t.contains_counted(hash, stats))
+    }
+
+    #[inline]
+    pub fn contains(&self, hash: u64) -> bool {
+        self.contains_counted(hash, &mut OpStats::default())
     }
 }
 
@@ -433,6 +476,10 @@ impl OwnedChain {
 impl Tables for OwnedChain {
     fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
         f(&self.filter(handle).table())
+    }
+
+    fn table(&self, _index: usize, handle: u64) -> Table<'_> {
+        self.filter(handle).table()
     }
 
     fn capacity(&self, handle: u64) -> u64 {

@@ -310,15 +310,6 @@ impl<'a> Table<'a> {
         self.g.lookup_batch(hashes, out, |i| self.prefetch(i), |h| self.contains(h));
     }
 
-    /// Asks for a key's two buckets ahead of a lookup (a chain asks for those of
-    /// all its tables before it reads any).
-    #[inline(always)]
-    pub fn prefetch_key(&self, hash: u64) {
-        let i1 = self.g.primary(hash);
-        self.prefetch(i1);
-        self.prefetch(self.g.alternate(i1, self.g.fingerprint(hash)));
-    }
-
     #[inline(always)]
     fn prefetch(&self, i: u64) {
         #[cfg(all(target_arch = "x86_64", not(loom)))]

@@ -151,7 +151,16 @@ impl Region {
         if info.blocks == 0 {
             return None;
         }
-        Some(RegionTables { r: self, dir: self.directory_at(info.start_block), durable: info.durable, hook: info.durable, index: info.index, tag: info.tag, growth: info.growth })
+        Some(RegionTables {
+            r: self,
+            dir: self.directory_at(info.start_block),
+            views: Default::default(),
+            durable: info.durable,
+            hook: info.durable,
+            index: info.index,
+            tag: info.tag,
+            growth: info.growth,
+        })
     }
 
     /// Claims `bytes` more with tag `tag` (a table of a filter being made
@@ -195,10 +204,13 @@ impl Region {
 
 /// A filter's tables in the region: the chain to operate on, and what its
 /// views and cuts read. Valid while its entry is (see [`Region::tables`]).
-#[derive(Clone, Copy)]
+/// Keeps each table's reader view once made (a call site keeps its
+/// `RegionTables` across calls, so lookups do not derive a table's geometry
+/// again and again).
 pub struct RegionTables<'r> {
     r: &'r Region,
     dir: &'r Directory,
+    views: [std::cell::Cell<Option<Table<'r>>>; crate::filter::chain::MAX_TABLES],
     durable: bool,
     /// Whether writes tell the durable filter's units (see `region::durable`).
     hook: bool,
@@ -278,6 +290,16 @@ impl Tables for RegionTables<'_> {
         } else {
             f(&t)
         }
+    }
+
+    #[inline]
+    fn table(&self, index: usize, handle: u64) -> Table<'_> {
+        if let Some(t) = self.views[index].get() {
+            return t;
+        }
+        let t = self.r.table_of(handle);
+        self.views[index].set(Some(t));
+        t
     }
 
     fn capacity(&self, handle: u64) -> u64 {
