@@ -188,19 +188,14 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
     #[inline]
     pub fn contains_counted(&self, hash: u64, stats: &mut OpStats) -> bool {
         let n = self.dir.count();
-        if n == 1 {
-            return self.view(0).contains_counted(hash, stats);
-        }
-        self.views_of(n).contains_counted(hash, stats)
+        // Newest (largest, holding most keys) first; see `Views::contains_counted`.
+        (0..n).rev().any(|i| self.view(i).contains_counted(hash, stats))
     }
 
     /// The published tables' reader views, to look up many keys without
     /// asking for them again (tables added afterwards are not among them).
     pub fn views(&self) -> Views<'a> {
-        self.views_of(self.dir.count())
-    }
-
-    fn views_of(&self, n: usize) -> Views<'a> {
+        let n = self.dir.count();
         let mut tables: [Option<Table<'a>>; MAX_TABLES] = [None; MAX_TABLES];
         for (i, t) in tables.iter_mut().enumerate().take(n) {
             *t = Some(self.view(i));
