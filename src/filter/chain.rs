@@ -227,8 +227,10 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                 return if self.with_table(0, |t| t.delete(hash)) { Deleted::Removed } else { Deleted::Absent };
             }
             let mut holders = (0..n).filter(|&i| self.view(i).contains(hash));
-            let (Some(i), None) = (holders.next(), holders.next()) else {
-                return if (0..n).any(|i| self.view(i).contains(hash)) { Deleted::Ambiguous } else { Deleted::Absent };
+            let i = match (holders.next(), holders.next()) {
+                (None, _) => return Deleted::Absent,
+                (Some(i), None) => i,
+                _ => return Deleted::Ambiguous,
             };
             if self.with_table(i, |t| t.delete(hash)) {
                 return Deleted::Removed;
@@ -260,20 +262,10 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                     if n == MAX_TABLES || !self.tables.grows() {
                         return Err(Full);
                     }
-                    let before = self.dir.handles();
-                    if before.len() != n {
-                        continue;
-                    }
-                    match self.tables.make(n, &before) {
-                        Some(h) => {
-                            if !self.publish(n, h) {
-                                self.tables.release(h);
-                            }
-                        }
-                        // No room for a table of our own: unless somebody published
-                        // one meanwhile, the filter is full.
-                        None if self.dir.handles[n].load(Ordering::Acquire) > CLAIMED => {}
-                        None => return Err(Full),
+                    // No room for a table of our own: unless somebody published
+                    // one meanwhile, the filter is full.
+                    if !self.add_table(n) && self.dir.handles[n].load(Ordering::Acquire) <= CLAIMED {
+                        return Err(Full);
                     }
                 }
             }
@@ -291,18 +283,28 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
         if self.dir.handles[n].compare_exchange(0, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return;
         }
+        if !self.add_table(n) {
+            // No room now: give the claim back, so that a later insert may try again.
+            let _ = self.dir.handles[n].compare_exchange(CLAIMED, 0, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Makes table `n` and publishes it, or gives it back if another table won
+    /// the slot. False if no table could be made; true also when the chain
+    /// has more than `n` tables by now (there is nothing to make).
+    fn add_table(&self, n: usize) -> bool {
         let before = self.dir.handles();
-        let made = if before.len() == n { self.tables.make(n, &before) } else { None };
-        match made {
+        if before.len() != n {
+            return true;
+        }
+        match self.tables.make(n, &before) {
             Some(h) => {
                 if !self.publish(n, h) {
                     self.tables.release(h);
                 }
+                true
             }
-            // No room now: give the claim back, so that a later insert may try again.
-            None => {
-                let _ = self.dir.handles[n].compare_exchange(CLAIMED, 0, Ordering::AcqRel, Ordering::Acquire);
-            }
+            None => false,
         }
     }
 

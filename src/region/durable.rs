@@ -237,19 +237,15 @@ pub struct ChainUnits<'a> {
     parts: Vec<Units<'a>>,
     /// Number of each table's first unit, and one past the last.
     first: Vec<u64>,
-    /// Index of each table's first bucket word among all tables' words.
-    word_at: Vec<u64>,
 }
 
 impl<'a> ChainUnits<'a> {
     pub fn new(parts: Vec<Units<'a>>) -> ChainUnits<'a> {
         let mut first = vec![0u64];
-        let mut word_at = vec![0u64];
         for p in &parts {
             first.push(first.last().unwrap() + p.count());
-            word_at.push(word_at.last().unwrap() + p.words.len() as u64);
         }
-        ChainUnits { parts, first, word_at }
+        ChainUnits { parts, first }
     }
 
     pub fn count(&self) -> u64 {
@@ -260,14 +256,6 @@ impl<'a> ChainUnits<'a> {
     fn locate(&self, u: u32) -> (usize, u32) {
         let t = self.first.partition_point(|&f| f <= u as u64) - 1;
         (t, (u as u64 - self.first[t]) as u32)
-    }
-
-    /// Where unit `u`'s words are among all tables' words, and how many it has.
-    pub fn span(&self, u: u32) -> (u64, usize) {
-        let (t, local) = self.locate(u);
-        let words = self.parts[t].words.len() as u64;
-        let at = local as u64 * UNIT_WORDS;
-        (self.word_at[t] + at, (words - at).min(UNIT_WORDS) as usize)
     }
 
     pub fn pool_waits(&self) -> u64 {

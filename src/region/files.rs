@@ -434,7 +434,7 @@ pub fn load(dir: &Path, chain: &Chain, words: &mut [u64]) -> Result<(), String> 
     for n in &chain.files {
         let mut outside = None;
         read_file(&dir.join(n.file_name()), |u, unit| match meta.unit_span(u as u64) {
-            Some((at, len)) if at as usize + len <= words.len() => words[at as usize..at as usize + len].copy_from_slice(&unit[..len]),
+            Some((_, at, len)) if at as usize + len <= words.len() => words[at as usize..at as usize + len].copy_from_slice(&unit[..len]),
             _ => outside = Some(u),
         })
         .map_err(|e| format!("{}: {e}", n.file_name()))?;

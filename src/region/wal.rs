@@ -121,16 +121,16 @@ impl Meta {
         self.tables().iter().map(|t| super::durable::unit_count(t.params.bucket_count)).sum()
     }
 
-    /// Where unit `u` lies among all tables' words (table after table), and
-    /// how many words it has.
-    pub fn unit_span(&self, u: u64) -> Option<(u64, usize)> {
+    /// The table unit `u` is in, where the unit lies among all tables' words
+    /// (table after table), and how many words it has.
+    pub fn unit_span(&self, u: u64) -> Option<(usize, u64, usize)> {
         let (mut first, mut word_at) = (0u64, 0u64);
-        for t in self.tables() {
+        for (i, t) in self.tables().into_iter().enumerate() {
             let m = t.params.bucket_count;
             let n = super::durable::unit_count(m);
             if u < first + n {
                 let at = (u - first) * super::durable::UNIT_WORDS;
-                return Some((word_at + at, (m - at).min(super::durable::UNIT_WORDS) as usize));
+                return Some((i, word_at + at, (m - at).min(super::durable::UNIT_WORDS) as usize));
             }
             first += n;
             word_at += m;

@@ -76,7 +76,7 @@ for ((r = 0; r < ROUNDS; r++)); do
     printf '  round %d %-6s %10.0f\n' $((r + 1)) "$n" "$t"
   done
 done
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+source tests/bench/lib.sh
 declare -A MED
 for n in "${names[@]}"; do MED[$n]=$(median <<<"${TPS[$n]}"); done
 echo "median TPS: grown ${MED[grown]}  sized ${MED[sized]}  fixed ${MED[fixed]}"

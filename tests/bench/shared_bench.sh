@@ -175,7 +175,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 
 # --- summary -------------------------------------------------------------------
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+source tests/bench/lib.sh
 declare -A MED
 echo
 echo "median TPS over $ROUNDS rounds of ${SECONDS_PER_RUN}s (-M $MODE, 8 clients):"

@@ -103,15 +103,16 @@ impl Region {
             }
         }
         h.pending_tag.store(0, Ordering::Relaxed);
-        let a = self.allocator();
         let count = h.retired_count.load(Ordering::Relaxed) as usize;
         let pending = self.retired()[..count].iter().map(|r| r.blocks.load(Ordering::Relaxed)).sum::<u64>();
-        Err(RegionError::NoSpace {
-            requested: n * BLOCK_BYTES,
-            free: a.free_blocks() * BLOCK_BYTES,
-            largest: a.largest_free_run() * BLOCK_BYTES,
-            pending: pending * BLOCK_BYTES,
-        })
+        Err(self.no_space(n * BLOCK_BYTES, pending * BLOCK_BYTES))
+    }
+
+    /// The error for `requested` bytes that do not fit, with the free space
+    /// now and `pending` bytes still being released.
+    fn no_space(&self, requested: u64, pending: u64) -> RegionError {
+        let a = self.allocator();
+        RegionError::NoSpace { requested, free: a.free_blocks() * BLOCK_BYTES, largest: a.largest_free_run() * BLOCK_BYTES, pending }
     }
 
     pub(super) fn linked(&self, _lk: &Locked) {
@@ -243,9 +244,7 @@ impl Region {
                     }
                     self.allocator().free(start, blocks, tag);
                     self.header().pending_tag.store(0, Ordering::Relaxed);
-                    let need = Self::bytes_for_tables(tables, durable);
-                    let a = self.allocator();
-                    return Err(RegionError::NoSpace { requested: need, free: a.free_blocks() * BLOCK_BYTES, largest: a.largest_free_run() * BLOCK_BYTES, pending: 0 });
+                    return Err(self.no_space(Self::bytes_for_tables(tables, durable), 0));
                 }
             }
         }

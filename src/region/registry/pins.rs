@@ -5,7 +5,7 @@
 //! an operation, to read the filter as of one moment.
 
 use super::*;
-use super::tables::TableInfo;
+use super::tables::{word_offsets, TableInfo};
 
 impl Region {
     /// Marks the calling process (epoch slot `slot`) as reading filters until the
@@ -88,37 +88,19 @@ impl Region {
     pub fn snapshot(&self, info: &EntryInfo, _slot: usize, handles: &[u64], out: &mut [u64], patience: u64) -> Result<Option<Vec<TableInfo>>, SnapshotBusy> {
         let Some(tables) = self.tables(info) else { return Ok(Some(Vec::new())) };
         let same = || tables.handles() == handles;
-        let copy = |out: &mut [u64]| {
-            let mut at = 0;
-            for &h in handles {
+        // Each table with the range of `out` its words go to.
+        let parts: Vec<(Table<'_>, std::ops::Range<usize>, u64)> = handles
+            .iter()
+            .zip(word_offsets(handles.iter().map(|&h| self.header_of(h).bucket_count)))
+            .map(|(&h, at)| {
                 let t = self.table_of(h);
-                let m = t.params().bucket_count as usize;
-                t.copy_words(&mut out[at..at + m]);
-                at += m;
-            }
-        };
-        let equal = |out: &[u64]| {
-            let mut at = 0;
-            handles.iter().all(|&h| {
-                let t = self.table_of(h);
-                let m = t.params().bucket_count as usize;
-                let ok = t.words_equal(&out[at..at + m]);
-                at += m;
-                ok
+                (t, at..at + t.params().bucket_count as usize, self.header_of(h).capacity)
             })
-        };
+            .collect();
+        let copy = |out: &mut [u64]| parts.iter().for_each(|(t, r, _)| t.copy_words(&mut out[r.clone()]));
+        let equal = |out: &[u64]| parts.iter().all(|(t, r, _)| t.words_equal(&out[r.clone()]));
         let infos = |out: &[u64]| {
-            let mut at = 0;
-            handles
-                .iter()
-                .map(|&h| {
-                    let t = self.table_of(h);
-                    let m = t.params().bucket_count as usize;
-                    let items = t.occupied_in(&out[at..at + m]);
-                    at += m;
-                    TableInfo { params: t.params(), capacity: self.header_of(h).capacity, items }
-                })
-                .collect::<Vec<_>>()
+            parts.iter().map(|(t, r, capacity)| TableInfo { params: t.params(), capacity: *capacity, items: t.occupied_in(&out[r.clone()]) }).collect::<Vec<_>>()
         };
         for _ in 0..3 {
             if !same() {

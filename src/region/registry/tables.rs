@@ -47,6 +47,20 @@ pub struct TableSpec {
     pub capacity: u64,
 }
 
+/// Where each table's words start when the words of tables with these bucket
+/// counts lie one after another (as snapshots, logged contents and files
+/// hold them).
+pub fn word_offsets(bucket_counts: impl IntoIterator<Item = u64>) -> Vec<usize> {
+    bucket_counts
+        .into_iter()
+        .scan(0usize, |at, m| {
+            let o = *at;
+            *at += m as usize;
+            Some(o)
+        })
+        .collect()
+}
+
 /// A published table: its shape and its item count now.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TableInfo {
@@ -64,7 +78,7 @@ impl Region {
 
     /// Bytes a filter of one table with these parameters takes in the region.
     pub fn bytes_for(params: &Params, durable: bool) -> u64 {
-        (HEAD_BYTES + Self::filter_bytes(params, durable)).div_ceil(BLOCK_BYTES) * BLOCK_BYTES
+        Self::bytes_for_tables(&[TableSpec { params: *params, capacity: 1 }], durable)
     }
 
     /// Bytes a filter of these tables takes in the region, in whole blocks.
@@ -257,16 +271,14 @@ impl<'r> RegionTables<'r> {
         self.r.header_of(self.dir.handle(0)).seed
     }
 
+    /// Each published table's parameters and capacity.
+    pub fn specs(&self) -> Vec<TableSpec> {
+        self.shapes().iter().map(|s| TableSpec { params: s.params, capacity: s.capacity }).collect()
+    }
+
     /// Blocks of all tables.
     pub fn blocks(&self) -> u64 {
-        let head = self.dir.handle(0);
-        self.handles()
-            .into_iter()
-            .map(|h| {
-                let t = Region::table_bytes(&self.r.header_of(h).params(), self.durable);
-                (if h == head { HEAD_BYTES } else { 0 } + t).div_ceil(BLOCK_BYTES)
-            })
-            .sum()
+        Region::bytes_for_tables(&self.specs(), self.durable) / BLOCK_BYTES
     }
 
     /// A durable filter's units over all its published tables.

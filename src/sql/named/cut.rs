@@ -164,7 +164,7 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
 /// as its entry records it.
 pub(super) fn tables_now(r: &Region, info: &EntryInfo) -> Vec<TableSpec> {
     match r.tables(info) {
-        Some(t) => t.shapes().iter().map(|s| TableSpec { params: s.params, capacity: s.capacity }).collect(),
+        Some(t) => t.specs(),
         None => vec![TableSpec { params: info.params.expect("an entry records its parameters"), capacity: info.capacity }],
     }
 }
@@ -202,18 +202,10 @@ fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, units: &[(u32, Vec<u64>)]) 
             log(&Record::ContentChunk { begin, offset: at, words: std::mem::take(run) });
         }
     };
-    // The geometry of the table each unit is in (units are numbered table
-    // after table).
-    let tables = meta.tables();
-    let mut first = vec![0u64];
-    for t in &tables {
-        first.push(first.last().unwrap() + crate::region::durable::unit_count(t.params.bucket_count));
-    }
-    let geometries: Vec<Geometry> = tables.iter().map(|t| Geometry::new(&t.params)).collect();
+    let geometries: Vec<Geometry> = meta.tables().iter().map(|t| Geometry::new(&t.params)).collect();
     for (u, words) in units {
-        let Some((at, len)) = meta.unit_span(*u as u64) else { continue };
-        let g = &geometries[first.partition_point(|&f| f <= *u as u64) - 1];
-        items += g.occupied_total(words[..len].iter().copied());
+        let Some((table, at, len)) = meta.unit_span(*u as u64) else { continue };
+        items += geometries[table].occupied_total(words[..len].iter().copied());
         if run.is_empty() || run_start + run.len() as u64 != at || run.len() + len > CHUNK_WORDS {
             flush(&mut run, run_start);
             run_start = at;

@@ -15,7 +15,7 @@ use crate::filter::dense::{DenseHeader, KeyType, KEY_PENDING};
 use crate::filter::multi::MAX_EXPANSION;
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::OpStats;
-use crate::region::registry::tables::TableSpec;
+use crate::region::registry::tables::{word_offsets, TableSpec};
 use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::wal::{ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
@@ -118,8 +118,9 @@ v1_functions! {
         // other argument gives NULL, as a strict function does.
         // SAFETY: a valid frame; arguments checked for NULL before they are read.
         unsafe {
-            let given = ((*fcinfo).nargs as usize).min(4);
-            if (0..given).chain((6..=(*fcinfo).nargs as usize).map(|n| n - 1)).any(|n| pgrx::fcinfo::pg_arg_is_null(fcinfo, n)) {
+            // Every argument but key_type (argument 4) may not be NULL.
+            let nargs = (*fcinfo).nargs as usize;
+            if (0..nargs).filter(|&n| n != 4).any(|n| pgrx::fcinfo::pg_arg_is_null(fcinfo, n)) {
                 return pgrx::fcinfo::pg_return_null(fcinfo);
             }
         }
@@ -307,7 +308,7 @@ v1_functions! {
                 Ok(Some(infos)) => {
                     let key = info.key.for_value();
                     let headers: Vec<DenseHeader> = infos.iter().map(|t| DenseHeader { params: t.params, items: t.items, capacity: t.capacity.clamp(1, t.params.slot_count()), key }).collect();
-                    let offsets: Vec<usize> = params.iter().scan(0usize, |at, p| { let o = *at; *at += p.bucket_count as usize; Some(o) }).collect();
+                    let offsets = word_offsets(params.iter().map(|p| p.bucket_count));
                     if headers.len() == 1 && info.growth.is_none() {
                         return value_from_words(&headers[0], out.iter().copied()).as_datum();
                     }

@@ -28,7 +28,7 @@ use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
 use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
-use crate::region::registry::tables::RegionTables;
+use crate::region::registry::tables::{word_offsets, RegionTables};
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Region, RegionError};
 
@@ -516,7 +516,7 @@ impl Replay {
             _ => None,
         };
         let tables = meta.tables();
-        let offsets: Vec<usize> = tables.iter().scan(0usize, |at, t| { let o = *at; *at += t.params.bucket_count as usize; Some(o) }).collect();
+        let offsets = word_offsets(tables.iter().map(|t| t.params.bucket_count));
         let fill = |i: usize, out: &mut [u64]| match words {
             Some(w) => out.copy_from_slice(&w[offsets[i]..offsets[i] + out.len()]),
             None => out.fill(0),

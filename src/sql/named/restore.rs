@@ -10,6 +10,7 @@ use super::cut::{dir, LOG_BASE};
 use super::log::lsn;
 use super::reload::{placeholder, reason};
 use crate::region::files::{self, Name};
+use crate::region::registry::tables::word_offsets;
 use crate::region::saved::{self, FileKind};
 use crate::region::{Locked, Region};
 
@@ -78,14 +79,8 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
         } else {
             all.clear();
         }
-        let offsets: Vec<usize> = tables.iter().scan(0usize, |at, t| { let o = *at; *at += t.params.bucket_count as usize; Some(o) }).collect();
-        let fill = |i: usize, out: &mut [u64]| {
-            if all.is_empty() {
-                out.fill(0);
-            } else {
-                out.copy_from_slice(&all[offsets[i]..offsets[i] + out.len()]);
-            }
-        };
+        let offsets = word_offsets(tables.iter().map(|t| t.params.bucket_count));
+        let fill = |i: usize, out: &mut [u64]| out.copy_from_slice(&all[offsets[i]..offsets[i] + out.len()]);
         if all.is_empty() {
             Err(crate::region::RegionError::NoSpace { requested: meta.word_count() * 8, free: r.free_bytes(), largest: 0, pending: 0 })
         } else {

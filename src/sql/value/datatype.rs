@@ -156,7 +156,7 @@ impl FilterValue {
                 let p = self.v1_header().params();
                 vec![DenseHeader { params: p, items: self.item_count(), capacity: self.capacity(), key: KeyType::NONE }]
             }
-            FORMAT_V3 => self.v3_header().parts.iter().map(|p| p.header).collect(),
+            FORMAT_V3 => self.v3_header().headers(),
             _ => vec![self.v2_header()],
         }
     }
@@ -199,7 +199,7 @@ impl FilterValue {
     /// The false-positive bound at the filter's load now (format 3: the sum of
     /// its tables' bounds).
     pub fn fpp_bound(&self) -> f64 {
-        self.tables().iter().map(|t| crate::filter::sizing::expected_fpp(&t.params, t.items)).sum::<f64>().min(1.0)
+        multi::bound(&self.tables(), false)
     }
 
     /// Whether a key with this hash may be in the filter.
@@ -233,10 +233,9 @@ impl FilterValue {
                 Box::new(t.bucket_words().iter().map(|w| w.load(std::sync::atomic::Ordering::Relaxed)))
             }
             FORMAT_V3 => {
-                let h = self.v3_header();
-                let d = multi::tables(self.body(), &h).swap_remove(i);
-                let m = h.parts[i].header.params.bucket_count;
-                Box::new((0..m).map(move |j| d.word(j)))
+                let p = self.v3_header().parts[i];
+                let d = Dense::new(&p.header.params, &self.body()[p.start + V2_HEADER_BYTES..p.start + p.len]);
+                Box::new((0..p.header.params.bucket_count).map(move |j| d.word(j)))
             }
             _ => {
                 let d = self.dense();

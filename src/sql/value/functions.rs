@@ -212,7 +212,7 @@ v1_functions! {
             Mapping::Fastrange => "fastrange",
             Mapping::PowerOfTwoXor => "power-of-two xor",
         };
-        let fpp_at_capacity: f64 = tables.iter().map(|t| sizing::expected_fpp(&t.params, t.capacity)).sum::<f64>().min(1.0);
+        let fpp_at_capacity = multi::bound(&tables, true);
         let mut info = serde_json::json!({
             "capacity": capacity,
             "items": items,
