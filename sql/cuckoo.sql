@@ -49,9 +49,9 @@ CREATE FUNCTION cf_contains_key(cuckoofilter, anyelement) RETURNS boolean
     SUPPORT cf_contains_support;
 COMMENT ON FUNCTION cf_contains_key(cuckoofilter, anyelement) IS 'cf_contains for one key of any type, an array key included: false: definitely absent; true: may be present';
 
-CREATE FUNCTION cf_insert(cuckoofilter, anyelement) RETURNS cuckoofilter
+CREATE FUNCTION cf_insert(cuckoofilter, anynonarray) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-CREATE FUNCTION cf_delete(cuckoofilter, anyelement) RETURNS cuckoofilter
+CREATE FUNCTION cf_delete(cuckoofilter, anynonarray) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- An untyped key (a client's parameter, a string literal) resolves to these
 -- text overloads: it is read with the filter's key type's input function (a
@@ -399,9 +399,9 @@ COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean, regtype, integer) I
 CREATE FUNCTION cf_drop(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_drop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not exist';
-CREATE FUNCTION cf_insert(name text, key anyelement) RETURNS boolean
+CREATE FUNCTION cf_insert(name text, key anynonarray) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_insert(text, anyelement) IS 'adds a key to a named filter; false (and nothing lost) when it is full';
+COMMENT ON FUNCTION cf_insert(text, anynonarray) IS 'adds a key to a named filter; false (and nothing lost) when it is full';
 CREATE FUNCTION cf_contains(name text, key anynonarray) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
     SUPPORT cf_contains_support;
@@ -414,7 +414,7 @@ CREATE FUNCTION cf_contains_key(name text, key anyelement) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
     SUPPORT cf_contains_support;
 COMMENT ON FUNCTION cf_contains_key(text, anyelement) IS 'cf_contains by name for one key of any type, an array key included';
-CREATE FUNCTION cf_delete(name text, key anyelement) RETURNS boolean
+CREATE FUNCTION cf_delete(name text, key anynonarray) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 -- Untyped keys by name: read as the filter's key type (see the value overloads).
 CREATE FUNCTION cf_contains_each(name text, keys anycompatiblearray) RETURNS boolean[]
@@ -444,7 +444,78 @@ CREATE FUNCTION cf_delete(name text, key bpchar) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_delete(name text, key name) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_delete(text, anyelement) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';
+COMMENT ON FUNCTION cf_delete(text, anynonarray) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';
+-- 0.8.0: set operations. cf_insert and cf_delete take an array of keys too
+-- (one answer per element, NULL for NULL; on a durable filter one WAL record
+-- per 8,192 keys); the one-key forms take anynonarray, and cf_insert_key and
+-- cf_delete_key take a key of any type, arrays included, as cf_contains_key
+-- does. cf_insert_new adds a key only if the filter says it is absent
+-- (exactly one of concurrent calls for a new key returns true); cf_count
+-- counts a key's copies.
+CREATE FUNCTION cf_insert(cuckoofilter, keys anyarray) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_insert(cuckoofilter, anyarray) IS 'the filter with every non-null element of the array added (one copy of the value for all of them); an error if it becomes full';
+CREATE FUNCTION cf_delete(cuckoofilter, keys anyarray) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_delete(cuckoofilter, anyarray) IS 'the filter with one copy of each non-null element''s fingerprint removed, where there is one';
+CREATE FUNCTION cf_insert_key(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_insert_key(cuckoofilter, anyelement) IS 'cf_insert of one key of any type, an array key included';
+CREATE FUNCTION cf_delete_key(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_delete_key(cuckoofilter, anyelement) IS 'cf_delete of one key of any type, an array key included';
+CREATE FUNCTION cf_count(cuckoofilter, key anynonarray) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count(cuckoofilter, anynonarray) IS 'copies of the key''s fingerprint in the filter: at least the times it was inserted and not deleted (CF.COUNT)';
+CREATE FUNCTION cf_count(cuckoofilter, key text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(cuckoofilter, key bpchar) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(cuckoofilter, key name) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count_key(cuckoofilter, anyelement) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count_key(cuckoofilter, anyelement) IS 'cf_count of one key of any type, an array key included';
+
+CREATE FUNCTION cf_insert(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_insert_named_many' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert(text, anyarray) IS 'cf_insert by name of every element of an array (a durable filter logs one WAL record per 8,192 keys); NULL for NULL elements';
+CREATE FUNCTION cf_delete(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_delete_named_many' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_delete(text, anyarray) IS 'cf_delete by name of every element of an array, in order; NULL for NULL elements';
+CREATE FUNCTION cf_insert_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_key(text, anyelement) IS 'cf_insert by name of one key of any type, an array key included';
+CREATE FUNCTION cf_delete_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_delete_key(text, anyelement) IS 'cf_delete by name of one key of any type, an array key included';
+CREATE FUNCTION cf_insert_new(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_new(text, anynonarray) IS 'adds the key and returns true if the named filter says it is definitely absent; false, adding nothing, if it may be present (a false positive too) or the filter is full; of concurrent calls for a new key exactly one returns true';
+CREATE FUNCTION cf_insert_new(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named_many' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_new(text, anyarray) IS 'cf_insert_new of every element of an array, in order (a key repeated in the array is new once); NULL for NULL elements';
+CREATE FUNCTION cf_insert_new_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_new_key(text, anyelement) IS 'cf_insert_new of one key of any type, an array key included';
+CREATE FUNCTION cf_insert_new(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_insert_new(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_insert_new(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_count(name text, key anynonarray) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count(text, anynonarray) IS 'copies of the key''s fingerprint in the named filter: at least the times it was inserted and not deleted (CF.COUNT)';
+CREATE FUNCTION cf_count(name text, key text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(name text, key bpchar) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(name text, key name) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count_key(name text, key anyelement) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count_key(text, anyelement) IS 'cf_count by name of one key of any type, an array key included';
 CREATE FUNCTION cf_publish(name text, f cuckoofilter, durable boolean DEFAULT true) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_publish' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_publish(text, cuckoofilter, boolean) IS 'creates a named filter as a copy of a value, or replaces its contents atomically; durable filters are WAL-logged';

@@ -61,21 +61,23 @@ lines=$(wc -l < "$work/fresh.txt")
 [ "$lines" -gt 50 ] || fail "catalog description too short ($lines lines)"
 
 answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
-for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0; do
+for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0; do
   db="up_${from//./_}"
   q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   # The old version, with values made by 0.1.0 stored in a table, then the update.
   q -d "$db" -c "CREATE EXTENSION cuckoo VERSION '$from'" \
     -c "CREATE TABLE v1 (id int PRIMARY KEY, note text, f cuckoofilter)" \
     -c "\\copy v1 FROM 'tests/pg_regress/data/v1_values.tsv'" \
-    -c "CREATE VIEW v1_probe AS SELECT id, cf_contains(f, 7) AS has7, cf_contains(f, 'seven'::text) AS has_seven FROM v1"
+    -c "CREATE VIEW v1_probe AS SELECT id, cf_contains(f, 7) AS has7, cf_contains(f, 'seven'::text) AS has_seven FROM v1" \
+    -c "CREATE VIEW v1_change AS SELECT id, cf_count(cf_delete(cf_insert(f, 7), 8)) AS ins7 FROM v1"
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$from" ] || fail "$from not installed"
   before=$(q -d "$db" -c "$answers")
   view_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")
+  change_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")
   q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE" 2> "$work/update.err"
   cat "$work/update.err" >&2
   # The view calls cf_contains: the 0.3.0 -> 0.4.0 step says so.
-  if [ "$from" != 0.4.0 ] && [ "$from" != 0.5.0 ] && [ "$from" != 0.6.0 ]; then
+  if [ "$from" != 0.4.0 ] && [ "$from" != 0.5.0 ] && [ "$from" != 0.6.0 ] && [ "$from" != 0.7.0 ]; then
     grep -q "1 stored object(s) call the one-key cf_contains" "$work/update.err" \
       || fail "the update from $from did not warn about the stored call of cf_contains"
   fi
@@ -83,7 +85,12 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0; do
   [ "$(q -d "$db" -c "$answers")" = "$before" ] || fail "stored 0.1.0 values answer differently after the update from $from"
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")" = "$view_before" ] \
     || fail "a view calling cf_contains answers differently after the update from $from"
-  q -d "$db" -c "DROP VIEW v1_probe"
+  # The view calls cf_insert and cf_delete: the 0.7.0 -> 0.8.0 step says so.
+  grep -q "1 stored object(s) call the one-key cf_insert or cf_delete" "$work/update.err" \
+    || fail "the update from $from did not warn about the stored calls of cf_insert and cf_delete"
+  [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")" = "$change_before" ] \
+    || fail "a view calling cf_insert and cf_delete answers differently after the update from $from"
+  q -d "$db" -c "DROP VIEW v1_probe" -c "DROP VIEW v1_change"
   # New values are format 2 and combine with each other after the update.
   [ "$(q -d "$db" -c "SELECT cf_info(cf_union(cf_agg(g, 0.01, 100), cf_agg(g + 50, 0.01, 100))) ->> 'format_version' FROM generate_series(1, 50) g")" = 2 ] \
     || fail "cf_agg after the update from $from does not write format 2"

@@ -57,8 +57,29 @@
 //! during a switch, and each fails when the step it guards is removed (see
 //! there).
 
+//!
+//! # Insert if new across tables
+//!
+//! [`Chain::insert_new_counted`] adds a key to the newest table only if no
+//! table holds it, exactly once among concurrent callers, also while tables
+//! are added. Within one table the callers serialise on the key's home word
+//! (`table.rs`); callers that saw different newest tables would add in
+//! different words. So a call that adds into table `n` first passes every
+//! older table with [`Table::absent_here`], which reads the pair and, if the
+//! key is absent, advances the home word's counter; and its add into table
+//! `n` checks, between its read of home and its CAS, that slot `n + 1` holds
+//! no handle (else it starts again with the newer table). A caller `A` adding
+//! into table `i` and a caller `B` adding into a newer table cannot both
+//! succeed: `B` read the count after table `i + 1` was published and then
+//! touched `i`'s home word. If that touch comes before `A`'s CAS in the
+//! word's order, `A`'s read of home came after the touch (its CAS expects
+//! what it read), so `A`'s later check sees slot `i + 1` filled and `A`
+//! starts again; if after, the touch's read sees `A`'s copy and `B` answers
+//! "present". The cost: one read-modify-write per older table, on the
+//! calls that find the key absent.
 use super::sizing::{self, SizingError};
 use super::sync::{AtomicU64, Ordering};
+use super::table::newkey::NewKey;
 use super::table::{Full, OpStats, OwnedFilter, Table};
 use super::Params;
 
@@ -268,6 +289,71 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                         return Err(Full);
                     }
                 }
+            }
+        }
+    }
+
+    /// Adds a key unless some table may hold it: `Ok(true)` if it was added,
+    /// `Ok(false)` if a copy of its fingerprint is in a table (nothing
+    /// stored), `Err(Full)` as [`Chain::insert_counted`]. Of concurrent calls
+    /// for an absent key exactly one adds it (module documentation).
+    pub fn insert_new_counted(&self, hash: u64, stats: &mut OpStats) -> Result<bool, Full> {
+        loop {
+            let n = self.dir.count();
+            if n < MAX_TABLES && self.dir.handles[n].load(Ordering::SeqCst) > CLAIMED {
+                self.advance(n);
+                continue;
+            }
+            for i in 0..n - 1 {
+                if !self.with_table(i, |t| t.absent_here(hash)) {
+                    return Ok(false);
+                }
+            }
+            let handle = self.dir.handle(n - 1);
+            let newest = || n == MAX_TABLES || self.dir.handles[n].load(Ordering::SeqCst) <= CLAIMED;
+            let (added, items) = self.tables.with_table(handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
+            match added {
+                NewKey::Added => {
+                    if n < MAX_TABLES && items >= self.tables.capacity(handle) && self.tables.grows() {
+                        self.build_early(n);
+                    }
+                    return Ok(true);
+                }
+                NewKey::Present => return Ok(false),
+                NewKey::Stale => {}
+                NewKey::Full => {
+                    if n == MAX_TABLES || !self.tables.grows() {
+                        return Err(Full);
+                    }
+                    if !self.add_table(n) && self.dir.handles[n].load(Ordering::Acquire) <= CLAIMED {
+                        return Err(Full);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies of a key's fingerprint over all tables (each table's read at one
+    /// instant): at least the times it was inserted and not deleted.
+    pub fn copies(&self, hash: u64) -> u64 {
+        (0..self.dir.count()).map(|i| self.view(i).copies(hash)).sum()
+    }
+
+    /// Inserts many keys, in order, one answer each (`new`: inserts if new,
+    /// [`Chain::insert_new_counted`]; else [`Chain::insert_counted`]), asking
+    /// for the buckets of the newest table a few keys ahead. `Err(Full)`
+    /// answers false.
+    pub fn insert_many(&self, hashes: &[u64], new: bool, out: &mut [Result<bool, Full>], stats: &mut OpStats) {
+        const AHEAD: usize = 8;
+        let mut newest = self.view(self.dir.count() - 1);
+        for (i, (&h, o)) in hashes.iter().zip(out.iter_mut()).enumerate() {
+            if let Some(&ahead) = hashes.get(i + AHEAD) {
+                newest.prefetch_key(ahead);
+            }
+            *o = if new { self.insert_new_counted(h, stats) } else { self.insert_counted(h, stats).map(|_| true) };
+            if i % 1024 == 1023 {
+                // A table may have been added meanwhile.
+                newest = self.view(self.dir.count() - 1);
             }
         }
     }

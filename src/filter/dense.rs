@@ -407,6 +407,15 @@ impl<'a> Dense<'a> {
         g.holds(self.lanes(w1), fp) | g.holds(self.lanes(w2), fp)
     }
 
+    /// Copies of a key's fingerprint in its two buckets (once if they are one).
+    pub fn copies(&self, hash: u64) -> u64 {
+        let g = &self.l.g;
+        let (i1, fp) = (g.primary(hash), g.fingerprint(hash));
+        let i2 = g.alternate(i1, fp);
+        let c1 = g.copies(self.word(i1), fp) as u64;
+        if i2 == i1 { c1 } else { c1 + g.copies(self.word(i2), fp) as u64 }
+    }
+
     /// Looks up many hashes, one answer each (exactly those of `contains`),
     /// prefetching buckets ahead (`Geometry::lookup_batch`).
     pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {

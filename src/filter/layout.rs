@@ -453,6 +453,12 @@ impl Geometry {
         x.wrapping_sub(self.slot_lows) & !x & self.slot_highs != 0
     }
 
+    /// Slots of `word` holding `fp` (non-zero).
+    #[inline(always)]
+    pub fn copies(&self, word: u64, fp: u64) -> u32 {
+        (0..self.slots).filter(|&s| self.slot(word, s) == fp).count() as u32
+    }
+
     /// Slot index holding `fp`, if any.
     #[inline(always)]
     pub fn find(&self, word: u64, fp: u64) -> Option<u32> {

@@ -20,4 +20,5 @@ pub(crate) mod loom_tests;
 mod stress_tests;
 
 pub use layout::{FormatError, Geometry, Mapping, Params};
+pub use table::newkey::NewKey;
 pub use table::{Full, OpStats, OwnedFilter, Table, WriteHook};

@@ -70,18 +70,26 @@
 //! invalidated paths (under extreme contention an insert may thus report full
 //! while room exists; nothing is ever lost).
 //!
+//! # Insert if new
+//!
+//! [`Table::insert_new_counted`] and [`Table::copies`] are in `newkey`, with
+//! the argument for them.
+//!
 //! Orderings: loads are `Acquire`, CASes `AcqRel`. A reader that sees a move's
 //! clear in `S` therefore also sees its earlier copy in `T`.
 //!
 //! This file runs past 800 lines for its tests (from `mod tests` on, about
 //! 280 lines), which sit next to the code they check; the table itself is
-//! about 760 lines, one algorithm that does not split without scattering it.
+//! about 780 lines, one algorithm that does not split without scattering it
+//! (insert if new, which only adds to it, is in `newkey`).
 
 use crossbeam_utils::Backoff;
 
 use super::sync::{spin, AtomicU64, Ordering};
 
 use super::layout::{Geometry, Mapping, Params, WordsHeader};
+
+pub mod newkey;
 
 /// The insert found no free slot within the search bound: the filter is full.
 /// Nothing that was stored before the call has been lost.
@@ -321,6 +329,15 @@ impl<'a> Table<'a> {
         }
         #[cfg(not(all(target_arch = "x86_64", not(loom))))]
         let _ = i;
+    }
+
+    /// Asks for a key's two buckets ahead of an operation on it (a hint: many
+    /// keys' cache misses then overlap).
+    #[inline(always)]
+    pub fn prefetch_key(&self, hash: u64) {
+        let (i1, fp) = (self.g.primary(hash), self.g.fingerprint(hash));
+        self.prefetch(i1);
+        self.prefetch(self.g.alternate(i1, fp));
     }
 
     /// Adds a key. On `Err(Full)` every fingerprint stored before is still stored.

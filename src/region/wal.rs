@@ -162,6 +162,15 @@ pub enum Record {
     Insert { gen: u64, hash: u64 },
     Refused { gen: u64, hash: u64, insert_end: u64 },
     Delete { gen: u64, hash: u64 },
+    /// Inserts of a batch, about to take effect (kind `INSERT` with more than
+    /// one hash; 0.8.0).
+    InsertMany { gen: u64, hashes: Vec<u64> },
+    /// Inserts of the batch logged at `insert_end` that changed nothing, by
+    /// their position in it (kind `REFUSED`, longer than one refusal).
+    RefusedMany { gen: u64, insert_end: u64, refused: Vec<(u32, u64)> },
+    /// Deletes of a batch that removed a copy each (kind `DELETE` with more
+    /// than one hash).
+    DeleteMany { gen: u64, hashes: Vec<u64> },
     Drop { gen: u64 },
     Grant { gen: u64, readers: u64 },
     PassBegin,
@@ -173,6 +182,10 @@ pub enum Record {
     Discard { gen: u64 },
     KeyType { gen: u64, key: KeyType },
 }
+
+/// Hashes per batch record at most (64 kB): a batched call logs a record per
+/// this many keys.
+pub const MANY_MAX: usize = 8192;
 
 /// Bucket words per content chunk record (256 kB).
 pub const CHUNK_WORDS: usize = 32 * 1024;
@@ -334,6 +347,20 @@ impl Record {
                 w.u64(*gen).u64(*hash);
                 kind::DELETE
             }
+            Record::InsertMany { gen, hashes } | Record::DeleteMany { gen, hashes } => {
+                w.u64(*gen);
+                for &h in hashes {
+                    w.u64(h);
+                }
+                if matches!(self, Record::InsertMany { .. }) { kind::INSERT } else { kind::DELETE }
+            }
+            Record::RefusedMany { gen, insert_end, refused } => {
+                w.u64(*gen).u64(*insert_end);
+                for &(at, h) in refused {
+                    w.u32(at).u64(h);
+                }
+                kind::REFUSED
+            }
             Record::Drop { gen } => {
                 w.u64(*gen);
                 kind::DROP
@@ -394,9 +421,38 @@ impl Record {
                 Record::ContentChunk { begin, offset, words }
             }
             kind::CONTENT_END => Record::ContentEnd { begin: r.u64()?, items: r.u64()? },
-            kind::INSERT => Record::Insert { gen: r.u64()?, hash: r.u64()? },
-            kind::REFUSED => Record::Refused { gen: r.u64()?, hash: r.u64()?, insert_end: r.u64()? },
-            kind::DELETE => Record::Delete { gen: r.u64()?, hash: r.u64()? },
+            // One hash (as every release wrote) or a batch of them (0.8.0).
+            kind::INSERT | kind::DELETE => {
+                let gen = r.u64()?;
+                if r.b.len() % 8 != 0 || r.b.is_empty() || r.b.len() / 8 > MANY_MAX {
+                    return Err(format!("{what} record carries {} bytes of hashes, not 1 to {MANY_MAX} hashes", r.b.len()));
+                }
+                let mut hashes: Vec<u64> = r.b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                r.b = &[];
+                match (k, hashes.len()) {
+                    (kind::INSERT, 1) => Record::Insert { gen, hash: hashes.pop().unwrap() },
+                    (kind::INSERT, _) => Record::InsertMany { gen, hashes },
+                    (_, 1) => Record::Delete { gen, hash: hashes.pop().unwrap() },
+                    _ => Record::DeleteMany { gen, hashes },
+                }
+            }
+            // One refusal (24 bytes) or a batch's: 16 bytes, then 12 per refusal.
+            kind::REFUSED if body.len() == 24 => Record::Refused { gen: r.u64()?, hash: r.u64()?, insert_end: r.u64()? },
+            kind::REFUSED => {
+                let (gen, insert_end) = (r.u64()?, r.u64()?);
+                if r.b.len() % 12 != 0 || r.b.is_empty() || r.b.len() / 12 > MANY_MAX {
+                    return Err(format!("REFUSED record carries {} bytes of refusals, not 1 to {MANY_MAX} of 12 bytes", r.b.len()));
+                }
+                let mut refused = Vec::with_capacity(r.b.len() / 12);
+                while !r.b.is_empty() {
+                    let at = r.u32()?;
+                    if at as usize >= MANY_MAX {
+                        return Err(format!("REFUSED record names position {at} of a batch"));
+                    }
+                    refused.push((at, r.u64()?));
+                }
+                Record::RefusedMany { gen, insert_end, refused }
+            }
             kind::DROP => Record::Drop { gen: r.u64()? },
             kind::GRANT => Record::Grant { gen: r.u64()?, readers: r.u64()? },
             kind::KEY_TYPE => {
@@ -460,6 +516,8 @@ impl Record {
             Record::ContentEnd { begin, items } => format!("begin {begin:X} items {items}"),
             Record::Insert { gen, hash } | Record::Delete { gen, hash } => format!("gen {gen:X} hash {hash:016X}"),
             Record::Refused { gen, hash, insert_end } => format!("gen {gen:X} hash {hash:016X} insert {insert_end:X}"),
+            Record::InsertMany { gen, hashes } | Record::DeleteMany { gen, hashes } => format!("gen {gen:X} hashes {}", hashes.len()),
+            Record::RefusedMany { gen, insert_end, refused } => format!("gen {gen:X} insert {insert_end:X} refused {}", refused.len()),
             Record::Drop { gen } => format!("gen {gen:X}"),
             Record::Grant { gen, readers } => format!("gen {gen:X} readers {readers}"),
             Record::KeyType { gen, key } => format!("gen {gen:X} key type kind {} OID {}", key.kind, key.oid),
@@ -530,6 +588,11 @@ mod tests {
             Record::Insert { gen: 1, hash: 2 },
             Record::Refused { gen: 1, hash: 2, insert_end: 3 },
             Record::Delete { gen: 1, hash: 2 },
+            Record::InsertMany { gen: 1, hashes: vec![2, 3, u64::MAX] },
+            Record::DeleteMany { gen: 1, hashes: vec![2, 3] },
+            Record::RefusedMany { gen: 1, insert_end: 9, refused: vec![(0, 2), (7, u64::MAX)] },
+            Record::RefusedMany { gen: 1, insert_end: 9, refused: vec![(3, 2)] },
+            Record::InsertMany { gen: 1, hashes: (0..MANY_MAX as u64).collect() },
             Record::Drop { gen: 1 },
             Record::Grant { gen: 1, readers: u64::MAX },
             Record::PassBegin,
@@ -562,10 +625,20 @@ mod tests {
         for r in all() {
             let (k, body) = r.encode();
             for cut in 0..body.len() {
-                // A chunk may be cut at a word boundary and stay a valid chunk.
+                // A chunk, or a batch's list of hashes or refusals, may be cut
+                // at an element's boundary and stay a valid (shorter) record.
                 if let Ok(d) = Record::decode(k, &body[..cut]) {
-                    assert!(matches!(d, Record::ContentChunk { .. }), "{r:?} cut at {cut} decoded as {d:?}");
-                    assert_eq!((cut - 16) % 8, 0);
+                    let (start, size) = match d {
+                        Record::ContentChunk { .. } => (16, 8),
+                        Record::Insert { .. } | Record::Delete { .. } | Record::InsertMany { .. } | Record::DeleteMany { .. } => (8, 8),
+                        Record::RefusedMany { .. } => (16, 12),
+                        // The length tells a single refusal (24 bytes) from a
+                        // batch's (16 + 12 per refusal).
+                        Record::Refused { .. } if cut == 24 && matches!(r, Record::RefusedMany { .. }) => continue,
+                        _ => panic!("{r:?} cut at {cut} decoded as {d:?}"),
+                    };
+                    assert!(matches!(r, Record::ContentChunk { .. } | Record::InsertMany { .. } | Record::DeleteMany { .. } | Record::RefusedMany { .. }), "{r:?} cut at {cut} decoded as {d:?}");
+                    assert!(cut > start && (cut - start) % size == 0, "{r:?} cut at {cut} decoded as {d:?}");
                 }
             }
             let mut longer = body.clone();

@@ -1,7 +1,12 @@
-//! Batched probes: `cf_contains(f, keys anyarray) -> boolean[]` for values and
-//! named filters. The keys are hashed first, then looked up together by the
-//! core's prefetching lookups (`Dense::contains_many`, `Table::contains_many`),
-//! which keep many cache misses in flight instead of one.
+//! Batched calls: `cf_contains(f, keys anyarray) -> boolean[]` for values and
+//! named filters; `cf_insert`, `cf_delete` and `cf_insert_new` of an array
+//! into a named filter (`boolean[]`); `cf_insert` and `cf_delete` of an array
+//! into a value (one copy of the value for all keys). The keys are hashed
+//! first, then looked up together by the core's prefetching lookups
+//! (`Dense::contains_many`, `Table::contains_many`), which keep many cache
+//! misses in flight instead of one, or changed in chunks of `MANY_MAX` keys,
+//! each chunk of a durable filter logged as one WAL record (and one more for
+//! the keys it refused).
 //!
 //! The answer has the shape of the keys (dimensions and lower bounds); a NULL key
 //! gets a NULL answer; an empty array gives an empty array.
@@ -13,6 +18,16 @@ use super::value::cache::probe_many_arg;
 use super::keys::KeyHasher;
 use crate::filter::dense::KeyType;
 use super::named::call::named_call;
+use super::named::functions::fix_key_type;
+use super::named::log::log;
+use super::value::cache::call_cache;
+use super::value::datatype::{filter_arg_once, value_from_tables};
+use super::value::functions::{full_error, no_equal_key_error};
+use crate::filter::chain::Deleted;
+use crate::filter::Full;
+use crate::filter::multi;
+use crate::region::registry::Tally;
+use crate::region::wal::Record;
 
 /// An array's dimensions (`ndim` of them), followed by its lower bounds: what
 /// PostgreSQL's ARR_DIMS gives.
@@ -116,6 +131,12 @@ impl Keys {
         }
     }
 
+    /// Whether some non-null key has no equal among the filter's keys (after
+    /// [`Keys::hashes`]).
+    fn any_absent(&self) -> bool {
+        !self.absent.get().is_null()
+    }
+
     fn is_absent(&self, i: usize) -> bool {
         // SAFETY: `absent`, when set, holds `n` flags.
         !self.absent.get().is_null() && unsafe { *self.absent.get().add(i) }
@@ -181,6 +202,188 @@ v1_functions! {
             let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
             let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt));
             keys.answer(answers)
+        }
+    }
+}
+
+/// The record that logs a batch's inserts or deletes (the one-key record for
+/// one key, as a single call logs it).
+fn batch_record(gen: u64, hs: &[u64], insert: bool) -> Record {
+    match (hs, insert) {
+        ([h], true) => Record::Insert { gen, hash: *h },
+        ([h], false) => Record::Delete { gen, hash: *h },
+        (_, true) => Record::InsertMany { gen, hashes: hs.to_vec() },
+        (_, false) => Record::DeleteMany { gen, hashes: hs.to_vec() },
+    }
+}
+
+/// Logs the refusals of the inserts logged at `insert_end` (positions in that
+/// record).
+fn log_refused(gen: u64, insert_end: u64, refused: Vec<(u32, u64)>) {
+    if refused.is_empty() {
+        return;
+    }
+    log(&Record::RefusedMany { gen, insert_end, refused });
+}
+
+/// Inserts (or, `new`, inserts if new) the keys of array argument 1 into the
+/// named filter of argument 0.
+///
+/// # Safety
+/// `fcinfo` is a valid frame with non-null text and array arguments.
+unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_sys::Datum {
+    // SAFETY: as documented.
+    unsafe {
+        let keys = Keys::from_arg(fcinfo, 1);
+        let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
+        let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+        let call = named_call(fcinfo, true);
+        if let Some(name) = call.pending_name(fcinfo) {
+            // As the one-key insert: only a key that is there (not NULL) fixes
+            // the type, and only one that can be a key (the type's checks
+            // raise their errors first, before the filter records it).
+            if (0..keys.n).any(|i| !keys.is_null(i)) {
+                // All-zero is an unset hasher (`KeyHasher`); its resolution
+                // lives in the current memory context, for this call only.
+                let mut check: KeyHasher = std::mem::zeroed();
+                check.resolve_type(keys.elem_type, collation, pg_sys::CurrentMemoryContext);
+                fix_key_type(&name, crate::sql::keys::key_type_of(keys.elem_type));
+                call.forget();
+            }
+        }
+        let hashes = |hasher: &mut KeyHasher, seed, key| {
+            let hs = keys.hashes(hasher, seed, key, collation, mcxt);
+            if keys.any_absent() {
+                no_equal_key_error();
+            }
+            hs
+        };
+        let answers = call.write_many(fcinfo, hashes, |c, hs, out, r, index, slot, gen| {
+            let mut t = Tally::default();
+            // Durable: the keys to add are logged before any takes effect;
+            // those that changed nothing after (see `named::log`). Keys that
+            // an insert-if-new finds there already are not logged at all.
+            let mut todo: Vec<usize> = (0..hs.len()).collect();
+            if new && gen != 0 {
+                let mut there = vec![false; hs.len()];
+                c.contains_many(hs, &mut there);
+                todo.retain(|&i| !there[i]);
+                t.looked += (hs.len() - todo.len()) as u64;
+            }
+            let logged: Vec<u64> = todo.iter().map(|&i| hs[i]).collect();
+            let insert_end = (gen != 0 && !logged.is_empty()).then(|| log(&batch_record(gen, &logged, true)));
+            let mut done = vec![Err(Full); logged.len()];
+            c.insert_many(&logged, new, &mut done, &mut t.op);
+            let mut refused = Vec::new();
+            for (at, (&i, d)) in todo.iter().zip(&done).enumerate() {
+                let ok = *d == Ok(true);
+                match d {
+                    Ok(true) => t.stored += 1,
+                    Ok(false) => t.looked += 1,
+                    Err(Full) => t.refused += 1,
+                }
+                out[i] = ok;
+                if !ok {
+                    refused.push((at as u32, hs[i]));
+                }
+            }
+            if let Some(end) = insert_end {
+                log_refused(gen, end, refused);
+            }
+            r.count_many(index, slot, &t);
+        });
+        keys.answer(answers)
+    }
+}
+
+v1_functions! {
+    /// `cf_insert(name text, keys anyarray) -> boolean[]`: `cf_insert` of each
+    /// element; false for a key the full filter refused.
+    fn cf_insert_named_many(fcinfo) {
+        // SAFETY: strict; arg 0 is text, arg 1 an array.
+        unsafe { insert_named_many(fcinfo, false) }
+    }
+
+    /// `cf_insert_new(name text, keys anyarray) -> boolean[]`: `cf_insert_new`
+    /// of each element in order (a key that occurs twice is new only once).
+    fn cf_insert_new_named_many(fcinfo) {
+        // SAFETY: strict; arg 0 is text, arg 1 an array.
+        unsafe { insert_named_many(fcinfo, true) }
+    }
+
+    /// `cf_delete(name text, keys anyarray) -> boolean[]`: `cf_delete` of each
+    /// element in order; a durable filter logs the removed keys after they
+    /// are gone, one record per chunk.
+    fn cf_delete_named_many(fcinfo) {
+        // SAFETY: strict; arg 0 is text, arg 1 an array.
+        unsafe {
+            let keys = Keys::from_arg(fcinfo, 1);
+            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
+            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let hashes = |hasher: &mut KeyHasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt);
+            let answers = named_call(fcinfo, true).write_many(fcinfo, hashes, |c, hs, out, r, index, slot, gen| {
+                let mut removed = Vec::new();
+                for (&h, o) in hs.iter().zip(out.iter_mut()) {
+                    *o = c.delete(h) == Deleted::Removed;
+                    if *o {
+                        removed.push(h);
+                    }
+                }
+                if gen != 0 && !removed.is_empty() {
+                    log(&batch_record(gen, &removed, false));
+                }
+                r.count_many(index, slot, &Tally { deleted: removed.len() as u64, ..Tally::default() });
+            });
+            keys.answer(answers)
+        }
+    }
+
+    /// `cf_insert(cuckoofilter, keys anyarray) -> cuckoofilter`: the value with
+    /// every non-null element added, in one copy of it.
+    fn cf_insert_value_many(fcinfo) {
+        // SAFETY: strict; arg 0 is a cuckoofilter, arg 1 an array.
+        unsafe {
+            let v = filter_arg_once(fcinfo, 0);
+            let keys = Keys::from_arg(fcinfo, 1);
+            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
+            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let hs = keys.hashes(&mut call_cache(fcinfo).key, v.seed(), v.key_type(), collation, mcxt);
+            if keys.any_absent() {
+                no_equal_key_error();
+            }
+            let mut tables = v.to_owned_tables();
+            let growth = v.growth();
+            for (i, &h) in hs.iter().enumerate() {
+                if i % 65536 == 65535 {
+                    pgrx::check_for_interrupts!();
+                }
+                if multi::insert(&mut tables, growth, h).is_err() {
+                    let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
+                    let items: u64 = tables.iter().map(|t| t.table().item_count()).sum();
+                    full_error("cuckoo filter is full", format!("it holds {items} items in {slots} slots, with {} of the array's keys still to add", hs.len() - i));
+                }
+            }
+            value_from_tables(&tables, v.key_type(), growth).as_datum()
+        }
+    }
+
+    /// `cf_delete(cuckoofilter, keys anyarray) -> cuckoofilter`: the value with
+    /// one copy of each non-null element's fingerprint removed (where there is
+    /// one).
+    fn cf_delete_value_many(fcinfo) {
+        // SAFETY: strict; arg 0 is a cuckoofilter, arg 1 an array.
+        unsafe {
+            let v = filter_arg_once(fcinfo, 0);
+            let keys = Keys::from_arg(fcinfo, 1);
+            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
+            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            // A key with no equal among the filter's keys was never inserted.
+            let hs = keys.hashes(&mut call_cache(fcinfo).key, v.seed(), v.key_type(), collation, mcxt);
+            let tables = v.to_owned_tables();
+            for &h in hs {
+                multi::delete(&tables, h);
+            }
+            value_from_tables(&tables, v.key_type(), v.growth()).as_datum()
         }
     }
 }

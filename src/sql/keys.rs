@@ -712,7 +712,7 @@ fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
         if array_keys {
             format!("The filter's keys are arrays: probe one with cf_contains_key(f, key::{}).", type_name(k))
         } else {
-            format!("Probe with a {} key, for example key::{}.", type_name(k), type_name(k))
+            format!("Probe with a key of type {}, for example key::{}.", type_name(k), type_name(k))
         }
     );
 }

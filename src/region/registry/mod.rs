@@ -382,6 +382,16 @@ impl EntryInfo {
     }
 }
 
+/// What a batch of operations did, for [`Region::count_many`].
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub stored: u64,
+    pub refused: u64,
+    pub deleted: u64,
+    pub looked: u64,
+    pub op: OpStats,
+}
+
 /// Totals of a filter's counters over all stripes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatTotals {
@@ -706,6 +716,17 @@ impl Region {
         }
         if op.kicks != 0 {
             s.kicks.fetch_add(op.kicks, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds a batch's operations: inserts stored and refused (with the
+    /// fingerprints they moved), deletes that removed a copy, and lookups.
+    pub fn count_many(&self, index: usize, slot: usize, t: &Tally) {
+        let s = self.stripe(index, slot);
+        for (counter, n) in [(&s.inserts, t.stored), (&s.failed_inserts, t.refused), (&s.deletes, t.deleted), (&s.lookups, t.looked), (&s.kicks, t.op.kicks), (&s.lookup_retries, t.op.retries)] {
+            if n != 0 {
+                counter.fetch_add(n, Ordering::Relaxed);
+            }
         }
     }
 

@@ -19,6 +19,7 @@ use crate::region::registry::tables::RegionTables;
 use crate::region::registry::Pin;
 use crate::region::registry::{CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::{EntryInfo, Region};
+use crate::region::wal::MANY_MAX;
 use crate::sql::keys::KeyHasher;
 
 /// Pins this process (see `region::epoch`) and checks that entry `index` is still
@@ -199,7 +200,7 @@ impl NamedCall {
                 needs_reload(&info);
             }
             if self.write {
-                prepare_write(info.durable, if info.durable { c"cf_insert() or cf_delete() on a durable filter" } else { c"cf_insert() or cf_delete()" });
+                prepare_write(info.durable, if info.durable { c"cf_insert(), cf_insert_new() or cf_delete() on a durable filter" } else { c"cf_insert(), cf_insert_new() or cf_delete()" });
             }
             let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
             let Some(tables) = r.tables(&info) else { needs_reload(&info) };
@@ -250,7 +251,7 @@ impl NamedCall {
         if !fresh && self.gen != 0 {
             // The transaction may have become read-only since the call site
             // was resolved.
-            prepare_write(true, c"cf_insert() or cf_delete() on a durable filter");
+            prepare_write(true, c"cf_insert(), cf_insert_new() or cf_delete() on a durable filter");
         }
         let slot = my_slot();
         loop {
@@ -302,8 +303,19 @@ impl NamedCall {
         Some((name.to_string(), unsafe { self.key.arg_key_type(fcinfo, 1) }))
     }
 
+    /// For an insert of many keys into a filter (argument 0) whose key type is
+    /// pending: its name.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with a non-null text argument 0.
+    pub(crate) unsafe fn pending_name(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
+        // SAFETY: as documented.
+        let (_, name, _, _) = unsafe { self.current(fcinfo) };
+        (self.filter_key.kind == KEY_PENDING).then(|| name.to_string())
+    }
+
     /// Makes the next call resolve the filter again.
-    pub(super) fn forget(&mut self) {
+    pub(crate) fn forget(&mut self) {
         self.resolved = false;
     }
 
@@ -329,6 +341,69 @@ impl NamedCall {
             }
             self.resolve(r, name, who);
         }
+    }
+}
+
+impl NamedCall {
+    /// Changes the named filter (argument 0) for many keys: `hashes` gives
+    /// their hashes under a seed (run unpinned: hashing may raise errors);
+    /// then `op` runs on one chunk of at most [`MANY_MAX`] hashes at a time,
+    /// pinned as a writer, writing one answer per hash, with the checks of
+    /// [`NamedCall::run`] (read-only transactions, paused writers, durable
+    /// changes open) before each chunk, and cancel requests answered between
+    /// chunks. If the filter was replaced meanwhile, the remaining chunks go
+    /// to the filter now under the name, hashed for it.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame with a non-null text argument 0.
+    pub(crate) unsafe fn write_many<'a>(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        hashes: impl Fn(&mut KeyHasher, u64, KeyType) -> &'a [u64],
+        op: impl Fn(&Chain<'_, RegionTables<'_>>, &[u64], &mut [bool], &Region, usize, usize, u64),
+    ) -> &'a [bool] {
+        // SAFETY: as documented.
+        let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
+        if !fresh && self.gen != 0 {
+            prepare_write(true, c"cf_insert(), cf_insert_new() or cf_delete() on a durable filter");
+        }
+        let slot = my_slot();
+        let mut seed = self.seed;
+        let mut hs = hashes(&mut self.key, self.seed, self.filter_key);
+        let out = crate::sql::value::datatype::palloc_slice::<bool>(hs.len());
+        let mut done = 0;
+        while done < hs.len() {
+            pgrx::check_for_interrupts!();
+            let end = (done + MANY_MAX).min(hs.len());
+            let pinned = pin_current_writer(r, self.index, self.seq);
+            let Some(pin) = pinned else {
+                self.resolve(r, name, who);
+                if self.seed != seed {
+                    seed = self.seed;
+                    hs = hashes(&mut self.key, self.seed, self.filter_key);
+                }
+                continue;
+            };
+            if r.writers_paused(self.index) {
+                drop(pin);
+                wait_while(|| r.writers_paused(self.index));
+                continue;
+            }
+            if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
+                drop(pin);
+                wait_durable_open(r);
+                continue;
+            }
+            if self.gen != 0 {
+                r.mark_changed(self.index, CHANGED_WORDS);
+            }
+            // SAFETY: resolved, unchanged and pinned (see `run`).
+            let tables = unsafe { self.tables.assume_init_ref() };
+            op(&tables.chain(), &hs[done..end], &mut out[done..end], r, self.index, slot, self.gen);
+            drop(pin);
+            done = end;
+        }
+        out
     }
 }
 

@@ -10,7 +10,8 @@ use super::call::{db, named_call, pin_current, user, prepare_write, require_acce
 use super::errors::{fail, not_found, region_error};
 use super::log::{log, log_content};
 use super::reload::needs_reload;
-use crate::filter::chain::{Deleted, Growth, MAX_TABLES};
+use crate::filter::chain::{Chain, Deleted, Growth, MAX_TABLES};
+use crate::region::registry::tables::RegionTables;
 use crate::filter::dense::{DenseHeader, KeyType, KEY_PENDING};
 use crate::filter::multi::MAX_EXPANSION;
 use crate::filter::sizing::{size_for_capacity, SizingError};
@@ -86,6 +87,37 @@ v1_functions! {
                 ok
             });
             pg_sys::Datum::from(ok)
+        }
+    }
+
+    /// `cf_insert_new(name text, key anynonarray) -> boolean`: stores the key
+    /// and returns true if the filter says it is definitely absent; false
+    /// (storing nothing) if it may be present, or if the filter is full
+    /// (counted in `failed_inserts`). Of concurrent calls for the same absent
+    /// key exactly one returns true (`Chain::insert_new_counted`).
+    fn cf_insert_new_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 the key.
+        unsafe {
+            let call = named_call(fcinfo, true);
+            if let Some((name, key)) = call.pending_key(fcinfo) {
+                fix_key_type(&name, key);
+                call.forget();
+            }
+            let added = call.run(fcinfo, no_equal_key, |t, h, r, index, slot, gen| insert_new_one(t, h, r, index, slot, gen));
+            pg_sys::Datum::from(added)
+        }
+    }
+
+    /// `cf_count(name text, key anynonarray) -> integer`: the copies of the
+    /// key's fingerprint (`Chain::copies`).
+    fn cf_count_named(fcinfo) {
+        // SAFETY: strict; arg 0 text, arg 1 the key.
+        unsafe {
+            let n = named_call(fcinfo, false).run(fcinfo, || 0, |t, h, r, index, slot, _| {
+                r.count_lookup(index, slot, &OpStats::default());
+                t.copies(h)
+            });
+            pg_sys::Datum::from(n.min(i32::MAX as u64) as i32)
         }
     }
 
@@ -353,9 +385,31 @@ v1_functions! {
     }
 }
 
+/// One `cf_insert_new`: a durable filter's insert is logged only if the key
+/// looked absent first (a key already there costs no WAL), before it takes
+/// effect, and its refusal after, as `cf_insert`'s.
+pub(crate) fn insert_new_one(t: &Chain<'_, RegionTables<'_>>, h: u64, r: &Region, index: usize, slot: usize, gen: u64) -> bool {
+    let mut st = OpStats::default();
+    if gen != 0 && t.contains_counted(h, &mut st) {
+        r.count_lookup(index, slot, &st);
+        return false;
+    }
+    let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));
+    let added = t.insert_new_counted(h, &mut st);
+    if let (true, Some(insert_end)) = (added != Ok(true), logged) {
+        log(&Record::Refused { gen, hash: h, insert_end });
+    }
+    match added {
+        Ok(true) => r.count_insert(index, slot, true, &st),
+        Ok(false) => r.count_lookup(index, slot, &st),
+        Err(_) => r.count_insert(index, slot, false, &st),
+    }
+    added == Ok(true)
+}
+
 /// The first insert into filter `name`, whose key type is pending, fixes it
 /// to `key` (unless another insert fixed it first).
-fn fix_key_type(name: &str, key: KeyType) {
+pub(crate) fn fix_key_type(name: &str, key: KeyType) {
     registry_change(
         name,
         |found| match found {

@@ -166,9 +166,10 @@ struct Waiting {
 #[derive(Default)]
 struct Replay {
     builds: HashMap<u64, Build>,
-    /// Inserts replay could not store, by their record's end: the generation
-    /// and the hash. Retried whenever a delete makes room.
-    refusals: HashMap<u64, (u64, u64)>,
+    /// Inserts replay could not store, by their record's end and position in
+    /// it (0 for a single insert): the generation and the hash. Retried
+    /// whenever a delete makes room.
+    refusals: HashMap<(u64, u32), (u64, u64)>,
     /// Generations whose contents this replay built from their creation,
     /// publish or image, with that record's end.
     based: HashMap<u64, u64>,
@@ -207,6 +208,7 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
         Record::ContentBegin { kind: ContentKind::Publish, .. } => end,
         Record::ContentBegin { gen, .. } => *gen,
         Record::Insert { gen, .. } | Record::Refused { gen, .. } | Record::Delete { gen, .. } => *gen,
+        Record::InsertMany { gen, .. } | Record::RefusedMany { gen, .. } | Record::DeleteMany { gen, .. } => *gen,
         Record::Drop { gen } | Record::Grant { gen, .. } | Record::KeyType { gen, .. } | Record::Placeholder { gen, .. } | Record::Cut { gen, .. } => *gen,
         _ => return None,
     })
@@ -319,43 +321,30 @@ impl Replay {
                 self.install(r, &meta, gen, Content::Lost(reason), true);
                 self.based.insert(gen, end);
             }
-            Record::Insert { gen, hash } => {
-                if let Some(stored) = self.write(r, gen, |c| c.insert(hash).is_ok()) {
-                    if !stored {
-                        // Until the primary's refusal of the same insert shows up,
-                        // or a delete makes room for it, a key may be missing.
-                        self.refusals.insert(end, (gen, hash));
+            Record::Insert { gen, hash } => self.insert(r, gen, hash, (end, 0)),
+            Record::InsertMany { gen, hashes } => {
+                // One pin for the batch, as the primary's.
+                if let Some(stored) = self.write(r, gen, |c| hashes.iter().map(|&h| c.insert(h).is_ok()).collect::<Vec<bool>>()) {
+                    for (at, _) in stored.iter().enumerate().filter(|(_, s)| !**s) {
+                        self.refusals.insert((end, at as u32), (gen, hashes[at]));
                         set_reason(r, gen, reason::REPLAY_FULL);
                     }
                 }
             }
-            Record::Refused { gen, hash, insert_end } => {
-                if self.refusals.remove(&insert_end).is_some() {
-                    // The primary refused it too: nothing was lost.
-                    self.settle(r, gen);
-                } else if insert_end > self.stamp_of(r, gen) && self.find(r, gen).is_some() {
-                    // Replay stored the key the primary refused (an insert and
-                    // its refusal are on the same side of every cut): take it
-                    // back.
-                    if self.write(r, gen, |c| c.delete(hash) == Deleted::Removed) == Some(true) {
-                        self.retry_refused(r, gen);
-                    }
+            Record::Refused { gen, hash, insert_end } => self.refused(r, gen, hash, (insert_end, 0)),
+            Record::RefusedMany { gen, insert_end, refused } => {
+                for (at, hash) in refused {
+                    self.refused(r, gen, hash, (insert_end, at));
                 }
             }
             Record::Delete { gen, hash } => {
-                // A copy replay cannot attribute to one table stays (a false
-                // positive, never a false negative: see `Deleted::Ambiguous`).
-                match self.write(r, gen, |c| c.delete(hash)) {
-                    Some(Deleted::Removed) => self.retry_refused(r, gen),
-                    Some(Deleted::Ambiguous) | None => {}
-                    Some(Deleted::Absent) => {
-                        // The primary deleted a copy replay could not store: the
-                        // insert and the delete cancel out.
-                        let pending = self.refusals.iter().find(|(_, (g, h))| *g == gen && *h == hash).map(|(at, _)| *at);
-                        if let Some(at) = pending {
-                            self.refusals.remove(&at);
-                            self.settle(r, gen);
-                        }
+                let d = self.write(r, gen, |c| c.delete(hash));
+                self.deleted(r, gen, hash, d);
+            }
+            Record::DeleteMany { gen, hashes } => {
+                if let Some(done) = self.write(r, gen, |c| hashes.iter().map(|&h| c.delete(h)).collect::<Vec<Deleted>>()) {
+                    for (d, hash) in done.into_iter().zip(hashes) {
+                        self.deleted(r, gen, hash, Some(d));
                     }
                 }
             }
@@ -458,6 +447,54 @@ impl Replay {
     }
 
     /// The end of replay: records held for bases that never came are applied.
+    /// An insert the primary logged (`key`: its record's end and position).
+    fn insert(&mut self, r: &Region, gen: u64, hash: u64, key: (u64, u32)) {
+        if let Some(stored) = self.write(r, gen, |c| c.insert(hash).is_ok()) {
+            if !stored {
+                // Until the primary's refusal of the same insert shows up,
+                // or a delete makes room for it, a key may be missing.
+                self.refusals.insert(key, (gen, hash));
+                set_reason(r, gen, reason::REPLAY_FULL);
+            }
+        }
+    }
+
+    /// The primary's refusal of the insert `key` (it found the filter full,
+    /// or, inserting if new, the key there already).
+    fn refused(&mut self, r: &Region, gen: u64, hash: u64, key: (u64, u32)) {
+        if self.refusals.remove(&key).is_some() {
+            // The primary refused it too: nothing was lost.
+            self.settle(r, gen);
+        } else if key.0 > self.stamp_of(r, gen) && self.find(r, gen).is_some() {
+            // Replay stored the key the primary refused (an insert and
+            // its refusal are on the same side of every cut): take it
+            // back.
+            if self.write(r, gen, |c| c.delete(hash) == Deleted::Removed) == Some(true) {
+                self.retry_refused(r, gen);
+            }
+        }
+    }
+
+    /// After replay applied a delete the primary logged (`d`: what it did, None
+    /// if the filter has no table here).
+    fn deleted(&mut self, r: &Region, gen: u64, hash: u64, d: Option<Deleted>) {
+        // A copy replay cannot attribute to one table stays (a false
+        // positive, never a false negative: see `Deleted::Ambiguous`).
+        match d {
+            Some(Deleted::Removed) => self.retry_refused(r, gen),
+            Some(Deleted::Ambiguous) | None => {}
+            Some(Deleted::Absent) => {
+                // The primary deleted a copy replay could not store: the
+                // insert and the delete cancel out.
+                let pending = self.refusals.iter().find(|(_, (g, h))| *g == gen && *h == hash).map(|(at, _)| *at);
+                if let Some(at) = pending {
+                    self.refusals.remove(&at);
+                    self.settle(r, gen);
+                }
+            }
+        }
+    }
+
     fn finish(&mut self) {
         let gens: Vec<u64> = self.waiting.keys().copied().collect();
         for gen in gens {
@@ -468,7 +505,7 @@ impl Replay {
     /// After a delete on generation `gen`: inserts replay could not store may
     /// fit now.
     fn retry_refused(&mut self, r: &Region, gen: u64) {
-        let pending: Vec<(u64, u64)> = self.refusals.iter().filter(|(_, (g, _))| *g == gen).map(|(at, (_, h))| (*at, *h)).collect();
+        let pending: Vec<((u64, u32), u64)> = self.refusals.iter().filter(|(_, (g, _))| *g == gen).map(|(at, (_, h))| (*at, *h)).collect();
         if pending.is_empty() {
             return;
         }

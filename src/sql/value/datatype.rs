@@ -212,6 +212,18 @@ impl FilterValue {
         }
     }
 
+    /// Copies of a key's fingerprint in its bucket pairs, over all tables.
+    pub fn copies(&self, hash: u64) -> u64 {
+        match self.version {
+            FORMAT_V1 => self.v1_table().copies(hash),
+            FORMAT_V3 => {
+                let h = self.v3_header();
+                multi::tables(self.body(), &h).iter().map(|t| t.copies(hash)).sum()
+            }
+            _ => self.dense().copies(hash),
+        }
+    }
+
     /// `contains` for many hashes at once, prefetching ahead.
     pub fn contains_many(&self, hashes: &[u64], out: &mut [bool]) {
         match self.version {

@@ -192,6 +192,22 @@ v1_functions! {
         pg_sys::Datum::from(v.item_count() as i64)
     }
 
+    /// `cf_count(cuckoofilter, key anynonarray) -> integer`: the copies of the
+    /// key's fingerprint (what `CF.COUNT` answers: at least the times it was
+    /// inserted and not deleted); 0 for a key with no equal among the filter's
+    /// keys.
+    fn cf_count_key_value(fcinfo) {
+        // SAFETY: strict; arg 0 a cuckoofilter, arg 1 the key.
+        unsafe {
+            let v = filter_arg_once(fcinfo, 0);
+            let n = match call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) {
+                Some(h) => v.copies(h),
+                None => 0,
+            };
+            pg_sys::Datum::from(n.min(i32::MAX as u64) as i32)
+        }
+    }
+
     /// `cf_info(cuckoofilter) -> jsonb`: for one table its shape; for several
     /// (format 3) the totals, and each table's shape under `tables_detail`.
     fn cf_info(fcinfo) {

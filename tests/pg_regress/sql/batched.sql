@@ -33,7 +33,7 @@ SELECT cf_contains(f, ARRAY['1', '2']) FROM bk;
 SELECT cf_contains(cf_agg(x), ARRAY[1, 2]) FROM (VALUES (ARRAY[1, 2])) v(x);
 SELECT cf_contains_key(cf_agg(x), ARRAY[1, 2]) FROM (VALUES (ARRAY[1, 2])) v(x);
 SELECT cf_create('batched_arrays', 100, durable => false);
-SELECT cf_insert('batched_arrays', ARRAY[1, 2]);
+SELECT cf_insert_key('batched_arrays', ARRAY[1, 2]);
 SELECT cf_contains('batched_arrays', ARRAY[1, 2]);
 SELECT cf_contains_key('batched_arrays', ARRAY[1, 2]), cf_contains_key('batched_arrays', ARRAY[2, 1]);
 SELECT cf_drop('batched_arrays');

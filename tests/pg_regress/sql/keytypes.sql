@@ -34,7 +34,7 @@ BEGIN
     EXECUTE format('CREATE TEMP TABLE kt_f AS SELECT cf_agg(%s) AS f', k.key);
     EXECUTE format('SELECT cf_drop(''kt_named'')');
     EXECUTE format('SELECT cf_create(''kt_named'', 100, durable => false)');
-    EXECUTE format('SELECT cf_insert(''kt_named'', %s)', k.key);
+    EXECUTE format('SELECT cf_insert_key(''kt_named'', %s)', k.key);
     INSERT INTO kt_recorded SELECT k.key_type, (SELECT cf_info(f) ->> 'key_type' FROM kt_f),
       (SELECT key_type FROM cuckoo_filters WHERE name = 'kt_named');
     FOR p IN SELECT * FROM kt_probes LOOP
