@@ -158,6 +158,12 @@ pub trait Tables {
     /// table may borrow what the implementation builds for the call, such as a
     /// durable filter's write hook).
     fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R;
+    /// [`Tables::with_table`] for table `index` of the chain (an
+    /// implementation may use the view it keeps of it).
+    fn with_table_at<R>(&self, index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
+        let _ = index;
+        self.with_table(handle, f)
+    }
     /// Table `index` of the chain, behind a published `handle`, to read (no
     /// write hook). An implementation may keep it: a table's place and shape
     /// never change once published.
@@ -190,7 +196,7 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
     }
 
     fn with_table<R>(&self, i: usize, f: impl FnOnce(&Table<'_>) -> R) -> R {
-        self.tables.with_table(self.dir.handle(i), f)
+        self.tables.with_table_at(i, self.dir.handle(i), f)
     }
 
     /// Table `i`, to read.
@@ -272,23 +278,12 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                 continue;
             }
             let handle = self.dir.handle(n - 1);
-            match self.tables.with_table(handle, |t| t.insert_counted(hash, stats).map(|()| t.item_count())) {
+            match self.tables.with_table_at(n - 1, handle, |t| t.insert_counted(hash, stats).map(|()| t.item_count())) {
                 Ok(items) => {
-                    if n < MAX_TABLES && items >= self.tables.capacity(handle) && self.tables.grows() {
-                        self.build_early(n);
-                    }
+                    self.stored(n, handle, items);
                     return Ok(n - 1);
                 }
-                Err(Full) => {
-                    if n == MAX_TABLES || !self.tables.grows() {
-                        return Err(Full);
-                    }
-                    // No room for a table of our own: unless somebody published
-                    // one meanwhile, the filter is full.
-                    if !self.add_table(n) && self.dir.handles[n].load(Ordering::Acquire) <= CLAIMED {
-                        return Err(Full);
-                    }
-                }
+                Err(Full) => self.full(n)?,
             }
         }
     }
@@ -311,24 +306,15 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
             }
             let handle = self.dir.handle(n - 1);
             let newest = || n == MAX_TABLES || self.dir.handles[n].load(Ordering::SeqCst) <= CLAIMED;
-            let (added, items) = self.tables.with_table(handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
+            let (added, items) = self.tables.with_table_at(n - 1, handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
             match added {
                 NewKey::Added => {
-                    if n < MAX_TABLES && items >= self.tables.capacity(handle) && self.tables.grows() {
-                        self.build_early(n);
-                    }
+                    self.stored(n, handle, items);
                     return Ok(true);
                 }
                 NewKey::Present => return Ok(false),
                 NewKey::Stale => {}
-                NewKey::Full => {
-                    if n == MAX_TABLES || !self.tables.grows() {
-                        return Err(Full);
-                    }
-                    if !self.add_table(n) && self.dir.handles[n].load(Ordering::Acquire) <= CLAIMED {
-                        return Err(Full);
-                    }
-                }
+                NewKey::Full => self.full(n)?,
             }
         }
     }
@@ -340,20 +326,59 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
     }
 
     /// Inserts many keys, in order, one answer each (`new`: inserts if new,
-    /// [`Chain::insert_new_counted`]; else [`Chain::insert_counted`]), asking
-    /// for the buckets of the newest table a few keys ahead. `Err(Full)`
-    /// answers false.
+    /// [`Chain::insert_new_counted`]; else [`Chain::insert_counted`]). Runs of
+    /// keys go straight into the newest table while it is below its capacity
+    /// and still the newest (for inserts if new, while it is the only table),
+    /// asking for their buckets a few keys ahead; any other key takes the
+    /// one-key path. `Err(Full)` answers as there.
     pub fn insert_many(&self, hashes: &[u64], new: bool, out: &mut [Result<bool, Full>], stats: &mut OpStats) {
         const AHEAD: usize = 8;
-        let mut newest = self.view(self.dir.count() - 1);
-        for (i, (&h, o)) in hashes.iter().zip(out.iter_mut()).enumerate() {
-            if let Some(&ahead) = hashes.get(i + AHEAD) {
-                newest.prefetch_key(ahead);
+        let mut i = 0;
+        while i < hashes.len() {
+            let n = self.dir.count();
+            let newest = || n == MAX_TABLES || self.dir.handles[n].load(Ordering::SeqCst) <= CLAIMED;
+            if !new || n == 1 {
+                let handle = self.dir.handle(n - 1);
+                let cap = self.tables.capacity(handle);
+                i = self.tables.with_table_at(n - 1, handle, |t| {
+                    let mut j = i;
+                    if new {
+                        while j < hashes.len() && t.item_count() < cap && newest() {
+                            if let Some(&ahead) = hashes.get(j + AHEAD) {
+                                t.prefetch_key(ahead);
+                            }
+                            out[j] = match t.insert_new_counted(hashes[j], stats, &newest) {
+                                NewKey::Added => Ok(true),
+                                NewKey::Present => Ok(false),
+                                NewKey::Full | NewKey::Stale => break,
+                            };
+                            j += 1;
+                        }
+                    } else {
+                        // Counted once for the run (the caller is pinned: no
+                        // snapshot or checkpoint cut reads the count meanwhile);
+                        // the run stops where the table reaches its capacity.
+                        let room = cap.saturating_sub(t.item_count());
+                        let mut stored = 0;
+                        while j < hashes.len() && stored < room {
+                            if let Some(&ahead) = hashes.get(j + AHEAD) {
+                                t.prefetch_key(ahead);
+                            }
+                            if t.insert_uncounted(hashes[j], stats).is_err() {
+                                break;
+                            }
+                            out[j] = Ok(true);
+                            stored += 1;
+                            j += 1;
+                        }
+                        t.count_items(stored);
+                    }
+                    j
+                });
             }
-            *o = if new { self.insert_new_counted(h, stats) } else { self.insert_counted(h, stats).map(|_| true) };
-            if i % 1024 == 1023 {
-                // A table may have been added meanwhile.
-                newest = self.view(self.dir.count() - 1);
+            if let Some(&h) = hashes.get(i) {
+                out[i] = if new { self.insert_new_counted(h, stats) } else { self.insert_counted(h, stats).map(|_| true) };
+                i += 1;
             }
         }
     }
@@ -361,6 +386,28 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
     /// [`Chain::insert_counted`] without statistics.
     pub fn insert(&self, hash: u64) -> Result<usize, Full> {
         self.insert_counted(hash, &mut OpStats::default())
+    }
+
+    /// After a store into table `n − 1` (behind `handle`), which now holds
+    /// `items`: at its capacity, the next table is built.
+    fn stored(&self, n: usize, handle: u64, items: u64) {
+        if n < MAX_TABLES && items >= self.tables.capacity(handle) && self.tables.grows() {
+            self.build_early(n);
+        }
+    }
+
+    /// Table `n − 1`, the newest, is full: `Ok` once a table `n` is there
+    /// (made here or by somebody else meanwhile), to try again; `Err(Full)`
+    /// if the chain cannot grow, or there is no room for a table of our own
+    /// and nobody published one meanwhile.
+    fn full(&self, n: usize) -> Result<(), Full> {
+        if n == MAX_TABLES || !self.tables.grows() {
+            return Err(Full);
+        }
+        if !self.add_table(n) && self.dir.handles[n].load(Ordering::Acquire) <= CLAIMED {
+            return Err(Full);
+        }
+        Ok(())
     }
 
     /// Table `n − 1` holds its capacity: claims slot `n` and builds the next

@@ -39,6 +39,43 @@
 //! three: a table counted but not published); lookups that ask only the newest
 //! table (all three); deletes that ask only the newest table (the third).
 //!
+//! Insert if new (`Table::insert_new_counted`, `Chain::insert_new_counted`):
+//! the table models run under both mappings (executions per mapping; two
+//! numbers where the stored copy starts in home, then in the other bucket),
+//! the chain models with the one-slot tables above:
+//!
+//! | model | threads and operations | bound | executions |
+//! |---|---|---|---|
+//! | two callers | insert-new; insert-new (absent key, home not its primary) | 3 | 62 |
+//! | three callers | 3 × insert-new | 3 | 4,334 |
+//! | callers vs delete | insert-new; insert-new; delete of the one stored copy | 3 | 24,344 / 24,329 |
+//! | caller vs back-and-forth migration | insert-new; 3 moves of the stored copy | 4 | 633 / 1,220 |
+//! | two callers vs a mover | insert-new; insert-new; moves 0→1, 1→0 of any copy | 3 | 6,787 |
+//! | two callers, home full | insert-new; insert-new (each must move `g` out of home first) | 3 | 2,406 |
+//! | chain: both callers switch | insert-new; insert-new (first table full) | 3 | 74,862 |
+//! | chain: one caller sees the new table | insert-new of `a`; insert-new of `b` (publishes table 1), then of `a` | 3 | 20,343 |
+//!
+//! Broken variants, each checked by editing `table.rs` or `chain.rs` and
+//! running the models: the other bucket read before home fails the
+//! back-and-forth and mover models (a copy moved out of home between the two
+//! reads is missed); a lookup then a plain insert fails every table model
+//! with two adders and the second chain model; older tables passed with a
+//! plain lookup instead of `absent_here`, `absent_here` without its CAS, or
+//! no check that the table is still the newest, fail the second chain model
+//! (the key stored in tables 0 and 1); a `Relaxed` load of home fails the
+//! back-and-forth, mover and second chain models; retrying a failed add's CAS
+//! without reading the pair again fails all but the first chain model;
+//! answering "present" when the add's CAS fails fails the second chain model
+//! (another key's add changed home). The home-full model fails when a
+//! discovery that finds no path is final without reading home again (the
+//! other caller's add filled home: `Full` for a present key). Nothing fails
+//! with `SeqCst` weakened to `Acquire`/`AcqRel` (the argument uses only the
+//! order of each home word's changes and acquire/release; nor does loom model
+//! the single total order of `SeqCst` loads and stores), and no variant tried
+//! fails the delete model alone: it checks the answers' linearizability
+//! (copies = adds ≤ 1; a caller that starts after the delete returned finds
+//! the key absent unless the other caller added it).
+//!
 //! The models were checked against deliberately broken variants of the table;
 //! each of these makes at least one model fail: no retry rule; deletes that scan
 //! once; moves without the undo step; inserts that do not advance the counter;
@@ -444,6 +481,296 @@ fn loom_chain_delete_during_a_table_switch() {
         assert!(!ch.contains(k0), "the deleted key is still there");
         assert!(ch.contains(a), "the inserted key went");
         assert_eq!(ch.item_count(), 1);
+        check_directory(&c);
+    });
+}
+
+// --- Insert if new (`Table::insert_new_counted`, `Chain::insert_new_counted`) ---
+
+use super::hash::hash_i64;
+use super::{NewKey, OpStats};
+
+/// The `n`-th key (hash of an integer) whose primary bucket is `primary` and
+/// whose fingerprint's alternate there is `alternate`, leaving out the
+/// fingerprints `not`.
+fn key_in_pair(primary: u64, alternate: u64, buckets: u64, mapping: Mapping, not: &[u64], n: usize) -> u64 {
+    let g = Geometry::new(&params(buckets, mapping));
+    (0..i64::MAX)
+        .map(|k| hash_i64(DEFAULT_SEED, k))
+        .filter(|&h| {
+            let fp = g.fingerprint(h);
+            g.primary(h) == primary && g.alternate(primary, fp) == alternate && !not.contains(&fp)
+        })
+        .nth(n)
+        .expect("such a key exists")
+}
+
+/// [`Table::insert_new_counted`] of a single table (always the newest).
+fn insert_new(t: &Table<'_>, h: u64) -> NewKey {
+    t.insert_new_counted(h, &mut OpStats::default(), &|| true)
+}
+
+/// Physical copies of a key's fingerprint in its pair, counted slot by slot
+/// (the threads have been joined), checked against [`Table::copies`].
+fn pair_copies(t: &Table<'_>, h: u64) -> usize {
+    let g = t.geometry();
+    let (i1, fp) = (g.primary(h), g.fingerprint(h));
+    let n = copies(t, i1, fp) + copies(t, g.alternate(i1, fp), fp);
+    assert_eq!(t.copies(h), n as u64, "Table::copies disagrees with the words");
+    n
+}
+
+fn added(results: &[NewKey]) -> usize {
+    assert!(results.iter().all(|&r| r == NewKey::Added || r == NewKey::Present), "a caller neither added nor saw the key: {results:?}");
+    results.iter().filter(|&&r| r == NewKey::Added).count()
+}
+
+/// Threads A and B insert the same absent key if new. Exactly one adds it, the
+/// other answers present; one copy is stored and counted. The key's primary
+/// bucket is 1, so both callers serialise on the alternate (bucket 0, home).
+/// Fails if the add is a plain insert after an unvalidated lookup.
+#[test]
+fn loom_insert_new_two_callers() {
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let k = key_in_pair(1, 0, 2, mapping, &[], 0);
+        let a = spawn(&f, move |t| insert_new(&t, k));
+        let b = spawn(&f, move |t| insert_new(&t, k));
+        let r = [a.join().unwrap(), b.join().unwrap()];
+        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+        let t = f.table();
+        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+        assert_eq!(t.item_count(), 1);
+    });
+    }
+}
+
+/// Threads A, B and C insert the same absent key if new: exactly one adds it.
+#[test]
+fn loom_insert_new_three_callers() {
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+        let hs: Vec<_> = (0..3).map(|_| spawn(&f, move |t| insert_new(&t, k))).collect();
+        let r: Vec<NewKey> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+        let t = f.table();
+        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+        assert_eq!(t.item_count(), 1);
+    });
+    }
+}
+
+/// The key is stored once (in its home bucket, then in the other one); threads
+/// A and B insert it if new while thread C deletes it. Linearizable answers:
+/// the delete removes the copy; each caller that adds does so after the delete,
+/// and only one can (the other then sees its copy), so the pair ends with as
+/// many copies as adds, at most one, and the count agrees. A caller that begins
+/// after the delete has returned (C raises a flag) finds the key absent unless
+/// the other caller added it: then some caller added.
+#[test]
+fn loom_insert_new_races_delete() {
+    for mapping in MAPPINGS {
+    for at in [0, 1] {
+    model(move || {
+        let f = filter(2, mapping);
+        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+        let fp = f.table().geometry().fingerprint(k);
+        f.table().insert_fingerprint(at, fp).unwrap();
+        let gone = Arc::new(AtomicU64::new(0));
+        let inserter = |gone: Arc<AtomicU64>| {
+            spawn(&f, move |t| {
+                let after = gone.load(Ordering::Acquire) == 1;
+                (insert_new(&t, k), after)
+            })
+        };
+        let (a, b) = (inserter(gone.clone()), inserter(gone.clone()));
+        let d = {
+            let gone = gone.clone();
+            spawn(&f, move |t| {
+                assert!(t.delete(k), "delete missed the stored copy");
+                gone.store(1, Ordering::Release);
+            })
+        };
+        let ((ra, after_a), (rb, after_b)) = (a.join().unwrap(), b.join().unwrap());
+        d.join().unwrap();
+        let n = added(&[ra, rb]);
+        assert!(n <= 1, "both callers added: {ra:?} {rb:?}");
+        if after_a || after_b {
+            assert_eq!(n, 1, "a caller that began after the delete saw a copy: {ra:?} {rb:?}");
+        }
+        let t = f.table();
+        assert_eq!(pair_copies(&t, k), n, "copies do not match the adds after the delete");
+        assert_eq!(t.item_count(), n as u64);
+    });
+    }
+    }
+}
+
+/// The key's one copy moves between its buckets three times (thread B:
+/// 0→1→0→1 after an insert-if-new put it into home, or 1→0→1→0 when it was
+/// stored into the other bucket directly) while thread A inserts it if new: A
+/// must see it however the moves fall between its reads, and answer present.
+/// Fails if the other bucket is read before home (one move from home to the
+/// other bucket between the two reads hides the copy, and home is unchanged
+/// from then to the add).
+#[test]
+fn loom_insert_new_races_back_and_forth_migration() {
+    for mapping in MAPPINGS {
+    for start in [0, 1] {
+    model_with_bound(BOUND_FOR_LOOKUP, move || {
+        let f = filter(2, mapping);
+        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+        let fp = f.table().geometry().fingerprint(k);
+        if start == 0 {
+            assert_eq!(insert_new(&f.table(), k), NewKey::Added);
+            assert_eq!(copies(&f.table(), 0, fp), 1);
+        } else {
+            f.table().insert_fingerprint(1, fp).unwrap();
+        }
+        let inserter = spawn(&f, move |t| insert_new(&t, k));
+        let mover = spawn(&f, move |t| {
+            for (from, to) in [(start, 1 - start), (1 - start, start), (start, 1 - start)] {
+                assert!(move_between(&t, from, to, fp));
+            }
+        });
+        assert_eq!(inserter.join().unwrap(), NewKey::Present, "insert-if-new missed a moving copy");
+        mover.join().unwrap();
+        let t = f.table();
+        assert_eq!(pair_copies(&t, k), 1);
+        assert_eq!(copies(&t, 1 - start, fp), 1);
+        assert_eq!(t.item_count(), 1);
+    });
+    }
+    }
+}
+
+/// Threads A and B insert the same absent key if new while thread C moves
+/// whatever copy it finds 0→1 and then back 1→0: the copy the winner adds may
+/// move before the loser looks. Exactly one adds, one copy stays.
+#[test]
+fn loom_insert_new_two_callers_race_a_mover() {
+    for mapping in MAPPINGS {
+    model(move || {
+        let f = filter(2, mapping);
+        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+        let fp = f.table().geometry().fingerprint(k);
+        let a = spawn(&f, move |t| insert_new(&t, k));
+        let b = spawn(&f, move |t| insert_new(&t, k));
+        let mover = spawn(&f, move |t| {
+            move_between(&t, 0, 1, fp);
+            move_between(&t, 1, 0, fp);
+        });
+        let r = [a.join().unwrap(), b.join().unwrap()];
+        mover.join().unwrap();
+        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+        let t = f.table();
+        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+        assert_eq!(t.item_count(), 1);
+    });
+    }
+}
+
+/// Home (bucket 0) is full and so is the other bucket; threads A and B insert
+/// the same key if new, so each must first make room in home, by moving `g`
+/// to bucket 2 (path discovery from home and migration). Exactly one adds,
+/// `g` is moved once, and nothing is lost. The loser may find home full
+/// again, with the winner's copy: its discovery then finds no path, and it
+/// must read home again (answer present), not report the table full.
+#[test]
+fn loom_insert_new_with_migration_two_callers() {
+    for mapping in MAPPINGS {
+    model(move || {
+        let m = if mapping == Mapping::Fastrange { 3 } else { 4 };
+        let f = filter(m, mapping);
+        let k = key_in_pair(0, 1, m, mapping, &[], 0);
+        let fk = f.table().geometry().fingerprint(k);
+        let g = fp_with_alternate(0, 2, m, mapping, 0);
+        let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, m, mapping, n + 1)).filter(|&p| p != fk).take(7).collect();
+        let t = f.table();
+        t.insert_fingerprint(0, g).unwrap();
+        for &p in &pair[..3] {
+            t.insert_fingerprint(0, p).unwrap();
+        }
+        for &p in &pair[3..7] {
+            t.insert_fingerprint(1, p).unwrap();
+        }
+        let a = spawn(&f, move |t| insert_new(&t, k));
+        let b = spawn(&f, move |t| insert_new(&t, k));
+        let r = [a.join().unwrap(), b.join().unwrap()];
+        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+        assert_eq!(copies(&t, 0, fk), 1, "the copy is not in home");
+        assert_eq!((copies(&t, 0, g), copies(&t, 2, g)), (0, 1), "g was not moved exactly once");
+        for &p in &pair[..7] {
+            assert!(t.contains_fingerprint(0, p), "a stored fingerprint was lost");
+        }
+        assert_eq!(t.item_count(), 9);
+    });
+    }
+}
+
+/// [`Chain::insert_new_counted`] without statistics.
+fn chain_insert_new(c: &OwnedChain, h: u64) -> Result<bool, Full> {
+    c.chain().insert_new_counted(h, &mut OpStats::default())
+}
+
+/// The first table is full (it holds `k0`); threads A and B insert the same
+/// key if new, so both find the table full and add a table 1 (one of them
+/// gives its own back) or find it added. Exactly one adds the key, into table
+/// 1; one copy over the chain, the count exact, the directory sound.
+#[test]
+fn loom_insert_new_chain_both_switch() {
+    model(|| {
+        let ks = keys(2);
+        let (k0, a) = (ks[0], ks[1]);
+        let c = full_chain(k0, 2);
+        let ta = { let c = c.clone(); thread::spawn(move || chain_insert_new(&c, a)) };
+        let tb = { let c = c.clone(); thread::spawn(move || chain_insert_new(&c, a)) };
+        let r = [ta.join().unwrap(), tb.join().unwrap()];
+        assert_eq!(r.iter().filter(|&&x| x == Ok(true)).count(), 1, "exactly one caller adds: {r:?}");
+        assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
+        let ch = c.chain();
+        assert_eq!(ch.copies(a), 1, "the key was stored twice");
+        assert_eq!(ch.copies(k0), 1);
+        assert_eq!(ch.item_count(), 2);
+        check_directory(&c);
+    });
+}
+
+/// Table 0 has two slots but a capacity of one; table 1 one slot. Thread A
+/// inserts `a` if new, while thread B inserts `b` if new (which fills table 0
+/// to its capacity, so B builds and publishes table 1) and then `a` if new.
+/// A may add into table 0 while B, having seen table 1, adds into table 1:
+/// they meet only in table 0's home word, which B's `absent_here` touches and
+/// A's add expects unchanged, after which A sees table 1 and starts again.
+/// Exactly one adds `a`; one copy over the chain. Fails if older tables are
+/// passed with a plain lookup, or if the add does not check that its table is
+/// still the newest.
+#[test]
+fn loom_insert_new_chain_one_caller_sees_the_new_table() {
+    model(|| {
+        let ks = keys(2);
+        let (a, b) = (ks[0], ks[1]);
+        let (one, _) = one_slot();
+        let c = Arc::new(OwnedChain::with_tables((Params { slots_per_bucket: 2, ..one }, 1), vec![one_slot()]));
+        let ta = { let c = c.clone(); thread::spawn(move || chain_insert_new(&c, a)) };
+        let tb = {
+            let c = c.clone();
+            thread::spawn(move || {
+                assert_eq!(chain_insert_new(&c, b), Ok(true), "b was absent");
+                chain_insert_new(&c, a)
+            })
+        };
+        let r = [ta.join().unwrap(), tb.join().unwrap()];
+        assert_eq!(r.iter().filter(|&&x| x == Ok(true)).count(), 1, "exactly one caller adds: {r:?}");
+        assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
+        let ch = c.chain();
+        assert_eq!(ch.copies(a), 1, "the key was stored in two tables");
+        assert_eq!(ch.copies(b), 1);
+        assert_eq!(ch.item_count(), 2);
         check_directory(&c);
     });
 }

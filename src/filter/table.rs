@@ -356,11 +356,32 @@ impl<'a> Table<'a> {
     }
 
     fn insert_fingerprint_counted(&self, i1: u64, fp: u64, stats: &mut OpStats) -> Result<(), Full> {
+        self.place(i1, fp, stats)?;
+        self.item_count.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// [`Table::insert_counted`] without counting the item: the caller adds
+    /// its stores to the count with [`Table::count_items`] (a batch, once),
+    /// before anyone may rely on the count (see `Chain::insert_many`).
+    pub fn insert_uncounted(&self, hash: u64, stats: &mut OpStats) -> Result<(), Full> {
+        self.place(self.g.primary(hash), self.g.fingerprint(hash), stats)
+    }
+
+    /// Adds `n` stored keys to the item count.
+    pub fn count_items(&self, n: u64) {
+        if n != 0 {
+            self.item_count.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Stores `fp` (candidate buckets `i1` and its alternate) in a free slot,
+    /// moving others to make one; does not count it.
+    fn place(&self, i1: u64, fp: u64, stats: &mut OpStats) -> Result<(), Full> {
         let i2 = self.g.alternate(i1, fp);
         let backoff = Backoff::new();
         for _ in 0..MAX_DISCOVERY_ROUNDS {
             if self.try_add(i1, fp) || self.try_add(i2, fp) {
-                self.item_count.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
             let Some(path) = self.discover_path(i1, i2) else {
@@ -370,7 +391,6 @@ impl<'a> Table<'a> {
             // After a successful migration the start bucket has a free slot, unless
             // another writer took it; then discovery runs again.
             if self.migrate_path(start, path, stats) && self.try_add(start, fp) {
-                self.item_count.fetch_add(1, Ordering::Relaxed);
                 return Ok(());
             }
             spin(&backoff);

@@ -84,6 +84,16 @@ impl Keys {
         }
     }
 
+    /// The keys of array argument 1, with the call's collation and the memory
+    /// context the call site's hasher lives in.
+    ///
+    /// # Safety
+    /// As [`Keys::from_arg`].
+    unsafe fn arg(fcinfo: pg_sys::FunctionCallInfo) -> (Keys, pg_sys::Oid, pg_sys::MemoryContext) {
+        // SAFETY: as documented; flinfo is valid in a call frame.
+        unsafe { (Keys::from_arg(fcinfo, 1), pgrx::fcinfo::pg_get_collation(fcinfo), (*(*fcinfo).flinfo).fn_mcxt) }
+    }
+
     fn is_null(&self, i: usize) -> bool {
         // SAFETY: `nulls` holds `n` flags (deconstruct_array always returns them
         // when asked).
@@ -185,9 +195,7 @@ v1_functions! {
     fn cf_contains_value_many(fcinfo) {
         // SAFETY: strict; arg 0 is a cuckoofilter, arg 1 an array.
         unsafe {
-            let keys = Keys::from_arg(fcinfo, 1);
-            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let (keys, collation, mcxt) = Keys::arg(fcinfo);
             let answers = probe_many_arg(fcinfo, 0, |hasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt));
             keys.answer(answers)
         }
@@ -197,9 +205,7 @@ v1_functions! {
     fn cf_contains_named_many(fcinfo) {
         // SAFETY: strict; arg 0 is text, arg 1 an array.
         unsafe {
-            let keys = Keys::from_arg(fcinfo, 1);
-            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let (keys, collation, mcxt) = Keys::arg(fcinfo);
             let answers = named_call(fcinfo, false).lookup_many(fcinfo, |hasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt));
             keys.answer(answers)
         }
@@ -234,9 +240,7 @@ fn log_refused(gen: u64, insert_end: u64, refused: Vec<(u32, u64)>) {
 unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_sys::Datum {
     // SAFETY: as documented.
     unsafe {
-        let keys = Keys::from_arg(fcinfo, 1);
-        let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-        let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+        let (keys, collation, mcxt) = Keys::arg(fcinfo);
         let call = named_call(fcinfo, true);
         if let Some(name) = call.pending_name(fcinfo) {
             // As the one-key insert: only a key that is there (not NULL) fixes
@@ -270,10 +274,16 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
                 todo.retain(|&i| !there[i]);
                 t.looked += (hs.len() - todo.len()) as u64;
             }
-            let logged: Vec<u64> = todo.iter().map(|&i| hs[i]).collect();
-            let insert_end = (gen != 0 && !logged.is_empty()).then(|| log(&batch_record(gen, &logged, true)));
+            let picked: Vec<u64>;
+            let logged: &[u64] = if todo.len() == hs.len() {
+                hs
+            } else {
+                picked = todo.iter().map(|&i| hs[i]).collect();
+                &picked
+            };
+            let insert_end = (gen != 0 && !logged.is_empty()).then(|| log(&batch_record(gen, logged, true)));
             let mut done = vec![Err(Full); logged.len()];
-            c.insert_many(&logged, new, &mut done, &mut t.op);
+            c.insert_many(logged, new, &mut done, &mut t.op);
             let mut refused = Vec::new();
             for (at, (&i, d)) in todo.iter().zip(&done).enumerate() {
                 let ok = *d == Ok(true);
@@ -317,9 +327,7 @@ v1_functions! {
     fn cf_delete_named_many(fcinfo) {
         // SAFETY: strict; arg 0 is text, arg 1 an array.
         unsafe {
-            let keys = Keys::from_arg(fcinfo, 1);
-            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let (keys, collation, mcxt) = Keys::arg(fcinfo);
             let hashes = |hasher: &mut KeyHasher, seed, key| keys.hashes(hasher, seed, key, collation, mcxt);
             let answers = named_call(fcinfo, true).write_many(fcinfo, hashes, |c, hs, out, r, index, slot, gen| {
                 let mut removed = Vec::new();
@@ -344,9 +352,7 @@ v1_functions! {
         // SAFETY: strict; arg 0 is a cuckoofilter, arg 1 an array.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let keys = Keys::from_arg(fcinfo, 1);
-            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let (keys, collation, mcxt) = Keys::arg(fcinfo);
             let hs = keys.hashes(&mut call_cache(fcinfo).key, v.seed(), v.key_type(), collation, mcxt);
             if keys.any_absent() {
                 no_equal_key_error();
@@ -374,9 +380,7 @@ v1_functions! {
         // SAFETY: strict; arg 0 is a cuckoofilter, arg 1 an array.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let keys = Keys::from_arg(fcinfo, 1);
-            let collation = pgrx::fcinfo::pg_get_collation(fcinfo);
-            let mcxt = (*(*fcinfo).flinfo).fn_mcxt;
+            let (keys, collation, mcxt) = Keys::arg(fcinfo);
             // A key with no equal among the filter's keys was never inserted.
             let hs = keys.hashes(&mut call_cache(fcinfo).key, v.seed(), v.key_type(), collation, mcxt);
             let tables = v.to_owned_tables();

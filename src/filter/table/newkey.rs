@@ -12,7 +12,9 @@
 //! its next read sees the copy (or, if a move took it to the other bucket,
 //! that move changed home again and the read of the other bucket sees it).
 //! When home is full, the call makes room in home (a path from home only)
-//! and reads again. Lock-free as inserts are: a retry follows another
+//! and reads again; if no room can be made, it answers "full" only if home
+//! is still the word it read (else another caller may have added the key
+//! there: it reads again). Lock-free as inserts are: a retry follows another
 //! thread's successful CAS on home. Exactly-once holds among insert-if-new
 //! calls; a plain insert of the same key racing them adds its own copy, as
 //! two plain inserts would. The loom models `insert_new_*` check it with two
@@ -98,7 +100,15 @@ impl Table<'_> {
             if rounds > MAX_DISCOVERY_ROUNDS {
                 return NewKey::Full;
             }
-            let Some(path) = self.discover_path(home, home) else { return NewKey::Full };
+            let Some(path) = self.discover_path(home, home) else {
+                // No room can be made in home as the search found it. If home
+                // changed since it was read (another caller may have added the
+                // key there), look again: the answer may be "present".
+                if self.buckets[home as usize].load(Ordering::SeqCst) != w {
+                    continue;
+                }
+                return NewKey::Full;
+            };
             if !self.migrate_path(home, path, stats) {
                 spin(&backoff);
             }
@@ -235,5 +245,37 @@ mod tests {
         ch.insert(h(5)).unwrap();
         assert!(ch.copies(h(5)) >= 2);
         assert_ne!(ch.delete(h(5)), Deleted::Absent);
+    }
+
+    /// A batch (`Chain::insert_many`) answers as one-key calls in the same
+    /// order do, on a fixed table that fills up and on a chain that grows,
+    /// for plain inserts and inserts if new (duplicates in the batch too).
+    #[test]
+    fn insert_many_answers_as_one_key_calls() {
+        use crate::filter::Full;
+        let keys: Vec<u64> = (0..30_000i64).map(|k| h(k % 25_000)).collect();
+        for grows in [false, true] {
+            for new in [false, true] {
+                let make = || {
+                    if grows {
+                        OwnedChain::new(500, Growth { fpp: 0.002, expansion: 2 }).unwrap()
+                    } else {
+                        let s = size_for_capacity(20_000, 0.002, 1 << 20).unwrap();
+                        OwnedChain::with_tables((s.params, s.capacity), vec![])
+                    }
+                };
+                let (a, b) = (make(), make());
+                let mut batch = vec![Err(Full); keys.len()];
+                a.chain().insert_many(&keys, new, &mut batch, &mut OpStats::default());
+                let one: Vec<Result<bool, Full>> = keys
+                    .iter()
+                    .map(|&k| if new { b.chain().insert_new_counted(k, &mut OpStats::default()) } else { b.chain().insert(k).map(|_| true) })
+                    .collect();
+                assert_eq!(batch, one, "grows {grows}, new {new}");
+                assert_eq!(a.chain().item_count(), b.chain().item_count());
+                assert_eq!(a.directory().count(), b.directory().count());
+                assert!(grows || batch.iter().any(|r| r.is_err()), "the fixed table did not fill");
+            }
+        }
     }
 }

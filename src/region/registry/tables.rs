@@ -305,6 +305,17 @@ impl Tables for RegionTables<'_> {
     }
 
     #[inline]
+    fn with_table_at<R>(&self, index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
+        let t = <Self as Tables>::table(self, index, handle);
+        if self.hook {
+            let u = self.r.units_of(handle, self.index);
+            f(&t.with_hook(&u))
+        } else {
+            f(&t)
+        }
+    }
+
+    #[inline]
     fn table(&self, index: usize, handle: u64) -> Table<'_> {
         if let Some(t) = self.views[index].get() {
             return t;

@@ -470,7 +470,10 @@ fn snapshots_hold_every_key_under_shifting_writers() {
     let mut out = vec![0u64; p.bucket_count as usize];
     let mut snaps = 0;
     let paused_before = PAUSED_SNAPSHOTS.load(Ordering::Relaxed);
-    while snaps < 100 {
+    // At least 100 snapshots, and on until one has taken the pause path (three
+    // copies changed under it): how soon depends on the scheduler, never on a
+    // time limit.
+    while snaps < 100 || PAUSED_SNAPSHOTS.load(Ordering::Relaxed) == paused_before {
         let _pin = r.pin(0).unwrap();
         let handles = r.tables(&info).unwrap().handles();
         let items = r.snapshot(&info, 0, &handles, &mut out, u64::MAX).unwrap().unwrap()[0].items;

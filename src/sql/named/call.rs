@@ -259,24 +259,7 @@ impl NamedCall {
             let Some(h) = (unsafe { self.key.hash_arg_for(fcinfo, 1, self.seed, self.filter_key) }) else { return absent() };
             let pinned = if self.write { pin_current_writer(r, self.index, self.seq) } else { pin_current(r, self.index, self.seq) };
             if let Some(pin) = pinned {
-                if self.write && r.writers_paused(self.index) {
-                    // A snapshot is copying this filter: wait unpinned (so that it
-                    // can proceed), and cancellable.
-                    drop(pin);
-                    wait_while(|| r.writers_paused(self.index));
-                    continue;
-                }
-                if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
-                    // Durable changes are frozen or not yet open.
-                    drop(pin);
-                    wait_durable_open(r);
-                    continue;
-                }
-                if self.gen != 0 {
-                    // Before anything is logged: the next checkpoint's cut then
-                    // includes this filter (see `cut`).
-                    r.mark_changed(self.index, CHANGED_WORDS);
-                }
+                let Some(pin) = self.go_ahead(r, pin) else { continue };
                 // SAFETY: `resolved` implies `tables` was written; the entry is
                 // unchanged and we are pinned, so its memory cannot be reused.
                 let tables = unsafe { self.tables.assume_init_ref() };
@@ -286,6 +269,29 @@ impl NamedCall {
             }
             self.resolve(r, name, who);
         }
+    }
+
+    /// Pinned (as a writer, for a change): whether the operation may run now.
+    /// If not, it has waited unpinned (cancellable) and the caller pins again:
+    /// while a snapshot copies the filter (its writers are paused), and while
+    /// durable changes are frozen or not yet open. A durable filter about to
+    /// change is marked changed first, before anything is logged: the next
+    /// checkpoint's cut then includes it (see `cut`).
+    fn go_ahead<'r>(&self, r: &'r Region, pin: Pin<'r>) -> Option<Pin<'r>> {
+        if self.write && r.writers_paused(self.index) {
+            drop(pin);
+            wait_while(|| r.writers_paused(self.index));
+            return None;
+        }
+        if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
+            drop(pin);
+            wait_durable_open(r);
+            return None;
+        }
+        if self.gen != 0 {
+            r.mark_changed(self.index, CHANGED_WORDS);
+        }
+        Some(pin)
     }
 
     /// For an insert into a filter (argument 0) whose key type is pending: its
@@ -384,19 +390,7 @@ impl NamedCall {
                 }
                 continue;
             };
-            if r.writers_paused(self.index) {
-                drop(pin);
-                wait_while(|| r.writers_paused(self.index));
-                continue;
-            }
-            if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
-                drop(pin);
-                wait_durable_open(r);
-                continue;
-            }
-            if self.gen != 0 {
-                r.mark_changed(self.index, CHANGED_WORDS);
-            }
+            let Some(pin) = self.go_ahead(r, pin) else { continue };
             // SAFETY: resolved, unchanged and pinned (see `run`).
             let tables = unsafe { self.tables.assume_init_ref() };
             op(&tables.chain(), &hs[done..end], &mut out[done..end], r, self.index, slot, self.gen);
