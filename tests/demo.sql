@@ -59,6 +59,9 @@ SELECT cf_contains(cf_snapshot('flagged'), 100) AS snapshot_agrees;   -- a copy 
 SELECT cf_create('seen', 1000);
 SELECT count(*) FILTER (WHERE cf_insert('seen', g)) AS stored_of_200000 FROM generate_series(1, 200000) g;
 SELECT count(*) FILTER (WHERE cf_contains('seen', g)) AS maybe_of_200000_never_inserted FROM generate_series(1000001, 1200000) g;
+\echo '== Deduplicate with cf_insert_new: true only the first time a key is seen (exactly once, even from many sessions at once).'
+SELECT cf_insert_new('seen', 500000) AS first_time, cf_insert_new('seen', 500000) AS again, cf_count('seen', 500000) AS copies;
+SELECT array_length(array_positions(cf_insert_new('seen', ARRAY(SELECT g % 250000 + 150001 FROM generate_series(1, 300000) g)), true), 1) AS new_of_300000_with_repeats;   -- one call: one WAL record per 8,192 keys
 \echo '== Filters of any shapes union: seven days, each built with plain cf_agg, into one week.'
 SELECT cf_info(w) ->> 'tables' AS tables, cf_count(w) AS items, round((cf_info(w) ->> 'fpp')::numeric, 4) AS fpp_bound,
        (SELECT count(*) FROM generate_series(1, 7) d, generate_series(1, 1000 + 100 * d) g WHERE NOT cf_contains(w, d * 1000000 + g)) AS missed

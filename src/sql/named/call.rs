@@ -358,14 +358,15 @@ impl NamedCall {
     /// [`NamedCall::run`] (read-only transactions, paused writers, durable
     /// changes open) before each chunk, and cancel requests answered between
     /// chunks. If the filter was replaced meanwhile, the remaining chunks go
-    /// to the filter now under the name, hashed for it.
+    /// to the filter now under the name if it hashes keys as the old one did
+    /// (same seed and key type); else the call fails (55000).
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with a non-null text argument 0.
     pub(crate) unsafe fn write_many<'a>(
         &mut self,
         fcinfo: pg_sys::FunctionCallInfo,
-        hashes: impl Fn(&mut KeyHasher, u64, KeyType) -> &'a [u64],
+        hashes: impl FnOnce(&mut KeyHasher, u64, KeyType) -> &'a [u64],
         op: impl Fn(&Chain<'_, RegionTables<'_>>, &[u64], &mut [bool], &Region, usize, usize, u64),
     ) -> &'a [bool] {
         // SAFETY: as documented.
@@ -374,8 +375,8 @@ impl NamedCall {
             prepare_write(true, c"cf_insert(), cf_insert_new() or cf_delete() on a durable filter");
         }
         let slot = my_slot();
-        let mut seed = self.seed;
-        let mut hs = hashes(&mut self.key, self.seed, self.filter_key);
+        let hashed_for = (self.seed, self.filter_key);
+        let hs = hashes(&mut self.key, self.seed, self.filter_key);
         let out = crate::sql::value::datatype::palloc_slice::<bool>(hs.len());
         let mut done = 0;
         while done < hs.len() {
@@ -384,9 +385,14 @@ impl NamedCall {
             let pinned = pin_current_writer(r, self.index, self.seq);
             let Some(pin) = pinned else {
                 self.resolve(r, name, who);
-                if self.seed != seed {
-                    seed = self.seed;
-                    hs = hashes(&mut self.key, self.seed, self.filter_key);
+                if (self.seed, self.filter_key) != hashed_for {
+                    // Replaced (published over) by a filter that hashes keys
+                    // otherwise: the keys already applied went to the old one.
+                    fail(
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        format!("cuckoo filter \"{name}\" was replaced during the call, by one that hashes keys differently"),
+                        Some("The keys before the replacement were applied to the filter it replaced; call again."),
+                    );
                 }
                 continue;
             };

@@ -446,7 +446,6 @@ impl Replay {
         }
     }
 
-    /// The end of replay: records held for bases that never came are applied.
     /// An insert the primary logged (`key`: its record's end and position).
     fn insert(&mut self, r: &Region, gen: u64, hash: u64, key: (u64, u32)) {
         if let Some(stored) = self.write(r, gen, |c| c.insert(hash).is_ok()) {
@@ -495,6 +494,7 @@ impl Replay {
         }
     }
 
+    /// The end of replay: records held for bases that never came are applied.
     fn finish(&mut self) {
         let gens: Vec<u64> = self.waiting.keys().copied().collect();
         for gen in gens {
