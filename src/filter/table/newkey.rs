@@ -52,7 +52,7 @@ impl Table<'_> {
     }
 
     /// The bucket of `fp`'s pair (`i1` and its alternate) in which
-    /// [`Table::insert_new`] and [`Table::absent_here`] serialise, and the
+    /// [`Table::insert_new_counted`] and [`Table::absent_here`] serialise, and the
     /// other one: the lower index, the same for every caller whichever
     /// candidate it starts from.
     #[inline(always)]
