@@ -327,10 +327,11 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
 
     /// Inserts many keys, in order, one answer each (`new`: inserts if new,
     /// [`Chain::insert_new_counted`]; else [`Chain::insert_counted`]). Runs of
-    /// keys go straight into the newest table while it is below its capacity
-    /// and still the newest (for inserts if new, while it is the only table),
-    /// asking for their buckets a few keys ahead; any other key takes the
-    /// one-key path. `Err(Full)` answers as there.
+    /// keys go straight into the newest table (one write hook for the run)
+    /// while it is below its capacity and still the newest (for inserts if
+    /// new, while it is the only table), asking for their buckets a few keys
+    /// ahead; any other key takes the one-key path, which adds tables.
+    /// `Err(Full)` answers as there.
     pub fn insert_many(&self, hashes: &[u64], new: bool, out: &mut [Result<bool, Full>], stats: &mut OpStats) {
         const AHEAD: usize = 8;
         let mut i = 0;
@@ -342,36 +343,23 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                 let cap = self.tables.capacity(handle);
                 i = self.tables.with_table_at(n - 1, handle, |t| {
                     let mut j = i;
-                    if new {
-                        while j < hashes.len() && t.item_count() < cap && newest() {
-                            if let Some(&ahead) = hashes.get(j + AHEAD) {
-                                t.prefetch_key(ahead);
-                            }
-                            out[j] = match t.insert_new_counted(hashes[j], stats, &newest) {
+                    while j < hashes.len() && t.item_count() < cap && newest() {
+                        if let Some(&ahead) = hashes.get(j + AHEAD) {
+                            t.prefetch_key(ahead);
+                        }
+                        out[j] = if new {
+                            match t.insert_new_counted(hashes[j], stats, &newest) {
                                 NewKey::Added => Ok(true),
                                 NewKey::Present => Ok(false),
                                 NewKey::Full | NewKey::Stale => break,
-                            };
-                            j += 1;
-                        }
-                    } else {
-                        // Counted once for the run (the caller is pinned: no
-                        // snapshot or checkpoint cut reads the count meanwhile);
-                        // the run stops where the table reaches its capacity.
-                        let room = cap.saturating_sub(t.item_count());
-                        let mut stored = 0;
-                        while j < hashes.len() && stored < room {
-                            if let Some(&ahead) = hashes.get(j + AHEAD) {
-                                t.prefetch_key(ahead);
                             }
-                            if t.insert_uncounted(hashes[j], stats).is_err() {
-                                break;
+                        } else {
+                            match t.insert_counted(hashes[j], stats) {
+                                Ok(()) => Ok(true),
+                                Err(Full) => break,
                             }
-                            out[j] = Ok(true);
-                            stored += 1;
-                            j += 1;
-                        }
-                        t.count_items(stored);
+                        };
+                        j += 1;
                     }
                     j
                 });

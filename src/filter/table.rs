@@ -361,20 +361,6 @@ impl<'a> Table<'a> {
         Ok(())
     }
 
-    /// [`Table::insert_counted`] without counting the item: the caller adds
-    /// its stores to the count with [`Table::count_items`] (a batch, once),
-    /// before anyone may rely on the count (see `Chain::insert_many`).
-    pub fn insert_uncounted(&self, hash: u64, stats: &mut OpStats) -> Result<(), Full> {
-        self.place(self.g.primary(hash), self.g.fingerprint(hash), stats)
-    }
-
-    /// Adds `n` stored keys to the item count.
-    pub fn count_items(&self, n: u64) {
-        if n != 0 {
-            self.item_count.fetch_add(n, Ordering::Relaxed);
-        }
-    }
-
     /// Stores `fp` (candidate buckets `i1` and its alternate) in a free slot,
     /// moving others to make one; does not count it.
     fn place(&self, i1: u64, fp: u64, stats: &mut OpStats) -> Result<(), Full> {

@@ -11,7 +11,9 @@
 //! before linking; the generation is the end of `CONTENT_BEGIN`), a drop and a
 //! grant (after they are applied: they cannot fail after that). Inserts and
 //! deletes log one small record each, naming the generation and the key's
-//! 64-bit hash, never the key; lookups log nothing.
+//! 64-bit hash, never the key; a batched call (0.8.0) one record per chunk of
+//! at most 8,192 keys (`INSERT` and `DELETE` with several hashes, `REFUSED`
+//! naming positions in its `INSERT`); lookups log nothing.
 //!
 //! # Ordering: why replay never loses an acknowledged key
 //!
@@ -24,7 +26,12 @@
 //! bucket pair) that replay produces is the primary's. An insert that finds the
 //! filter full changed nothing on the primary; it then logs `REFUSED` naming its
 //! `INSERT`, and replay takes back the copy it stored (or, if replay could not
-//! store it either, forgets the failure). If replay cannot store a key that the
+//! store it either, forgets the failure). So does an insert-if-new that found
+//! its key after logging the insert (it logs only after a lookup found the key
+//! absent). A batch keeps the argument key by key: its `INSERT` is logged
+//! before any of its inserts takes effect, its `DELETE` after all its deletes,
+//! its `REFUSED` after its inserts. (A take-back replay cannot attribute to
+//! one table of a filter that grew, as a delete, stays: a false positive.) If replay cannot store a key that the
 //! primary stored (a nearly full table filled in another order), the filter is
 //! marked as needing a reload: probes raise 55000 instead of answering without
 //! the key. Records of an older generation (a publish replaced it) never touch
