@@ -154,16 +154,11 @@ impl Directory {
 
 /// Where a chain's tables live: a handle names one; new ones are made on demand.
 pub trait Tables {
-    /// Runs `f` on the table behind a published handle (a callback, so that the
-    /// table may borrow what the implementation builds for the call, such as a
-    /// durable filter's write hook).
-    fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R;
-    /// [`Tables::with_table`] for table `index` of the chain (an
-    /// implementation may use the view it keeps of it).
-    fn with_table_at<R>(&self, index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
-        let _ = index;
-        self.with_table(handle, f)
-    }
+    /// Runs `f` on table `index` of the chain, behind a published handle (a
+    /// callback, so that the table may borrow what the implementation builds
+    /// for the call, such as a durable filter's write hook; the table itself
+    /// may be the view the implementation keeps, see [`Tables::table`]).
+    fn with_table<R>(&self, index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R;
     /// Table `index` of the chain, behind a published `handle`, to read (no
     /// write hook). An implementation may keep it: a table's place and shape
     /// never change once published.
@@ -196,7 +191,7 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
     }
 
     fn with_table<R>(&self, i: usize, f: impl FnOnce(&Table<'_>) -> R) -> R {
-        self.tables.with_table_at(i, self.dir.handle(i), f)
+        self.tables.with_table(i, self.dir.handle(i), f)
     }
 
     /// Table `i`, to read.
@@ -278,7 +273,7 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                 continue;
             }
             let handle = self.dir.handle(n - 1);
-            match self.tables.with_table_at(n - 1, handle, |t| t.insert_counted(hash, stats).map(|()| t.item_count())) {
+            match self.tables.with_table(n - 1, handle, |t| t.insert_counted(hash, stats).map(|()| t.item_count())) {
                 Ok(items) => {
                     self.stored(n, handle, items);
                     return Ok(n - 1);
@@ -306,7 +301,7 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
             }
             let handle = self.dir.handle(n - 1);
             let newest = || n == MAX_TABLES || self.dir.handles[n].load(Ordering::SeqCst) <= CLAIMED;
-            let (added, items) = self.tables.with_table_at(n - 1, handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
+            let (added, items) = self.tables.with_table(n - 1, handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
             match added {
                 NewKey::Added => {
                     self.stored(n, handle, items);
@@ -341,7 +336,7 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
             if !new || n == 1 {
                 let handle = self.dir.handle(n - 1);
                 let cap = self.tables.capacity(handle);
-                i = self.tables.with_table_at(n - 1, handle, |t| {
+                i = self.tables.with_table(n - 1, handle, |t| {
                     let mut j = i;
                     while j < hashes.len() && t.item_count() < cap && newest() {
                         if let Some(&ahead) = hashes.get(j + AHEAD) {
@@ -592,7 +587,7 @@ impl OwnedChain {
 }
 
 impl Tables for OwnedChain {
-    fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
+    fn with_table<R>(&self, _index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
         f(&self.filter(handle).table())
     }
 

@@ -387,7 +387,7 @@ fn keys(n: usize) -> Vec<u64> {
 fn full_chain(k0: u64, more: usize) -> Arc<OwnedChain> {
     let c = OwnedChain::with_tables(one_slot(), vec![one_slot(); more]);
     let d = c.directory();
-    c.chain().tables.with_table(d.handle(0), |t| t.insert(k0)).unwrap();
+    c.chain().tables.with_table(0, d.handle(0), |t| t.insert(k0)).unwrap();
     Arc::new(c)
 }
 

@@ -294,18 +294,7 @@ impl<'r> RegionTables<'r> {
 
 impl Tables for RegionTables<'_> {
     #[inline]
-    fn with_table<R>(&self, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
-        let t = self.r.table_of(handle);
-        if self.hook {
-            let u = self.r.units_of(handle, self.index);
-            f(&t.with_hook(&u))
-        } else {
-            f(&t)
-        }
-    }
-
-    #[inline]
-    fn with_table_at<R>(&self, index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
+    fn with_table<R>(&self, index: usize, handle: u64, f: impl FnOnce(&Table<'_>) -> R) -> R {
         let t = <Self as Tables>::table(self, index, handle);
         if self.hook {
             let u = self.r.units_of(handle, self.index);

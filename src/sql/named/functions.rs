@@ -103,7 +103,7 @@ v1_functions! {
                 fix_key_type(&name, key);
                 call.forget();
             }
-            let added = call.run(fcinfo, no_equal_key, |t, h, r, index, slot, gen| insert_new_one(t, h, r, index, slot, gen));
+            let added = call.run(fcinfo, no_equal_key, insert_new_one);
             pg_sys::Datum::from(added)
         }
     }
@@ -388,7 +388,7 @@ v1_functions! {
 /// One `cf_insert_new`: a durable filter's insert is logged only if the key
 /// looked absent first (a key already there costs no WAL), before it takes
 /// effect, and its refusal after, as `cf_insert`'s.
-pub(crate) fn insert_new_one(t: &Chain<'_, RegionTables<'_>>, h: u64, r: &Region, index: usize, slot: usize, gen: u64) -> bool {
+fn insert_new_one(t: &Chain<'_, RegionTables<'_>>, h: u64, r: &Region, index: usize, slot: usize, gen: u64) -> bool {
     let mut st = OpStats::default();
     if gen != 0 && t.contains_counted(h, &mut st) {
         r.count_lookup(index, slot, &st);
