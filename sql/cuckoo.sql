@@ -169,220 +169,308 @@ CREATE AGGREGATE cf_union_agg(cuckoofilter) (
 );
 COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters of one shape (built with the same capacity and fpp)';
 
--- cf_sharded_agg: cf_agg with a bytea state (the keys' hashes) and a combine
--- function, for engines that ship partial aggregate states between nodes but
+-- cf_sharded_state: cf_sharded_agg's state, the keys' hashes (and the rows'
+-- fpp and capacity). In memory it grows in place; its text and binary forms,
+-- which engines such as Citus ship between nodes, hold each distinct hash once,
+-- sorted and Rice-coded ("cs1:" and base64; src/sql/value/sharded.rs).
+CREATE TYPE cf_sharded_state;
+CREATE FUNCTION cf_sharded_state_in(cstring) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_out(cf_sharded_state) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_recv(internal) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_send(cf_sharded_state) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_send' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE TYPE cf_sharded_state (
+    INPUT = cf_sharded_state_in,
+    OUTPUT = cf_sharded_state_out,
+    RECEIVE = cf_sharded_state_recv,
+    SEND = cf_sharded_state_send,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = double,
+    STORAGE = extended
+);
+COMMENT ON TYPE cf_sharded_state IS 'the partial state of cf_sharded_agg: the distinct key hashes, shipped between nodes in a dense form';
+
+-- cf_sharded_agg: cf_agg with a cf_sharded_state state (the keys' hashes) and a
+-- combine function, for engines that ship partial aggregate states between nodes but
 -- cannot ship internal ones (Citus). The result equals cf_agg's for the same
 -- arguments. Transition and combine are not strict (they create the state on the
 -- first row and skip NULL keys); called by an aggregate they extend the state in
--- place, called otherwise they return a new one.
+-- place, called otherwise they return a new one. The functions over bytea are
+-- the state functions of 0.5.0 to 0.8.0, kept for states those releases made.
 CREATE FUNCTION cf_sharded_trans(bytea, anyelement) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_combine(bytea, bytea) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_combine(cf_sharded_state, cf_sharded_state) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_final(cf_sharded_state) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_sharded_agg(anyelement) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 -- The same for keys of these types, declared exactly: Citus runs an aggregate on
 -- its workers only when the declared argument types equal the arguments' (a
 -- polymorphic declaration never does), and calls the transition function
 -- without a call expression, so the key's type comes from the declaration.
 CREATE FUNCTION cf_sharded_trans(bytea, smallint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, integer) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, integer, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, integer, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, text) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, text, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, text, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, uuid) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_sharded_agg(smallint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(smallint) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(smallint) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(smallint, float8) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(smallint, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(integer) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(integer) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(integer) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(integer, float8) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(integer, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(integer, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(integer, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(bigint) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(bigint) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(bigint, float8) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(bigint, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(text) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(text) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(text) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(text, float8) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(text, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(text, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(text, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(uuid) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(uuid) IS 'cf_agg with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(uuid) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(uuid, float8) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8) IS 'cf_agg(key, fpp) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(uuid, fpp float8, capacity bigint) (
     SFUNC = cf_sharded_trans,
-    STYPE = bytea,
-    SSPACE = 8220,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
     FINALFUNC = cf_sharded_final,
     COMBINEFUNC = cf_sharded_combine,
     PARALLEL = SAFE
 );
-COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a bytea state and a combine function, for engines that combine partial states across nodes (Citus)';
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+
+-- cf_sharded_agg of keys of any type through one declaration that Citus can run
+-- on its workers: cf_sharded_agg(cf_sharded_key(key)). On a cluster with Citus,
+-- cuckoo's planner hook rewrites cf_sharded_agg(key) so for key types that have
+-- no cf_sharded_agg of their own (src/sql/value/rewrite.rs).
+CREATE FUNCTION cf_sharded_key(anyelement) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_key(anyelement, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_key(anyelement, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION cf_sharded_key(anyelement) IS 'the cf_sharded_agg state of one key';
+COMMENT ON FUNCTION cf_sharded_key(anyelement, float8) IS 'the cf_sharded_agg state of one key and an fpp';
+COMMENT ON FUNCTION cf_sharded_key(anyelement, float8, bigint) IS 'the cf_sharded_agg state of one key, an fpp and a capacity';
+CREATE AGGREGATE cf_sharded_agg(cf_sharded_state) (
+    SFUNC = cf_sharded_combine,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_final,
+    COMBINEFUNC = cf_sharded_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(cf_sharded_state) IS 'the filter of the keys of cf_sharded_agg states (cf_sharded_key of each key, or partial states)';
 
 -- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
 -- They are not transactional: a change is visible to every session at once and
@@ -545,3 +633,110 @@ CREATE VIEW cuckoo_region AS
     FROM cuckoo_region_rows();
 GRANT SELECT ON cuckoo_region TO PUBLIC;
 COMMENT ON VIEW cuckoo_region IS 'the shared memory region of named cuckoo filters: its size, free space and filter entries';
+
+-- Named filters on a Citus cluster (src/sql/named/citus.rs). In a backend that
+-- runs part of a distributed query for another node, a by-name call may use
+-- this node's filter only if this table lists it: 'cluster', a copy that
+-- cf_publish_cluster() made on every node from one value (lookups only), or
+-- 'node', declared by cf_node_local() to hold the keys of this node's own
+-- shards. Every node has its own rows; the functions below keep them in step.
+CREATE TABLE cuckoo_cluster_filters (
+    name text PRIMARY KEY,
+    scope text NOT NULL CHECK (scope IN ('cluster', 'node')),
+    digest text,
+    set_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((scope = 'cluster') = (digest IS NOT NULL))
+);
+SELECT pg_catalog.pg_extension_config_dump('cuckoo_cluster_filters', '');
+GRANT SELECT ON cuckoo_cluster_filters TO PUBLIC;
+COMMENT ON TABLE cuckoo_cluster_filters IS 'named filters that distributed queries may use on this node: cluster copies (cf_publish_cluster) and node-local filters (cf_node_local)';
+
+-- Runs on each node for cf_publish_cluster: publishes the value as a cluster
+-- copy and returns the md5 of the copy's snapshot, which the caller compares.
+CREATE FUNCTION cf_cluster_copy(name text, f cuckoofilter, durable boolean) RETURNS text
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    digest text;
+BEGIN
+    DELETE FROM @extschema@.cuckoo_cluster_filters c WHERE c.name = cf_cluster_copy.name;
+    PERFORM @extschema@.cf_publish(name, f, durable);
+    digest := md5(@extschema@.cf_snapshot(name)::text);
+    INSERT INTO @extschema@.cuckoo_cluster_filters (name, scope, digest) VALUES (name, 'cluster', digest);
+    RETURN digest;
+END
+$fn$;
+COMMENT ON FUNCTION cf_cluster_copy(text, cuckoofilter, boolean) IS 'used by cf_publish_cluster on each node: publishes a cluster copy and returns its digest';
+
+-- The Citus nodes' answers to one command, or an error naming the first
+-- node that failed.
+CREATE FUNCTION cf_on_all_nodes(command text, what text) RETURNS TABLE (nodeid integer, result text)
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION '% needs the citus extension', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Without Citus, use cf_publish(), cf_drop() and the filter directly.';
+    END IF;
+    FOR r IN EXECUTE 'SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid' USING command LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION '% failed on Citus node %: %', what, r.nodeid, r.result
+                USING ERRCODE = 'external_routine_exception';
+        END IF;
+        nodeid := r.nodeid;
+        result := r.result;
+        RETURN NEXT;
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION cf_on_all_nodes(text, text) IS 'runs a command on every Citus node, failing on the first node that fails';
+
+CREATE FUNCTION cf_publish_cluster(name text, f cuckoofilter, durable boolean DEFAULT true) RETURNS integer
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    nodes integer;
+    digests integer;
+BEGIN
+    BEGIN
+        SELECT count(*), count(DISTINCT result) INTO nodes, digests
+          FROM @extschema@.cf_on_all_nodes(format('SELECT %s.cf_cluster_copy(%L, %L::%s.cuckoofilter, %L)',
+                 '@extschema@', name, f::text, '@extschema@', durable), 'cf_publish_cluster()');
+        IF digests <> 1 THEN
+            RAISE EXCEPTION 'cf_publish_cluster(): the nodes'' copies of cuckoo filter "%" differ', name
+                USING ERRCODE = 'internal_error';
+        END IF;
+    EXCEPTION WHEN OTHERS THEN
+        -- No node may answer from a copy that others lack: unlist it everywhere.
+        PERFORM @extschema@.cf_on_all_nodes(format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L', '@extschema@', name),
+                'cf_publish_cluster()');
+        RAISE;
+    END;
+    RETURN nodes;
+END
+$fn$;
+COMMENT ON FUNCTION cf_publish_cluster(text, cuckoofilter, boolean) IS 'publishes a value as the named filter on every Citus node (identical copies that distributed queries may look up); returns the number of nodes';
+
+CREATE FUNCTION cf_node_local(name text, node_local boolean DEFAULT true) RETURNS integer
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    RETURN (SELECT count(*) FROM @extschema@.cf_on_all_nodes(
+        CASE WHEN node_local THEN
+            format('INSERT INTO %s.cuckoo_cluster_filters (name, scope) VALUES (%L, ''node'') ON CONFLICT (name) DO UPDATE SET scope = ''node'', digest = NULL, set_at = now()',
+                   '@extschema@', name)
+        ELSE
+            format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L AND scope = ''node''', '@extschema@', name)
+        END, 'cf_node_local()'));
+END
+$fn$;
+COMMENT ON FUNCTION cf_node_local(text, boolean) IS 'declares on every Citus node that distributed queries may use that node''s own filter of this name (its keys are co-located with the distribution column); false withdraws it';
+
+CREATE FUNCTION cf_drop_cluster(name text) RETURNS integer
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    RETURN (SELECT count(*) FILTER (WHERE result = 't') FROM @extschema@.cf_on_all_nodes(
+        format('WITH unlisted AS (DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L) SELECT %s.cf_drop(%L)', '@extschema@', name, '@extschema@', name),
+        'cf_drop_cluster()'));
+END
+$fn$;
+COMMENT ON FUNCTION cf_drop_cluster(text) IS 'drops the named filter on every Citus node and unlists it; returns the number of nodes that had it';

@@ -18,6 +18,7 @@ pgrx::pg_module_magic!();
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     sql::named::init();
+    sql::value::rewrite::init();
 }
 
 #[cfg(feature = "pgrx")]

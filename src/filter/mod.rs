@@ -9,6 +9,7 @@ pub mod dense;
 pub mod hash;
 pub mod layout;
 pub mod multi;
+pub mod packed;
 pub mod radix;
 pub mod sizing;
 pub mod sync;

@@ -11,6 +11,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, wait_for, REGION};
+use super::citus;
 use super::errors::{closed_error, fail, not_found};
 use super::reload::needs_reload;
 use crate::filter::chain::Chain;
@@ -193,9 +194,21 @@ pub(crate) unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: boo
 impl NamedCall {
     /// Looks the name up, checks the caller's right, and caches the filter.
     fn resolve(&mut self, r: &'static Region, name: &str, who: pg_sys::Oid) {
+        let mut checked = false;
         loop {
-            let Some(info) = r.find(db(), name) else { not_found(name) };
+            let Some(info) = r.find(db(), name) else {
+                citus::check_task(name, false, self.write);
+                not_found(name)
+            };
             require_access(&info, self.write);
+            if !checked {
+                // On a Citus cluster: whether this node's filter is the one meant.
+                citus::check_task(name, true, self.write);
+                if self.write {
+                    citus::check_change(name);
+                }
+                checked = true;
+            }
             if !info.usable() {
                 needs_reload(&info);
             }

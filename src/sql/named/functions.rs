@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, with_registry_lock};
 use super::call::{db, named_call, pin_current, user, prepare_write, require_access, text_arg, wait_durable_open};
+use super::citus;
 use super::errors::{fail, not_found, region_error};
 use super::log::{log, log_content};
 use super::reload::needs_reload;
@@ -195,6 +196,8 @@ v1_functions! {
         .unwrap_or_else(|e| sizing_error(e));
         let tables = [TableSpec { params: sized.params, capacity: sized.capacity }];
         prepare_write(durable, c"cf_create()");
+        citus::check_task(name, true, true);
+        citus::check_change(name);
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key, growth };
         purge_dropped_databases();
         registry_change(name, |_| {}, |r, lk, _| {
@@ -213,6 +216,7 @@ v1_functions! {
     fn cf_drop(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
+        citus::check_task(name, true, true);
         let dropped = registry_change(
             name,
             |found| {
@@ -245,6 +249,8 @@ v1_functions! {
         // unless called through the 0.2.0 declaration.
         let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
         prepare_write(durable, c"cf_publish()");
+        citus::check_task(name, true, true);
+        citus::check_change(name);
         let headers = v.tables();
         if headers.len() > MAX_TABLES {
             fail(
@@ -311,6 +317,7 @@ v1_functions! {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
         let r = region();
+        citus::check_task(name, r.find(db(), name).is_some(), false);
         loop {
             let Some(info) = r.find(db(), name) else { not_found(name) };
             require_access(&info, false);

@@ -9,6 +9,8 @@
 //! - `restore`: reading the files back when shared memory is set up;
 //! - `replay`: the WAL resource manager's replay;
 //! - `worker`: the durability background worker;
+//! - `citus`: on a Citus cluster, which filter a by-name call in a
+//!   distributed query may use;
 //! - `call`: how a function call reaches a filter (name, rights, pins);
 //! - `functions`: the SQL functions over filter names;
 //! - `view`: the rows of the `cuckoo_filters` view.
@@ -24,6 +26,7 @@ pub mod cut;
 pub mod restore;
 pub mod replay;
 pub mod worker;
+pub mod citus;
 pub mod call;
 pub mod functions;
 pub mod view;

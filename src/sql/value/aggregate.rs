@@ -122,13 +122,25 @@ impl Settings {
     /// `fcinfo` is a valid frame whose arguments 2 and 3, when present, are
     /// float8 and bigint.
     pub(super) unsafe fn take_row(&mut self, name: &str, fcinfo: pg_sys::FunctionCallInfo) {
+        // SAFETY: as documented.
+        unsafe { self.take_args(name, fcinfo, 2) }
+    }
+
+    /// As [`Self::take_row`], with the fpp at argument `at` and the capacity
+    /// after it.
+    ///
+    /// # Safety
+    /// `fcinfo` is a valid frame whose arguments `at` and `at + 1`, when
+    /// present, are float8 and bigint.
+    pub(super) unsafe fn take_args(&mut self, name: &str, fcinfo: pg_sys::FunctionCallInfo, at: usize) {
         // SAFETY: as documented; NULLs are checked before the datums are read.
         unsafe {
-            if (*fcinfo).nargs > 2 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 2) {
-                self.set_fpp(name, f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 2).value() as u64));
+            let nargs = (*fcinfo).nargs as usize;
+            if nargs > at && !pgrx::fcinfo::pg_arg_is_null(fcinfo, at) {
+                self.set_fpp(name, f64::from_bits(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, at).value() as u64));
             }
-            if (*fcinfo).nargs > 3 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, 3) {
-                self.set_capacity(name, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() as i64);
+            if nargs > at + 1 && !pgrx::fcinfo::pg_arg_is_null(fcinfo, at + 1) {
+                self.set_capacity(name, pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, at + 1).value() as i64);
             }
         }
     }
@@ -325,7 +337,34 @@ pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
         if aggref.is_null() || (*aggref).aggargtypes.is_null() || (*(*aggref).aggargtypes).length < 1 {
             return KeyType::NONE;
         }
-        crate::sql::keys::key_type_of((*(*(*aggref).aggargtypes).elements).oid_value)
+        let declared = (*(*(*aggref).aggargtypes).elements).oid_value;
+        if type_name(declared).is_some_and(|n| n.rsplit('.').next() == Some("cf_sharded_state")) {
+            // cf_sharded_agg(cf_sharded_key(key)): the key's type, when the
+            // call is at hand (not in a parallel plan's finalize step).
+            let args = (*aggref).args;
+            if !args.is_null() && (*args).length >= 1 {
+                let expr = (*((*(*args).elements).ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node;
+                if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_FuncExpr {
+                    let f = expr as *mut pg_sys::FuncExpr;
+                    if !(*f).args.is_null() && (*(*f).args).length >= 1 {
+                        let key = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
+                        return crate::sql::keys::key_type_of(pg_sys::exprType(key));
+                    }
+                }
+            }
+            return KeyType::NONE;
+        }
+        crate::sql::keys::key_type_of(declared)
+    }
+}
+
+/// A type's name (qualified if not on the search path), if it exists.
+fn type_name(t: pg_sys::Oid) -> Option<String> {
+    // SAFETY: format_type_extended with FORMAT_TYPE_ALLOW_INVALID never raises
+    // for a missing type; the result is a palloc'd string.
+    unsafe {
+        let p = pg_sys::format_type_extended(t, -1, pg_sys::FORMAT_TYPE_ALLOW_INVALID as u16);
+        (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
     }
 }
 

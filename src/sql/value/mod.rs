@@ -9,3 +9,4 @@ pub mod cache;
 pub mod functions;
 pub mod aggregate;
 pub mod sharded;
+pub mod rewrite;

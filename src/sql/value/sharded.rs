@@ -3,6 +3,8 @@
 //! combine, with its transition, combine and final functions. The result is
 //! byte for byte `cf_agg`'s; the sizing, settings and build are `aggregate`'s.
 
+use std::ffi::CStr;
+
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -37,6 +39,9 @@ fn key_types_differ() -> ! {
 const SHARDED_MAGIC: [u8; 4] = *b"CFS2";
 const SHARDED_HEADER: usize = 36;
 const SHARDED_MAGIC_V1: [u8; 4] = *b"CFS1";
+/// Room for hashes in a new state: a group of few keys stays small (the
+/// state grows by doubling).
+const FIRST_ROOM: usize = 16;
 const SHARDED_HEADER_V1: usize = 28;
 
 /// A checked view of a `cf_sharded_agg` state (a 4-byte-header varlena).
@@ -240,10 +245,10 @@ v1_functions! {
             let mut state = if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
                 // In the current context: the executor copies a new state into
                 // the aggregate context.
-                Sharded::new_in(pg_sys::CurrentMemoryContext, 1024, Settings::default(), KeyType::NONE)
+                Sharded::new_in(pg_sys::CurrentMemoryContext, FIRST_ROOM, Settings::default(), KeyType::NONE)
             } else {
                 let (s, plain) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-                if plain && cx.is_some() { s } else { s.grown(s.room().max(1024)) }
+                if plain && cx.is_some() { s } else { s.grown(s.room().max(FIRST_ROOM)) }
             };
             // Checked as cf_agg checks them.
             let mut settings = state.settings();
@@ -336,4 +341,262 @@ v1_functions! {
             build_distinct(s.settings(), &s.distinct_hashes(), s.key_type())
         }
     }
+}
+
+// The type `cf_sharded_state`: the state above under its own type (0.9.0), so
+// that what crosses the network between nodes is its dense text form instead
+// of a bytea's hex: an engine that ships partial states (Citus) sends the
+// state type's output and reads it back with its input function.
+//
+// Compact form (also the binary send/receive form): "CS", version 1, a flags
+// byte (bit 0: an fpp follows, bit 1: a capacity follows, bit 2: a 0.5.0
+// state, whose keys hash as a filter that records no key type), the fpp (f64,
+// little-endian), the capacity (LEB128), the key type kind (u8) and OID
+// (LEB128; for an enum or a type made by CREATE TYPE, whose OID differs from
+// node to node, its qualified name instead: length and UTF-8), the number of distinct hashes (LEB128), then the hashes in bucket
+// order, Rice-coded (`filter::packed`). Text form: "cs1:" and the compact form
+// in base64. One key: 28 characters; n keys spread evenly: about
+// (64 − log2 n + 1.5) / 6 characters each.
+
+const COMPACT_MAGIC: [u8; 3] = [b'C', b'S', 1];
+const TEXT_PREFIX: &str = "cs1:";
+const FLAG_FPP: u8 = 1;
+const FLAG_CAPACITY: u8 = 2;
+const FLAG_V1: u8 = 4;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(b: &[u8], at: &mut usize) -> Result<u64, String> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at).ok_or("the input ends inside a number")?;
+        *at += 1;
+        if shift == 63 && byte > 1 {
+            return Err("a number beyond 64 bits".into());
+        }
+        v |= ((byte & 0x7f) as u64) << shift;
+        if byte & 0x80 == 0 {
+            if byte == 0 && shift > 0 {
+                return Err("a number with a needless byte".into());
+            }
+            return Ok(v);
+        }
+    }
+    Err("a number beyond 64 bits".into())
+}
+
+impl Sharded {
+    /// The compact form: settings, key type and the distinct hashes.
+    fn compact(&self) -> Vec<u8> {
+        let Settings { fpp, capacity } = self.settings();
+        let key = self.key_type();
+        let keys: Vec<u64> = self.distinct_hashes().into_iter().map(crate::filter::hash::bucket_order_key).collect();
+        let mut out = Vec::with_capacity(32 + crate::filter::packed::encoded_len(&keys));
+        out.extend_from_slice(&COMPACT_MAGIC);
+        let v1 = self.header() == SHARDED_HEADER_V1;
+        out.push(if fpp != 0.0 { FLAG_FPP } else { 0 } | if capacity != 0 { FLAG_CAPACITY } else { 0 } | if v1 { FLAG_V1 } else { 0 });
+        if fpp != 0.0 {
+            out.extend_from_slice(&fpp.to_le_bytes());
+        }
+        if capacity != 0 {
+            put_varint(&mut out, capacity);
+        }
+        out.push(key.kind);
+        if local_oid(key.kind) {
+            // Its OID means nothing on another node: its name instead.
+            // SAFETY: a type OID recorded from a key; an unknown one gives "???".
+            let name = unsafe { CStr::from_ptr(pg_sys::format_type_be_qualified(pg_sys::Oid::from(key.oid))) }.to_bytes().to_vec();
+            put_varint(&mut out, name.len() as u64);
+            out.extend_from_slice(&name);
+        } else {
+            put_varint(&mut out, key.oid as u64);
+        }
+        put_varint(&mut out, keys.len() as u64);
+        crate::filter::packed::encode(&keys, &mut out);
+        out
+    }
+
+    /// A state from its compact form (checked as a state datum is), in the
+    /// current memory context.
+    fn from_compact(b: &[u8]) -> Result<Sharded, String> {
+        if b.len() < 4 || b[..3] != COMPACT_MAGIC {
+            return Err("it does not start as a cf_sharded_state of this release".into());
+        }
+        let flags = b[3];
+        if flags & !(FLAG_FPP | FLAG_CAPACITY | FLAG_V1) != 0 {
+            return Err(format!("unknown flags {flags:#x}"));
+        }
+        let mut at = 4;
+        let mut settings = Settings::default();
+        if flags & FLAG_FPP != 0 {
+            let f = b.get(at..at + 8).ok_or("the input ends inside the fpp")?;
+            settings.fpp = f64::from_le_bytes(f.try_into().unwrap());
+            at += 8;
+            if settings.fpp == 0.0 || shape_for(settings.fpp).is_err() {
+                return Err(format!("fpp {} is out of range", settings.fpp));
+            }
+        }
+        if flags & FLAG_CAPACITY != 0 {
+            settings.capacity = get_varint(b, &mut at)?;
+            if settings.capacity == 0 || settings.capacity > i64::MAX as u64 {
+                return Err(format!("capacity {} is out of range", settings.capacity));
+            }
+        }
+        let kind = *b.get(at).ok_or("the input ends before the key type")?;
+        at += 1;
+        let key = if local_oid(kind) {
+            let len = usize::try_from(get_varint(b, &mut at)?).unwrap_or(usize::MAX);
+            let name = b.get(at..at.saturating_add(len)).ok_or("the input ends inside the key type's name")?;
+            at += len;
+            type_named(kind, name)?
+        } else {
+            let oid = u32::try_from(get_varint(b, &mut at)?).map_err(|_| "a key type OID beyond 32 bits".to_string())?;
+            KeyType { kind, oid }
+        };
+        KeyType::check_parts(key.kind, key.oid).map_err(|e| e.to_string())?;
+        if flags & FLAG_V1 != 0 && key.is_recorded() {
+            return Err("a 0.5.0 state with a key type".into());
+        }
+        let n = get_varint(b, &mut at)?;
+        let keys = crate::filter::packed::decode(&b[at..], usize::try_from(n).unwrap_or(usize::MAX)).map_err(|e| format!("bad hashes: {e}"))?;
+        // SAFETY: CurrentMemoryContext is valid in a function call.
+        let s = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, keys.len().max(1), settings, key);
+        if flags & FLAG_V1 != 0 {
+            // The shorter header of 0.5.0's states: the same value, read as one.
+            let old = s.bytes_mut();
+            old[..4].copy_from_slice(&SHARDED_MAGIC_V1);
+            // SAFETY: the value is ours; it shrinks by the 8 header bytes 0.5.0 lacked.
+            unsafe { pgrx::varlena::set_varsize_4b(s.ptr, (pg_sys::VARHDRSZ + SHARDED_HEADER_V1 + 8 * keys.len().max(1)) as i32) };
+        }
+        for (slot, k) in s.slots().iter_mut().zip(&keys) {
+            *slot = k.rotate_right(32).to_le();
+        }
+        s.set_used(keys.len());
+        Ok(s)
+    }
+}
+
+/// Whether key types of this kind are recorded by an OID of this database
+/// only (an enum, a type made by CREATE TYPE).
+fn local_oid(kind: u8) -> bool {
+    kind == crate::filter::dense::KEY_ENUM || kind == crate::filter::dense::KEY_LOCAL
+}
+
+/// The key type a state names as `name` (qualified, as `format_type` writes
+/// it), which must exist here and be of the same kind.
+fn type_named(kind: u8, name: &[u8]) -> Result<KeyType, String> {
+    let name = std::str::from_utf8(name).map_err(|_| "a key type name that is not UTF-8".to_string())?;
+    let c = std::ffi::CString::new(name).map_err(|_| "a key type name with a NUL".to_string())?;
+    let (mut typid, mut typmod) = (pg_sys::InvalidOid, 0i32);
+    // SAFETY: parseTypeString reads the string; missing_ok reports an unknown
+    // type as InvalidOid (a malformed name raises a syntax error).
+    unsafe { pg_sys::parseTypeString(c.as_ptr(), &mut typid, &mut typmod, true) };
+    if typid == pg_sys::InvalidOid {
+        return Err(format!("its key type {name} does not exist here: create it as on the node that made the state"));
+    }
+    let key = crate::sql::keys::key_type_of(typid);
+    if key.kind != kind {
+        return Err(format!("its key type {name} is not of the kind it was where the state was made"));
+    }
+    Ok(key)
+}
+
+/// 22P02 (text) or 22P03 (binary): not a `cf_sharded_state`.
+fn bad_state(binary: bool, why: impl std::fmt::Display) -> ! {
+    ereport!(
+        ERROR,
+        if binary { PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION } else { PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION },
+        if binary { "invalid binary form of type cf_sharded_state" } else { "invalid input syntax for type cf_sharded_state" },
+        why.to_string()
+    );
+}
+
+v1_functions! {
+    /// `cf_sharded_state_in(cstring)`: "cs1:" and base64 of the compact form.
+    fn cf_sharded_state_in(fcinfo) {
+        use base64::Engine;
+        // SAFETY: an input function's argument 0 is a non-null C string.
+        let text = unsafe { std::ffi::CStr::from_ptr(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<std::ffi::c_char>()) };
+        let Some(body) = text.to_bytes().strip_prefix(TEXT_PREFIX.as_bytes()) else { bad_state(false, format!("it must start with \"{TEXT_PREFIX}\"")) };
+        if body.len() > 4 * (MAX_VALUE_BYTES as usize).div_ceil(3) {
+            bad_state(false, "longer than any cf_sharded_state");
+        }
+        let bytes = base64::engine::general_purpose::STANDARD.decode(body).unwrap_or_else(|e| bad_state(false, format!("bad base64: {e}")));
+        Sharded::from_compact(&bytes).unwrap_or_else(|e| bad_state(false, e)).datum()
+    }
+
+    fn cf_sharded_state_out(fcinfo) {
+        use base64::Engine;
+        // SAFETY: strict; argument 0 is a cf_sharded_state (checked by from_datum).
+        let (s, _) = unsafe { Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0)) };
+        let compact = s.compact();
+        let mut text = String::with_capacity(TEXT_PREFIX.len() + compact.len().div_ceil(3) * 4 + 1);
+        text.push_str(TEXT_PREFIX);
+        base64::engine::general_purpose::STANDARD.encode_string(&compact, &mut text);
+        let c = std::ffi::CString::new(text).expect("base64 has no NUL");
+        // SAFETY: pstrdup copies the string into the current context.
+        pg_sys::Datum::from(unsafe { pg_sys::pstrdup(c.as_ptr()) })
+    }
+
+    /// `cf_sharded_state_recv(internal)`: the compact form, exactly.
+    fn cf_sharded_state_recv(fcinfo) {
+        // SAFETY: argument 0 of a receive function is a StringInfo.
+        let bytes = unsafe {
+            let buf = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<pg_sys::StringInfoData>();
+            let remaining = ((*buf).len - (*buf).cursor) as usize;
+            let p = pg_sys::pq_getmsgbytes(buf, remaining as i32);
+            std::slice::from_raw_parts(p as *const u8, remaining)
+        };
+        Sharded::from_compact(bytes).unwrap_or_else(|e| bad_state(true, e)).datum()
+    }
+
+    fn cf_sharded_state_send(fcinfo) {
+        // SAFETY: strict; argument 0 is a cf_sharded_state.
+        let (s, _) = unsafe { Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0)) };
+        super::datatype::bytea_datum(&s.compact())
+    }
+
+    /// `cf_sharded_key(anyelement [, float8 [, bigint]]) -> cf_sharded_state`:
+    /// the state of one key (none for NULL) and the row's fpp and capacity, as
+    /// `cf_sharded_agg`'s transition function would make it. `cf_sharded_agg`
+    /// of these states is `cf_sharded_agg` of the keys; on Citus a key of a
+    /// type without its own `cf_sharded_agg` is aggregated this way.
+    fn cf_sharded_key(fcinfo) {
+        // SAFETY: declared (anyelement[, float8[, bigint]]), not strict: NULLs
+        // are checked before arguments are read.
+        unsafe {
+            let state = Sharded::new_in(pg_sys::CurrentMemoryContext, 1, Settings::default(), KeyType::NONE);
+            let mut settings = Settings::default();
+            settings.take_args("cf_sharded_agg", fcinfo, 1);
+            state.set_settings(settings);
+            if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
+                let cache = call_cache(fcinfo);
+                let h = cache.key.hash_arg_own(fcinfo, 0, DEFAULT_SEED);
+                state.set_key_type(cache.key.own_key_type());
+                state.slots()[0] = h.to_le();
+                state.set_used(1);
+            } else if let Some(t) = fn_arg_type(fcinfo, 0) {
+                // A NULL key still names its type, as cf_agg's rows do.
+                state.set_key_type(crate::sql::keys::key_type_of(t));
+            }
+            state.datum()
+        }
+    }
+}
+
+/// The type of argument `n` as the call expression says, if there is one.
+///
+/// # Safety
+/// `fcinfo` is a valid frame.
+unsafe fn fn_arg_type(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Oid> {
+    // SAFETY: get_fn_expr_argtype reads the call expression, or returns
+    // InvalidOid when there is none.
+    let t = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, n as i32) };
+    (t != pg_sys::InvalidOid).then_some(t)
 }
