@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-durable bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-durable test-citus bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -16,7 +16,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-isolation test-regress test-clients test-shared test-durable
+test: setup test-core loom test-isolation test-regress test-clients test-shared test-durable test-citus
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
@@ -65,6 +65,13 @@ test-shared: install
 # repository's history into target/old/, run from a private installation tree).
 test-durable: install
 	bash tests/durability.sh
+
+# A Citus coordinator and two workers (Citus 13.2.2 built and installed by the
+# shared tools' build-citus.sh if missing): cf_sharded_agg pushed down for every
+# key type and its shipped states, named filters that distributed queries use
+# (tests/citus.sh).
+test-citus: install
+	bash tests/citus.sh
 
 bench: install bench-core
 	bash tests/bench/run.sh

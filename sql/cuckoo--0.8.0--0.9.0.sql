@@ -47,55 +47,55 @@ CREATE TYPE cf_sharded_state (
 COMMENT ON TYPE cf_sharded_state IS 'the partial state of cf_sharded_agg: the distinct key hashes, shipped between nodes in a dense form';
 
 -- cf_sharded_agg's support functions over the new state type.
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_combine(cf_sharded_state, cf_sharded_state) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_combine(cf_sharded_state, cf_sharded_state) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_final(cf_sharded_state) RETURNS cuckoofilter
+CREATE FUNCTION cf_sharded_state_final(cf_sharded_state) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 -- Every cf_sharded_agg switches to them in place: its dependencies first, then
 -- its pg_aggregate row, then its comment.
 WITH switch AS (
     SELECT a.aggfnoid AS agg, a.aggtransfn AS old_trans, a.aggcombinefn AS old_combine, a.aggfinalfn AS old_final,
-           pg_catalog.format('@extschema@.cf_sharded_trans(@extschema@.cf_sharded_state, %s)',
+           pg_catalog.format('@extschema@.cf_sharded_state_trans(@extschema@.cf_sharded_state, %s)',
                              pg_catalog.oidvectortypes(p.proargtypes))::pg_catalog.regprocedure AS new_trans,
-           '@extschema@.cf_sharded_combine(@extschema@.cf_sharded_state, @extschema@.cf_sharded_state)'::pg_catalog.regprocedure AS new_combine,
-           '@extschema@.cf_sharded_final(@extschema@.cf_sharded_state)'::pg_catalog.regprocedure AS new_final
+           '@extschema@.cf_sharded_state_combine(@extschema@.cf_sharded_state, @extschema@.cf_sharded_state)'::pg_catalog.regprocedure AS new_combine,
+           '@extschema@.cf_sharded_state_final(@extschema@.cf_sharded_state)'::pg_catalog.regprocedure AS new_final
       FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc p ON p.oid = a.aggfnoid
      WHERE p.proname = 'cf_sharded_agg' AND p.pronamespace = '@extschema@'::pg_catalog.regnamespace
        AND a.aggtranstype = 'pg_catalog.bytea'::pg_catalog.regtype)
@@ -105,10 +105,10 @@ UPDATE pg_catalog.pg_depend d
  WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = s.agg
    AND d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid IN (s.old_trans, s.old_combine, s.old_final);
 UPDATE pg_catalog.pg_aggregate a
-   SET aggtransfn = pg_catalog.format('@extschema@.cf_sharded_trans(@extschema@.cf_sharded_state, %s)',
+   SET aggtransfn = pg_catalog.format('@extschema@.cf_sharded_state_trans(@extschema@.cf_sharded_state, %s)',
                                       pg_catalog.oidvectortypes(p.proargtypes))::pg_catalog.regprocedure,
-       aggcombinefn = '@extschema@.cf_sharded_combine(@extschema@.cf_sharded_state, @extschema@.cf_sharded_state)'::pg_catalog.regprocedure,
-       aggfinalfn = '@extschema@.cf_sharded_final(@extschema@.cf_sharded_state)'::pg_catalog.regprocedure,
+       aggcombinefn = '@extschema@.cf_sharded_state_combine(@extschema@.cf_sharded_state, @extschema@.cf_sharded_state)'::pg_catalog.regprocedure,
+       aggfinalfn = '@extschema@.cf_sharded_state_final(@extschema@.cf_sharded_state)'::pg_catalog.regprocedure,
        aggtranstype = '@extschema@.cf_sharded_state'::pg_catalog.regtype,
        aggtransspace = 200
   FROM pg_catalog.pg_proc p
@@ -134,11 +134,11 @@ COMMENT ON FUNCTION cf_sharded_key(anyelement) IS 'the cf_sharded_agg state of o
 COMMENT ON FUNCTION cf_sharded_key(anyelement, float8) IS 'the cf_sharded_agg state of one key and an fpp';
 COMMENT ON FUNCTION cf_sharded_key(anyelement, float8, bigint) IS 'the cf_sharded_agg state of one key, an fpp and a capacity';
 CREATE AGGREGATE cf_sharded_agg(cf_sharded_state) (
-    SFUNC = cf_sharded_combine,
+    SFUNC = cf_sharded_state_combine,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(cf_sharded_state) IS 'the filter of the keys of cf_sharded_agg states (cf_sharded_key of each key, or partial states)';
@@ -215,7 +215,9 @@ BEGIN
             RAISE EXCEPTION 'cf_publish_cluster(): the nodes'' copies of cuckoo filter "%" differ', name
                 USING ERRCODE = 'internal_error';
         END IF;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN feature_not_supported THEN
+        RAISE;
+    WHEN OTHERS THEN
         -- No node may answer from a copy that others lack: unlist it everywhere.
         PERFORM @extschema@.cf_on_all_nodes(format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L', '@extschema@', name),
                 'cf_publish_cluster()');

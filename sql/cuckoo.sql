@@ -202,49 +202,49 @@ COMMENT ON TYPE cf_sharded_state IS 'the partial state of cf_sharded_agg: the di
 -- the state functions of 0.5.0 to 0.8.0, kept for states those releases made.
 CREATE FUNCTION cf_sharded_trans(bytea, anyelement) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, anyelement, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_combine(bytea, bytea) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_combine(cf_sharded_state, cf_sharded_state) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_combine(cf_sharded_state, cf_sharded_state) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_final(cf_sharded_state) RETURNS cuckoofilter
+CREATE FUNCTION cf_sharded_state_final(cf_sharded_state) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_sharded_agg(anyelement) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
@@ -254,197 +254,197 @@ COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, 
 -- without a call expression, so the key's type comes from the declaration.
 CREATE FUNCTION cf_sharded_trans(bytea, smallint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, smallint, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, integer) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, integer, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, integer, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, integer, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, bigint, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, text) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, text, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, text, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, text, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, uuid) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid, float8) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-CREATE FUNCTION cf_sharded_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_sharded_agg(smallint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(smallint) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(smallint, float8) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(smallint, fpp float8, capacity bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(integer) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(integer) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(integer, float8) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(integer, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(integer, fpp float8, capacity bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(integer, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(bigint) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(bigint, float8) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(bigint, fpp float8, capacity bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(text) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(text) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(text, float8) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(text, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(text, fpp float8, capacity bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(text, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(uuid) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(uuid) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(uuid, float8) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 CREATE AGGREGATE cf_sharded_agg(uuid, fpp float8, capacity bigint) (
-    SFUNC = cf_sharded_trans,
+    SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
@@ -463,11 +463,11 @@ COMMENT ON FUNCTION cf_sharded_key(anyelement) IS 'the cf_sharded_agg state of o
 COMMENT ON FUNCTION cf_sharded_key(anyelement, float8) IS 'the cf_sharded_agg state of one key and an fpp';
 COMMENT ON FUNCTION cf_sharded_key(anyelement, float8, bigint) IS 'the cf_sharded_agg state of one key, an fpp and a capacity';
 CREATE AGGREGATE cf_sharded_agg(cf_sharded_state) (
-    SFUNC = cf_sharded_combine,
+    SFUNC = cf_sharded_state_combine,
     STYPE = cf_sharded_state,
     SSPACE = 200,
-    FINALFUNC = cf_sharded_final,
-    COMBINEFUNC = cf_sharded_combine,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(cf_sharded_state) IS 'the filter of the keys of cf_sharded_agg states (cf_sharded_key of each key, or partial states)';
@@ -706,7 +706,9 @@ BEGIN
             RAISE EXCEPTION 'cf_publish_cluster(): the nodes'' copies of cuckoo filter "%" differ', name
                 USING ERRCODE = 'internal_error';
         END IF;
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN feature_not_supported THEN
+        RAISE;
+    WHEN OTHERS THEN
         -- No node may answer from a copy that others lack: unlist it everywhere.
         PERFORM @extschema@.cf_on_all_nodes(format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L', '@extschema@', name),
                 'cf_publish_cluster()');

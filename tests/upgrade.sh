@@ -49,7 +49,8 @@ SELECT line FROM (
   SELECT 'initial privileges ' || pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' | ' || i.privtype::text || ' ' || i.initprivs::text
     FROM members m JOIN pg_init_privs i ON i.classoid = m.classid AND i.objoid = m.objid AND i.objsubid = m.objsubid
   UNION ALL
-  SELECT 'extension | ' || concat_ws(' ', e.extversion, e.extrelocatable, e.extnamespace::regnamespace, e.extconfig::text, e.extcondition::text)
+  SELECT 'extension | ' || concat_ws(' ', e.extversion, e.extrelocatable, e.extnamespace::regnamespace,
+         (SELECT array_agg(c::regclass::text) FROM unnest(e.extconfig) c)::text, e.extcondition::text)
     FROM pg_extension e WHERE e.extname = 'cuckoo'
 ) x ORDER BY line;
 SQL

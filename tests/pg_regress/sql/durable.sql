@@ -41,7 +41,7 @@ ROLLBACK;
 -- mode); lookups stay parallel safe.
 SELECT p.oid::regprocedure, p.proparallel FROM pg_proc p
  WHERE p.proname IN ('cf_insert', 'cf_delete', 'cf_contains', 'cf_create', 'cf_publish') AND p.proargtypes[0] = 'text'::regtype
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text;
 
 -- Publishing switches durability either way.
 SELECT cf_publish('v', cf_agg(g)) FROM generate_series(1, 100) g;

@@ -57,6 +57,57 @@ SELECT bad_sharded(g) FROM generate_series(1, 3) g;
 SELECT cf_sharded_final('\x00'::bytea);
 DROP AGGREGATE bad_sharded(int);
 
+-- The state type (0.9.0): what an engine such as Citus ships between nodes is
+-- cf_sharded_state's text form, each distinct hash once, Rice-coded.
+CREATE AGGREGATE state_of(anyelement) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state);
+SELECT state_of(1::bigint)::text AS one_key, length(state_of(1::bigint)::text) AS one_key_chars;
+SELECT count(DISTINCT k) AS keys, length(state_of(k)::text) AS chars,
+       round(length(state_of(k)::text)::numeric / count(DISTINCT k), 2) AS chars_per_key,
+       state_of(k)::text::cf_sharded_state::text = state_of(k)::text AS text_round_trip,
+       length(cf_sharded_state_send(state_of(k))) AS binary_bytes
+FROM sk;
+-- Partial states combine into cf_agg's filter, by text or as they are.
+SELECT cf_sharded_agg(s)::text = (SELECT cf_agg(k)::text FROM sk) AS states_combined,
+       cf_sharded_agg(s::text::cf_sharded_state)::text = (SELECT cf_agg(k)::text FROM sk) AS states_through_text
+FROM (SELECT state_of(k) AS s FROM sk GROUP BY k % 7) x;
+-- cf_sharded_key: one key's state (keys of any type go through it on Citus).
+SELECT cf_sharded_agg(cf_sharded_key(k))::text = cf_agg(k)::text AS same_key,
+       cf_sharded_agg(cf_sharded_key(k::numeric, 0.01))::text = cf_agg(k::numeric, 0.01)::text AS same_numeric,
+       cf_sharded_agg(cf_sharded_key(k::text, 0.001, 50000))::text = cf_agg(k::text, 0.001, 50000)::text AS same_text
+FROM sk;
+SELECT cf_sharded_agg(cf_sharded_key(k::numeric))::text = cf_agg(k::numeric)::text AS same_no_rows,
+       cf_info(cf_sharded_agg(cf_sharded_key(k::numeric))) ->> 'key_type' AS key_type
+FROM sk WHERE k < 0;
+-- An enum travels by its name (its OID differs from node to node).
+CREATE TYPE shard_mood AS ENUM ('low', 'high');
+SELECT position('public.shard_mood'::bytea IN cf_sharded_state_send(state_of('low'::shard_mood))) > 0 AS enum_by_name,
+       (SELECT cf_sharded_agg(s::text::cf_sharded_state) FROM (SELECT state_of(m) AS s FROM unnest(enum_range(NULL::shard_mood)) m) x)::text
+       = (SELECT cf_agg(m) FROM unnest(enum_range(NULL::shard_mood)) m)::text AS enum_same;
+SELECT state_of('low'::shard_mood)::text AS enum_state \gset
+DROP TYPE shard_mood;
+\set VERBOSITY sqlstate
+SELECT :'enum_state'::cf_sharded_state;
+SELECT 'cs1:'::cf_sharded_state;
+SELECT 'cs2:Q1MBAAEUATXVrZisbnDPAA=='::cf_sharded_state;
+SELECT 'cs1:Q1MBAAEUATXVrZisbnDP'::cf_sharded_state;
+SELECT 'cs1:Q1MBAAEUATXVrZisbnDPAAA='::cf_sharded_state;
+SELECT 'cs1:Q1MBCAEUATXVrZisbnDPAA=='::cf_sharded_state; -- an unknown flag
+SELECT 'cs1:not base64!'::cf_sharded_state;
+\set VERBOSITY default
+SELECT 'cs1:Q1MBAAEUATXVrZisbnDPAA=='::cf_sharded_state::text AS valid_one_key;
+SELECT 'cs1:Q1MBAAEUATXVrZisbnDP'::cf_sharded_state;
+DROP AGGREGATE state_of(anyelement);
+
+-- Named filters across Citus nodes need Citus (tests/citus.sh runs them on a
+-- real cluster); cuckoo_cluster_filters lists nothing here.
+\set VERBOSITY sqlstate
+SELECT cf_publish_cluster('everywhere', cf_agg(1));
+SELECT cf_node_local('everywhere');
+SELECT cf_drop_cluster('everywhere');
+\set VERBOSITY default
+SELECT cf_publish_cluster('everywhere', cf_agg(1));
+SELECT count(*) AS listed FROM cuckoo_cluster_filters;
+
 -- postgres_fdw: two shard databases on this server, reached as foreign servers.
 \getenv pghost PGHOST
 \getenv pgport PGPORT

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# cf_sharded_agg on Citus (`make bench`, part citus): a coordinator and two
+# workers on this machine (tests/citus_cluster.sh), a table distributed over 32
+# shards, and cf_sharded_agg pushed down (each shard's partial state shipped to
+# the coordinator and combined there) against cf_agg, whose rows Citus gathers
+# to the coordinator (row-gather), in the same run, interleaved rounds, medians
+# and ratios:
+#
+#   whole    SELECT cf_count(cf_sharded_agg(account)) FROM ev    (KEYS distinct, 2 rows each)
+#   groups   ... GROUP BY grp, GROUPS groups on a non-distribution column
+#   big      BIG distinct keys: the same, and through a materialized CTE (an
+#            intermediate result, limited by citus.max_intermediate_result_size)
+#
+# and the characters shipped: each shard's partial state as text (what Citus
+# sends), per key and against the shards' own finished filters. Goals (issue
+# 21): groups at most the time of row-gather; big faster than row-gather and
+# the CTE working at the default limit.
+#
+# Env: CITUS_BENCH_KEYS (1000000), CITUS_BENCH_GROUPS (10000),
+#      CITUS_BENCH_BIG (34000000; 0 skips), CITUS_BENCH_ROUNDS (3),
+#      CITUS_BENCH_DIR (/tmp/cuckoo-citus-bench), CITUS_BENCH_PORT (5475).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+KEYS=${CITUS_BENCH_KEYS:-1000000}
+GROUPS=${CITUS_BENCH_GROUPS:-10000}
+BIG=${CITUS_BENCH_BIG:-34000000}
+ROUNDS=${CITUS_BENCH_ROUNDS:-3}
+BASE=${CITUS_BENCH_DIR:-/tmp/cuckoo-citus-bench}
+PORT=${CITUS_BENCH_PORT:-5475}
+fail() { echo "citus bench: FAIL: $*" >&2; exit 1; }
+CITUS_CONF="shared_buffers = 256MB
+work_mem = 256MB
+max_wal_size = 8GB
+synchronous_commit = off"
+source tests/citus_cluster.sh
+source tests/bench/lib.sh
+
+# Seconds one statement takes, run on the coordinator.
+timed() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  q coord -c "$1" >/dev/null
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }'
+}
+# Median seconds of each of two statements, interleaved, ROUNDS rounds:
+# prints "a b".
+pair() {
+  local as=() bs=()
+  for _ in $(seq "$ROUNDS"); do as+=("$(timed "$1")"); bs+=("$(timed "$2")"); done
+  echo "$(echo "${as[@]}" | median) $(echo "${bs[@]}" | median)"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
+
+q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE ev (id bigint, account bigint, grp int)" -c "SELECT create_distributed_table('ev', 'id')" \
+  -c "INSERT INTO ev SELECT g, g % $KEYS, g % $GROUPS FROM generate_series(1, 2 * $KEYS) g" -c "VACUUM ANALYZE ev" >/dev/null
+[ "$(q coord -c "SELECT md5(cf_sharded_agg(account)::text) FROM ev")" = "$(q coord -c "SELECT md5(cf_agg(account)::text) FROM ev")" ] \
+  || fail "cf_sharded_agg differs from cf_agg"
+read -r push gather < <(pair "SELECT cf_count(cf_sharded_agg(account)) FROM ev" "SELECT cf_count(cf_agg(account)) FROM ev")
+echo "citus bench: whole, $KEYS keys: cf_sharded_agg pushed down ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x"
+read -r push gather < <(pair "SELECT grp, cf_count(cf_sharded_agg(account)) FROM ev GROUP BY grp" "SELECT grp, cf_count(cf_agg(account)) FROM ev GROUP BY grp")
+echo "citus bench: groups, $GROUPS groups on a non-distribution column: cf_sharded_agg ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x (goal: >= 1)"
+
+# What crosses the network: each shard's partial state as text.
+q coord -c "CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)" >/dev/null
+q coord -c "SELECT count(*) FROM run_command_on_workers(\$\$CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)\$\$)" >/dev/null 2>&1 || true
+read -r keys chars fbytes < <(q coord -F ' ' -c "SELECT sum(split_part(result, ':', 1)::bigint), sum(split_part(result, ':', 2)::bigint), sum(split_part(result, ':', 3)::bigint)
+  FROM run_command_on_shards('ev', \$\$SELECT concat_ws(':', count(DISTINCT account), length(state_of(account)::text), pg_column_size(cf_agg(account))) FROM %s\$\$)")
+whole=$(q coord -c "SELECT pg_column_size(cf_agg(account)) FROM ev")
+echo "citus bench: shipped: $chars characters for $keys shard keys ($(awk -v c="$chars" -v k="$keys" 'BEGIN { printf "%.2f", c / k }') per key), $(ratio "$fbytes" "$chars")x the shards' own finished filters ($fbytes bytes), $(ratio "$whole" "$chars")x the final filter ($whole bytes)"
+
+if [ "$BIG" -gt 0 ]; then
+  q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE big (id bigint, account bigint)" -c "SELECT create_distributed_table('big', 'id')" \
+    -c "INSERT INTO big SELECT g, g FROM generate_series(1, $BIG) g" -c "VACUUM ANALYZE big" >/dev/null
+  limit=$(q coord -c "SHOW citus.max_intermediate_result_size")
+  cte=$(q coord -c "WITH f AS MATERIALIZED (SELECT cf_sharded_agg(account) AS f FROM big) SELECT cf_count(f) FROM f" 2>&1) \
+    || fail "the CTE over $BIG keys failed at citus.max_intermediate_result_size = $limit: $cte"
+  [ "$cte" = "$BIG" ] || fail "the CTE over $BIG keys counted $cte"
+  echo "citus bench: big: a materialized CTE of cf_sharded_agg over $BIG keys works at citus.max_intermediate_result_size = $limit"
+  read -r push gather < <(ROUNDS=1 pair "SELECT cf_count(cf_sharded_agg(account)) FROM big" "SELECT cf_count(cf_agg(account)) FROM big")
+  echo "citus bench: big, $BIG keys: cf_sharded_agg pushed down ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x (goal: > 1)"
+fi
