@@ -419,6 +419,51 @@ impl KeyHasher {
         }
     }
 
+    /// A hasher for argument `argno` of function `fn_oid` as declared (not
+    /// polymorphic), prepared for a filter of that type's own, with everything
+    /// it keeps in `mcxt`: for callers that call the function without a call
+    /// expression and a fresh `fn_extra` every time (Citus's aggregate
+    /// transitions), so that they resolve it once instead of per row.
+    ///
+    /// # Safety
+    /// `mcxt` must outlive the hasher.
+    pub unsafe fn for_declared(fn_oid: pg_sys::Oid, argno: usize, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Option<KeyHasher> {
+        // SAFETY: catalog lookups of a function and its argument type; errors
+        // raised unwind through pg_guard.
+        unsafe {
+            let mut types: *mut pg_sys::Oid = std::ptr::null_mut();
+            let mut nargs = 0;
+            pg_sys::get_func_signature(fn_oid, &mut types, &mut nargs);
+            if argno as i32 >= nargs {
+                return None;
+            }
+            let typid = *types.add(argno);
+            if pg_sys::get_typtype(typid) == pg_sys::TYPTYPE_PSEUDO as std::ffi::c_char {
+                return None;
+            }
+            let mut h: KeyHasher = std::mem::zeroed();
+            h.resolve_type(typid, collation, mcxt);
+            let own = key_type_of(h.typid);
+            h.prepare(own, mcxt);
+            Some(h)
+        }
+    }
+
+    /// The hash of a key of the hasher's own type, prepared by
+    /// [`Self::for_declared`].
+    ///
+    /// # Safety
+    /// `datum` is a non-null value of the hasher's type.
+    pub unsafe fn hash_own(&mut self, datum: pg_sys::Datum, seed: u64) -> u64 {
+        // SAFETY: as documented.
+        unsafe {
+            if self.mode == DIRECT {
+                return self.hash_datum(datum, seed);
+            }
+            self.hash_datum_for(datum, seed).expect("a key of its own key type")
+        }
+    }
+
     /// Prepares the hasher (resolved for its argument type) for a filter that
     /// records `key`; raises the error that says why an argument of its type
     /// cannot be compared with such keys.

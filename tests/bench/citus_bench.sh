@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 KEYS=${CITUS_BENCH_KEYS:-1000000}
-GROUPS=${CITUS_BENCH_GROUPS:-10000}
+NGROUPS=${CITUS_BENCH_GROUPS:-10000}
 BIG=${CITUS_BENCH_BIG:-34000000}
 ROUNDS=${CITUS_BENCH_ROUNDS:-3}
 BASE=${CITUS_BENCH_DIR:-/tmp/cuckoo-citus-bench}
@@ -54,13 +54,13 @@ pair() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
 
 q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE ev (id bigint, account bigint, grp int)" -c "SELECT create_distributed_table('ev', 'id')" \
-  -c "INSERT INTO ev SELECT g, g % $KEYS, g % $GROUPS FROM generate_series(1, 2 * $KEYS) g" -c "VACUUM ANALYZE ev" >/dev/null
+  -c "INSERT INTO ev SELECT g, g % $KEYS, g % $NGROUPS FROM generate_series(1, 2 * $KEYS) g" -c "VACUUM ANALYZE ev" >/dev/null
 [ "$(q coord -c "SELECT md5(cf_sharded_agg(account)::text) FROM ev")" = "$(q coord -c "SELECT md5(cf_agg(account)::text) FROM ev")" ] \
   || fail "cf_sharded_agg differs from cf_agg"
 read -r push gather < <(pair "SELECT cf_count(cf_sharded_agg(account)) FROM ev" "SELECT cf_count(cf_agg(account)) FROM ev")
 echo "citus bench: whole, $KEYS keys: cf_sharded_agg pushed down ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x"
 read -r push gather < <(pair "SELECT grp, cf_count(cf_sharded_agg(account)) FROM ev GROUP BY grp" "SELECT grp, cf_count(cf_agg(account)) FROM ev GROUP BY grp")
-echo "citus bench: groups, $GROUPS groups on a non-distribution column: cf_sharded_agg ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x (goal: >= 1)"
+echo "citus bench: groups, $NGROUPS groups on a non-distribution column: cf_sharded_agg ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x (goal: >= 1)"
 
 # What crosses the network: each shard's partial state as text.
 q coord -c "CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)" >/dev/null
@@ -69,6 +69,22 @@ read -r keys chars fbytes < <(q coord -F ' ' -c "SELECT sum(split_part(result, '
   FROM run_command_on_shards('ev', \$\$SELECT concat_ws(':', count(DISTINCT account), length(state_of(account)::text), pg_column_size(cf_agg(account))) FROM %s\$\$)")
 whole=$(q coord -c "SELECT pg_column_size(cf_agg(account)) FROM ev")
 echo "citus bench: shipped: $chars characters for $keys shard keys ($(awk -v c="$chars" -v k="$keys" 'BEGIN { printf "%.2f", c / k }') per key), $(ratio "$fbytes" "$chars")x the shards' own finished filters ($fbytes bytes), $(ratio "$whole" "$chars")x the final filter ($whole bytes)"
+
+# Pre-screening orders (distributed on another column, a quarter of them
+# members) against ev's accounts: the filter alone, from a reference table and
+# as a cluster copy by name, against the exact semi-join.
+q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE orders (oid bigint, account bigint)" -c "SELECT create_distributed_table('orders', 'oid')" \
+  -c "INSERT INTO orders SELECT g, g::bigint * 7919 % (4 * $KEYS) FROM generate_series(1, $KEYS) g" -c "VACUUM ANALYZE orders" \
+  -c "CREATE TABLE acc_filter (f cuckoofilter)" -c "SELECT create_reference_table('acc_filter')" \
+  -c "INSERT INTO acc_filter SELECT cf_sharded_agg(account) FROM ev" >/dev/null
+q coord -c "SELECT cf_publish_cluster('acc', (SELECT f FROM acc_filter), false)" >/dev/null
+exact=$(q coord -c "SELECT count(*) FROM orders WHERE account IN (SELECT account FROM ev)")
+by_ref=$(q coord -c "SELECT count(*) FROM orders o, acc_filter a WHERE cf_contains(a.f, o.account)")
+by_name=$(q coord -c "SELECT count(*) FROM orders WHERE cf_contains('acc', account)")
+[ "$by_ref" -ge "$exact" ] && [ "$by_name" = "$by_ref" ] || fail "screens passed $by_ref and $by_name orders, members $exact"
+t_exact=$(timed "SELECT count(*) FROM orders WHERE account IN (SELECT account FROM ev)")
+read -r t_ref t_name < <(pair "SELECT count(*) FROM orders o, acc_filter a WHERE cf_contains(a.f, o.account)" "SELECT count(*) FROM orders WHERE cf_contains('acc', account)")
+echo "citus bench: pre-screen of $KEYS orders ($exact members): exact semi-join ${t_exact}s; the filter alone (passes $by_ref) from a reference table ${t_ref}s ($(ratio "$t_ref" "$t_exact")x faster), as a cluster copy by name ${t_name}s ($(ratio "$t_name" "$t_exact")x)"
 
 if [ "$BIG" -gt 0 ]; then
   q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE big (id bigint, account bigint)" -c "SELECT create_distributed_table('big', 'id')" \

@@ -259,13 +259,17 @@ v1_functions! {
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
                 // Hashed for a filter of the key's own type, which the state
                 // records (a 0.5.0 state goes on as one that records none).
-                let cache = call_cache(fcinfo);
                 let v1 = state.header() == SHARDED_HEADER_V1;
                 let h = if v1 {
-                    cache.key.hash_arg(fcinfo, 1, DEFAULT_SEED)
+                    call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED)
                 } else {
-                    let h = cache.key.hash_arg_own(fcinfo, 1, DEFAULT_SEED);
-                    let own = cache.key.own_key_type();
+                    let (h, own) = match declared_hasher(fcinfo) {
+                        Some(d) => (d.hash_own(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1), DEFAULT_SEED), d.own_key_type()),
+                        None => {
+                            let cache = call_cache(fcinfo);
+                            (cache.key.hash_arg_own(fcinfo, 1, DEFAULT_SEED), cache.key.own_key_type())
+                        }
+                    };
                     if state.key_type() != own {
                         if state.used() > 0 {
                             key_types_differ();
@@ -587,6 +591,36 @@ v1_functions! {
             }
             state.datum()
         }
+    }
+}
+
+/// The hasher of the last transition function called without a call
+/// expression: its OID, the call's collation, and the hasher, kept in
+/// TopMemoryContext.
+static mut DECLARED: Option<(pg_sys::Oid, pg_sys::Oid, crate::sql::keys::KeyHasher)> = None;
+
+/// For a transition function called without a call expression (Citus calls
+/// it through a fresh FmgrInfo for every row, so `fn_extra` caches nothing):
+/// the hasher of its declared key type, resolved once per backend. None when
+/// there is a call expression (the call site's cache serves), or when the
+/// declaration is polymorphic.
+///
+/// # Safety
+/// `fcinfo` is a valid frame.
+unsafe fn declared_hasher<'a>(fcinfo: pg_sys::FunctionCallInfo) -> Option<&'a mut crate::sql::keys::KeyHasher> {
+    // SAFETY: backends are single-threaded; DECLARED is only touched here.
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if !(*flinfo).fn_expr.is_null() {
+            return None;
+        }
+        let (oid, coll) = ((*flinfo).fn_oid, pgrx::fcinfo::pg_get_collation(fcinfo));
+        let slot = &mut *(&raw mut DECLARED);
+        if !matches!(slot, Some((o, c, _)) if *o == oid && *c == coll) {
+            let h = crate::sql::keys::KeyHasher::for_declared(oid, 1, coll, pg_sys::TopMemoryContext)?;
+            *slot = Some((oid, coll, h));
+        }
+        slot.as_mut().map(|(_, _, h)| h)
     }
 }
 
