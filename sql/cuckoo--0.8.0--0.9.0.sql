@@ -218,9 +218,16 @@ BEGIN
     EXCEPTION WHEN feature_not_supported THEN
         RAISE;
     WHEN OTHERS THEN
-        -- No node may answer from a copy that others lack: unlist it everywhere.
-        PERFORM @extschema@.cf_on_all_nodes(format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L', '@extschema@', name),
-                'cf_publish_cluster()');
+        -- No node may answer from a copy that others lack: unlist it everywhere
+        -- (a node that cannot be reached is named in a warning; the error
+        -- raised is the publish's).
+        BEGIN
+            PERFORM @extschema@.cf_on_all_nodes(format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L', '@extschema@', name),
+                    'cf_publish_cluster()');
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'cuckoo filter "%" may still be listed as a cluster copy on some nodes: %', name, SQLERRM
+                USING HINT = 'Run cf_drop_cluster() once every node is reachable.';
+        END;
         RAISE;
     END;
     RETURN nodes;

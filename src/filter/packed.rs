@@ -154,19 +154,24 @@ impl BitReader<'_> {
     }
 }
 
-/// Decodes `n` keys written by [`encode`]: the whole of `bytes`, no more and
-/// no less.
-pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<u64>, String> {
-    // Every key takes at least one bit: a count larger than the input is false
-    // (and must not size an allocation).
-    if n > bytes.len().saturating_mul(8) {
+/// Whether `n` keys could be coded in `len` bytes: each takes at least its
+/// `k` low bits and the unary count's closing bit. A decoder checks this
+/// before it sizes anything by `n`, which comes from the input.
+pub fn fits(n: usize, len: usize) -> bool {
+    (n as u128) * (rice_parameter(n) as u128 + 1) <= (len as u128) * 8
+}
+
+/// Decodes the keys written by [`encode`] into `out` (as many as it holds):
+/// the whole of `bytes`, no more and no less.
+pub fn decode_into(bytes: &[u8], out: &mut [u64]) -> Result<(), String> {
+    let n = out.len();
+    if !fits(n, bytes.len()) {
         return Err(format!("{n} keys cannot fit in {} bytes", bytes.len()));
     }
     let k = rice_parameter(n);
     let mut r = BitReader { bytes, pos: 0 };
-    let mut keys = Vec::with_capacity(n);
     let mut next = 0u64;
-    for i in 0..n {
+    for (i, slot) in out.iter_mut().enumerate() {
         if i > 0 && next == 0 {
             return Err("keys beyond the largest 64-bit value".into());
         }
@@ -174,12 +179,22 @@ pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<u64>, String> {
         let low = r.get_wide(k).ok_or("the input ends inside a key")?;
         let g = q.checked_mul(1u64 << k).and_then(|hi| hi.checked_add(low)).ok_or("a gap beyond 64 bits")?;
         let key = next.checked_add(g).ok_or("a key beyond 64 bits")?;
-        keys.push(key);
+        *slot = key;
         next = key.wrapping_add(1);
     }
     if r.remaining() >= 8 || r.get(r.remaining() as u32) != Some(0) {
         return Err("bytes left over after the last key".into());
     }
+    Ok(())
+}
+
+/// As [`decode_into`], into a new vector of `n` keys.
+pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<u64>, String> {
+    if !fits(n, bytes.len()) {
+        return Err(format!("{n} keys cannot fit in {} bytes", bytes.len()));
+    }
+    let mut keys = vec![0u64; n];
+    decode_into(bytes, &mut keys)?;
     Ok(keys)
 }
 
@@ -210,6 +225,7 @@ mod tests {
             let mut out = Vec::new();
             encode(&keys, &mut out);
             assert_eq!(out.len(), encoded_len(&keys), "n {n}");
+            assert!(fits(keys.len(), out.len()), "n {n}: a real coding must pass the bound decoders check first");
             assert_eq!(decode(&out, keys.len()).unwrap(), keys, "n {n}");
         }
     }
@@ -246,6 +262,10 @@ mod tests {
         assert!(decode(&longer, keys.len()).is_err());
         assert!(decode(&out, keys.len() + 1).is_err());
         assert!(decode(&out, usize::MAX).is_err());
+        // A count the input cannot hold is refused before anything is sized by
+        // it: 400M keys in 50 MB would need 3.2 GB.
+        assert!(!fits(400_000_000, 50_000_000));
+        assert!(decode(&vec![0u8; 1000], 8000).is_err());
         // Padding bits that are not zero.
         let padded_set = (2..40).map(|n| set(n, 9)).find(|s| {
             let k = rice_parameter(s.len()) as u64;

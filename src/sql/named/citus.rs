@@ -47,29 +47,64 @@ pub(super) fn in_task() -> bool {
     }
 }
 
+/// This database's `cuckoo_cluster_filters` (in cuckoo's schema), found
+/// through the catalog, never the search path: its OID and quoted name, kept
+/// per backend while that OID still names it.
+static mut TABLE: Option<(pg_sys::Oid, String)> = None;
+
+fn table() -> Option<String> {
+    // SAFETY: backends are single-threaded; TABLE is only touched here.
+    // get_rel_name and get_relname_relid are syscache lookups.
+    unsafe {
+        let cached = &mut *(&raw mut TABLE);
+        if let Some((oid, name)) = cached.as_ref() {
+            let now = pg_sys::get_rel_name(*oid);
+            if !now.is_null() && CStr::from_ptr(now) == c"cuckoo_cluster_filters" {
+                return Some(name.clone());
+            }
+        }
+        *cached = None;
+        let nsp = first_row::<pg_sys::Oid>(
+            "SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'",
+            &[],
+        )?;
+        let rel = pg_sys::get_relname_relid(c"cuckoo_cluster_filters".as_ptr(), nsp);
+        if rel == pg_sys::InvalidOid {
+            // An extension not yet updated to 0.9.0.
+            return None;
+        }
+        let quoted = |s: *const std::ffi::c_char| CStr::from_ptr(pg_sys::quote_identifier(s)).to_string_lossy().into_owned();
+        let name = format!("{}.{}", quoted(pg_sys::get_namespace_name(nsp)), quoted(c"cuckoo_cluster_filters".as_ptr()));
+        *cached = Some((rel, name.clone()));
+        Some(name)
+    }
+}
+
 /// How this node's `cuckoo_cluster_filters` lists `name`.
 fn scope(name: &str) -> Scope {
-    // The first column of the first row, if there is a row.
-    fn first(t: pgrx::spi::SpiTupleTable<'_>) -> Result<Option<String>, pgrx::spi::Error> {
-        if t.is_empty() { Ok(None) } else { t.first().get_one::<String>() }
-    }
-    let found: Option<String> = Spi::connect(|client| {
-        let table = first(client.select(
-            "SELECT format('%I.cuckoo_cluster_filters', n.nspname) FROM pg_catalog.pg_extension e \
-             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace \
-             WHERE e.extname = 'cuckoo' AND to_regclass(format('%I.cuckoo_cluster_filters', n.nspname)) IS NOT NULL",
-            Some(1),
-            &[],
-        )?)?;
-        let Some(table) = table else { return Ok::<_, pgrx::spi::Error>(None) };
-        first(client.select(&format!("SELECT scope FROM {table} WHERE name = $1"), Some(1), &[name.into()])?)
-    })
-    .unwrap_or_else(|e| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"));
+    let Some(table) = table() else { return Scope::Unlisted };
+    let found = first_row::<String>(&format!("SELECT scope FROM {table} WHERE name OPERATOR(pg_catalog.=) $1"), &[name.into()]);
     match found.as_deref() {
         Some("cluster") => Scope::Cluster,
         Some("node") => Scope::Node,
         _ => Scope::Unlisted,
     }
+}
+
+/// The first column of the query's first row, if it has one (and it is not
+/// NULL).
+fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(query: &str, args: &[pgrx::datum::DatumWithOid]) -> Option<T> {
+    Spi::connect(|client| {
+        let t = client.select(query, Some(1), args)?;
+        if t.is_empty() { Ok(None) } else { t.first().get_one::<T>() }
+    })
+    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
+}
+
+/// Whether this database has the citus extension (a catalog lookup).
+fn citus_here() -> bool {
+    // SAFETY: get_extension_oid with missing_ok reads pg_extension.
+    unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid }
 }
 
 const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run on the workers, each with its own filters. \
@@ -81,7 +116,7 @@ const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run 
 /// internal backend: raises the error that explains why it may not. `write`:
 /// the call changes the filter.
 pub(super) fn check_task(name: &str, exists: bool, write: bool) {
-    if !in_task() {
+    if !in_task() || !citus_loaded() {
         return;
     }
     match scope(name) {
@@ -115,7 +150,7 @@ pub(super) fn check_task(name: &str, exists: bool, write: bool) {
 /// changed only by `cf_publish_cluster()`, so that every node's copy stays the
 /// same.
 pub(super) fn check_change(name: &str) {
-    if in_task() || !citus_loaded() {
+    if in_task() || !citus_loaded() || !citus_here() {
         return;
     }
     if scope(name) == Scope::Cluster {

@@ -346,7 +346,9 @@ pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
                 let expr = (*((*(*args).elements).ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node;
                 if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_FuncExpr {
                     let f = expr as *mut pg_sys::FuncExpr;
-                    if !(*f).args.is_null() && (*(*f).args).length >= 1 {
+                    let fname = pg_sys::get_func_name((*f).funcid);
+                    let is_key = !fname.is_null() && std::ffi::CStr::from_ptr(fname) == c"cf_sharded_key" && (*f).funcresulttype == declared;
+                    if is_key && !(*f).args.is_null() && (*(*f).args).length >= 1 {
                         let key = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
                         return crate::sql::keys::key_type_of(pg_sys::exprType(key));
                     }

@@ -551,9 +551,7 @@ v1_functions! {
         if body.len() > max_body {
             invalid_input(format!("{} characters is longer than any cuckoofilter value", body.len()));
         }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(body)
-            .unwrap_or_else(|e| invalid_input(format!("bad base64: {e}")));
+        let bytes = base64_palloc(body.as_bytes()).unwrap_or_else(|e| invalid_input(format!("bad base64: {e}")));
         let v = deserialize(&bytes).unwrap_or_else(|e| invalid_input(e));
         if v.format_version() != prefix_version {
             invalid_input(format!(
@@ -568,24 +566,13 @@ v1_functions! {
     fn cuckoofilter_out(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        let prefix = text_prefix(v.format_version());
-        let mut text = String::with_capacity(prefix.len() + v.total_len() * 4 / 3 + 4);
-        text.push_str(prefix);
-        base64::engine::general_purpose::STANDARD.encode_string(v.serialize(), &mut text);
-        let c = std::ffi::CString::new(text).expect("base64 has no NUL");
-        // SAFETY: pstrdup copies the NUL-terminated string into the current context.
-        pg_sys::Datum::from(unsafe { pg_sys::pstrdup(c.as_ptr()) })
+        prefixed_base64(text_prefix(v.format_version()), &v.serialize())
     }
 
     /// `cuckoofilter_recv(internal)`: the serialized filter, exactly.
     fn cuckoofilter_recv(fcinfo) {
         // SAFETY: argument 0 of a receive function is a StringInfo.
-        let bytes = unsafe {
-            let buf = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<pg_sys::StringInfoData>();
-            let remaining = ((*buf).len - (*buf).cursor) as usize;
-            let p = pg_sys::pq_getmsgbytes(buf, remaining as i32);
-            std::slice::from_raw_parts(p as *const u8, remaining)
-        };
+        let bytes = unsafe { recv_bytes(fcinfo) };
         match deserialize(bytes) {
             Ok(v) => v.as_datum(),
             Err(e) => invalid_input(e),
@@ -596,6 +583,55 @@ v1_functions! {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
         let v = unsafe { filter_arg_once(fcinfo, 0) };
         bytea_datum(&v.serialize())
+    }
+}
+
+/// A type's text output: `prefix` and `bytes` in base64, as a C string in the
+/// current memory context.
+pub fn prefixed_base64(prefix: &str, bytes: &[u8]) -> pg_sys::Datum {
+    let len = prefix.len() + bytes.len().div_ceil(3) * 4;
+    // SAFETY: a fresh allocation of len + 1 bytes in the current context
+    // (an ERROR when it cannot be had), filled with the prefix, the base64
+    // (exactly the padded length) and the terminating NUL.
+    unsafe {
+        let p = pg_sys::MemoryContextAllocHuge(pg_sys::CurrentMemoryContext, len + 1) as *mut u8;
+        let out = std::slice::from_raw_parts_mut(p, len + 1);
+        out[..prefix.len()].copy_from_slice(prefix.as_bytes());
+        let n = base64::engine::general_purpose::STANDARD
+            .encode_slice(bytes, &mut out[prefix.len()..len])
+            .expect("room for the padded base64");
+        debug_assert_eq!(prefix.len() + n, len);
+        out[len] = 0;
+        pg_sys::Datum::from(p)
+    }
+}
+
+/// Standard base64 decoded into the current memory context (where running
+/// out of memory is an ERROR, not an abort): a value's text body can be a
+/// gigabyte.
+pub fn base64_palloc<'a>(body: &[u8]) -> Result<&'a [u8], String> {
+    let room = base64::decoded_len_estimate(body.len());
+    // SAFETY: a fresh allocation of `room` bytes (MemoryContextAllocHuge
+    // raises an ERROR when it cannot), written by decode_slice only.
+    unsafe {
+        let p = pg_sys::MemoryContextAllocHuge(pg_sys::CurrentMemoryContext, room.max(1)) as *mut u8;
+        let out = std::slice::from_raw_parts_mut(p, room);
+        let n = base64::engine::general_purpose::STANDARD.decode_slice(body, out).map_err(|e| e.to_string())?;
+        Ok(&out[..n])
+    }
+}
+
+/// The rest of a receive function's message (argument 0), consumed.
+///
+/// # Safety
+/// Argument 0 of `fcinfo` is a StringInfo; the bytes live as long as it.
+pub unsafe fn recv_bytes<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a [u8] {
+    // SAFETY: as documented; pq_getmsgbytes checks the length against the buffer.
+    unsafe {
+        let buf = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<pg_sys::StringInfoData>();
+        let remaining = ((*buf).len - (*buf).cursor) as usize;
+        let p = pg_sys::pq_getmsgbytes(buf, remaining as i32);
+        std::slice::from_raw_parts(p as *const u8, remaining)
     }
 }
 

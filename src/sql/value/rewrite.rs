@@ -61,7 +61,9 @@ unsafe extern "C-unwind" fn planner(
             rewrite(a);
         }
         match PREV_PLANNER {
-            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            // An ERROR in the next planner (Citus's) is caught at this
+            // boundary and raised again past this frame.
+            Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(parse, query_string, cursor_options, bound_params)),
             None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
         }
     }

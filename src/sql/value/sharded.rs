@@ -177,7 +177,8 @@ impl Sharded {
 
     /// The state's distinct hashes, in bucket order (a copy).
     fn distinct_hashes(&self) -> Vec<u64> {
-        let mut hs: Vec<u64> = self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)).collect();
+        let mut hs = fallible_vec::<u64>(self.used());
+        hs.extend(self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)));
         let n = sort_dedup(&mut hs);
         hs.truncate(n);
         hs
@@ -368,6 +369,24 @@ const FLAG_FPP: u8 = 1;
 const FLAG_CAPACITY: u8 = 2;
 const FLAG_V1: u8 = 4;
 
+/// Room for a key type's qualified name (two identifiers, quoted).
+const NAMEDATALEN_BYTES: usize = 2 * 64 + 8;
+
+/// An empty vector with room for `n` items, or an ERROR (53200) when the
+/// memory cannot be had (a failed allocation of Rust's own would abort the
+/// backend).
+fn fallible_vec<T>(n: usize) -> Vec<T> {
+    let mut v = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            format!("out of memory for a cf_sharded_state of {n} items")
+        );
+    }
+    v
+}
+
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
@@ -400,8 +419,11 @@ impl Sharded {
     fn compact(&self) -> Vec<u8> {
         let Settings { fpp, capacity } = self.settings();
         let key = self.key_type();
-        let keys: Vec<u64> = self.distinct_hashes().into_iter().map(crate::filter::hash::bucket_order_key).collect();
-        let mut out = Vec::with_capacity(32 + crate::filter::packed::encoded_len(&keys));
+        let mut keys = self.distinct_hashes();
+        for k in keys.iter_mut() {
+            *k = crate::filter::hash::bucket_order_key(*k);
+        }
+        let mut out = fallible_vec::<u8>(64 + NAMEDATALEN_BYTES + crate::filter::packed::encoded_len(&keys));
         out.extend_from_slice(&COMPACT_MAGIC);
         let v1 = self.header() == SHARDED_HEADER_V1;
         out.push(if fpp != 0.0 { FLAG_FPP } else { 0 } | if capacity != 0 { FLAG_CAPACITY } else { 0 } | if v1 { FLAG_V1 } else { 0 });
@@ -467,21 +489,30 @@ impl Sharded {
         if flags & FLAG_V1 != 0 && key.is_recorded() {
             return Err("a 0.5.0 state with a key type".into());
         }
-        let n = get_varint(b, &mut at)?;
-        let keys = crate::filter::packed::decode(&b[at..], usize::try_from(n).unwrap_or(usize::MAX)).map_err(|e| format!("bad hashes: {e}"))?;
+        // The count comes from the input: checked against what the input can
+        // hold before it sizes the state (allocated where PostgreSQL reports
+        // running out of memory as an error).
+        let n = usize::try_from(get_varint(b, &mut at)?).unwrap_or(usize::MAX);
+        if !crate::filter::packed::fits(n, b.len() - at) {
+            return Err(format!("{n} hashes cannot fit in {} bytes", b.len() - at));
+        }
         // SAFETY: CurrentMemoryContext is valid in a function call.
-        let s = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, keys.len().max(1), settings, key);
+        let s = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, n.max(1), settings, key);
+        let slots = &mut s.slots()[..n];
+        crate::filter::packed::decode_into(&b[at..], slots).map_err(|e| format!("bad hashes: {e}"))?;
+        for slot in slots.iter_mut() {
+            *slot = slot.rotate_right(32).to_le();
+        }
+        s.set_used(n);
         if flags & FLAG_V1 != 0 {
-            // The shorter header of 0.5.0's states: the same value, read as one.
-            let old = s.bytes_mut();
-            old[..4].copy_from_slice(&SHARDED_MAGIC_V1);
+            // The shorter header of 0.5.0's states: the same value, read as
+            // one (its slots start 8 bytes earlier).
+            let b = s.bytes_mut();
+            b.copy_within(SHARDED_HEADER..SHARDED_HEADER + 8 * n, SHARDED_HEADER_V1);
+            b[..4].copy_from_slice(&SHARDED_MAGIC_V1);
             // SAFETY: the value is ours; it shrinks by the 8 header bytes 0.5.0 lacked.
-            unsafe { pgrx::varlena::set_varsize_4b(s.ptr, (pg_sys::VARHDRSZ + SHARDED_HEADER_V1 + 8 * keys.len().max(1)) as i32) };
+            unsafe { pgrx::varlena::set_varsize_4b(s.ptr, (pg_sys::VARHDRSZ + SHARDED_HEADER_V1 + 8 * n.max(1)) as i32) };
         }
-        for (slot, k) in s.slots().iter_mut().zip(&keys) {
-            *slot = k.rotate_right(32).to_le();
-        }
-        s.set_used(keys.len());
         Ok(s)
     }
 }
@@ -497,10 +528,23 @@ fn local_oid(kind: u8) -> bool {
 fn type_named(kind: u8, name: &[u8]) -> Result<KeyType, String> {
     let name = std::str::from_utf8(name).map_err(|_| "a key type name that is not UTF-8".to_string())?;
     let c = std::ffi::CString::new(name).map_err(|_| "a key type name with a NUL".to_string())?;
-    let (mut typid, mut typmod) = (pg_sys::InvalidOid, 0i32);
+    // A state's name is `schema.type`, each part an identifier as
+    // quote_identifier writes it; anything else is refused here, before
+    // parseTypeString (which raises a syntax error of its own).
+    if !qualified_identifier(name) {
+        return Err(format!("its key type name {name:?} is not a qualified type name"));
+    }
     // SAFETY: parseTypeString reads the string; missing_ok reports an unknown
-    // type as InvalidOid (a malformed name raises a syntax error).
-    unsafe { pg_sys::parseTypeString(c.as_ptr(), &mut typid, &mut typmod, true) };
+    // type as InvalidOid; a syntax error it still raises (a reserved word
+    // left unquoted) is caught and reported as this input's.
+    let parsed = pgrx::PgTryBuilder::new(|| unsafe {
+        let (mut typid, mut typmod) = (pg_sys::InvalidOid, 0i32);
+        pg_sys::parseTypeString(c.as_ptr(), &mut typid, &mut typmod, true);
+        Some(typid)
+    })
+    .catch_others(|_| None)
+    .execute();
+    let Some(typid) = parsed else { return Err(format!("its key type name {name:?} does not parse as a type name")) };
     if typid == pg_sys::InvalidOid {
         return Err(format!("its key type {name} does not exist here: create it as on the node that made the state"));
     }
@@ -509,6 +553,45 @@ fn type_named(kind: u8, name: &[u8]) -> Result<KeyType, String> {
         return Err(format!("its key type {name} is not of the kind it was where the state was made"));
     }
     Ok(key)
+}
+
+/// Whether `name` is `a.b` with each part an identifier as
+/// `quote_identifier` writes one: lower-case letters, digits, `_` and `$`
+/// (not first), or anything in double quotes with `""` for a quote.
+fn qualified_identifier(name: &str) -> bool {
+    let b = name.as_bytes();
+    let mut i = 0;
+    for part in 0..2 {
+        if part == 1 {
+            if b.get(i) != Some(&b'.') {
+                return false;
+            }
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'"') => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => return false,
+                        Some(b'"') if b.get(i + 1) == Some(&b'"') => i += 2,
+                        Some(b'"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            Some(c) if c.is_ascii_lowercase() || *c == b'_' || *c >= 0x80 => {
+                while matches!(b.get(i), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'$' || *c >= 0x80) {
+                    i += 1;
+                }
+            }
+            _ => return false,
+        }
+    }
+    i == b.len()
 }
 
 /// 22P02 (text) or 22P03 (binary): not a `cf_sharded_state`.
@@ -524,39 +607,26 @@ fn bad_state(binary: bool, why: impl std::fmt::Display) -> ! {
 v1_functions! {
     /// `cf_sharded_state_in(cstring)`: "cs1:" and base64 of the compact form.
     fn cf_sharded_state_in(fcinfo) {
-        use base64::Engine;
         // SAFETY: an input function's argument 0 is a non-null C string.
         let text = unsafe { std::ffi::CStr::from_ptr(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<std::ffi::c_char>()) };
         let Some(body) = text.to_bytes().strip_prefix(TEXT_PREFIX.as_bytes()) else { bad_state(false, format!("it must start with \"{TEXT_PREFIX}\"")) };
         if body.len() > 4 * (MAX_VALUE_BYTES as usize).div_ceil(3) {
             bad_state(false, "longer than any cf_sharded_state");
         }
-        let bytes = base64::engine::general_purpose::STANDARD.decode(body).unwrap_or_else(|e| bad_state(false, format!("bad base64: {e}")));
+        let bytes = super::datatype::base64_palloc(body).unwrap_or_else(|e| bad_state(false, format!("bad base64: {e}")));
         Sharded::from_compact(&bytes).unwrap_or_else(|e| bad_state(false, e)).datum()
     }
 
     fn cf_sharded_state_out(fcinfo) {
-        use base64::Engine;
         // SAFETY: strict; argument 0 is a cf_sharded_state (checked by from_datum).
         let (s, _) = unsafe { Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0)) };
-        let compact = s.compact();
-        let mut text = String::with_capacity(TEXT_PREFIX.len() + compact.len().div_ceil(3) * 4 + 1);
-        text.push_str(TEXT_PREFIX);
-        base64::engine::general_purpose::STANDARD.encode_string(&compact, &mut text);
-        let c = std::ffi::CString::new(text).expect("base64 has no NUL");
-        // SAFETY: pstrdup copies the string into the current context.
-        pg_sys::Datum::from(unsafe { pg_sys::pstrdup(c.as_ptr()) })
+        super::datatype::prefixed_base64(TEXT_PREFIX, &s.compact())
     }
 
     /// `cf_sharded_state_recv(internal)`: the compact form, exactly.
     fn cf_sharded_state_recv(fcinfo) {
         // SAFETY: argument 0 of a receive function is a StringInfo.
-        let bytes = unsafe {
-            let buf = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).cast_mut_ptr::<pg_sys::StringInfoData>();
-            let remaining = ((*buf).len - (*buf).cursor) as usize;
-            let p = pg_sys::pq_getmsgbytes(buf, remaining as i32);
-            std::slice::from_raw_parts(p as *const u8, remaining)
-        };
+        let bytes = unsafe { super::datatype::recv_bytes(fcinfo) };
         Sharded::from_compact(bytes).unwrap_or_else(|e| bad_state(true, e)).datum()
     }
 
@@ -594,10 +664,11 @@ v1_functions! {
     }
 }
 
-/// The hasher of the last transition function called without a call
-/// expression: its OID, the call's collation, and the hasher, kept in
-/// TopMemoryContext.
-static mut DECLARED: Option<(pg_sys::Oid, pg_sys::Oid, crate::sql::keys::KeyHasher)> = None;
+/// The hashers of transition functions called without a call expression:
+/// each one's OID, the call's collation, and the hasher, kept in
+/// TopMemoryContext (a few: one query may aggregate keys of several types).
+static mut DECLARED: Vec<(pg_sys::Oid, pg_sys::Oid, crate::sql::keys::KeyHasher)> = Vec::new();
+const DECLARED_MAX: usize = 8;
 
 /// For a transition function called without a call expression (Citus calls
 /// it through a fresh FmgrInfo for every row, so `fn_extra` caches nothing):
@@ -615,12 +686,21 @@ unsafe fn declared_hasher<'a>(fcinfo: pg_sys::FunctionCallInfo) -> Option<&'a mu
             return None;
         }
         let (oid, coll) = ((*flinfo).fn_oid, pgrx::fcinfo::pg_get_collation(fcinfo));
-        let slot = &mut *(&raw mut DECLARED);
-        if !matches!(slot, Some((o, c, _)) if *o == oid && *c == coll) {
-            let h = crate::sql::keys::KeyHasher::for_declared(oid, 1, coll, pg_sys::TopMemoryContext)?;
-            *slot = Some((oid, coll, h));
-        }
-        slot.as_mut().map(|(_, _, h)| h)
+        let all = &mut *(&raw mut DECLARED);
+        let at = match all.iter().position(|(o, c, _)| *o == oid && *c == coll) {
+            Some(at) => at,
+            None => {
+                let h = crate::sql::keys::KeyHasher::for_declared(oid, 1, coll, pg_sys::TopMemoryContext)?;
+                if all.len() == DECLARED_MAX {
+                    // Its allocations stay in TopMemoryContext: a few bytes,
+                    // at most once per function seen beyond the first eight.
+                    all.remove(0);
+                }
+                all.push((oid, coll, h));
+                all.len() - 1
+            }
+        };
+        Some(&mut all[at].2)
     }
 }
 

@@ -76,7 +76,8 @@ SELECT cf_sharded_agg(cf_sharded_key(k))::text = cf_agg(k)::text AS same_key,
        cf_sharded_agg(cf_sharded_key(k::text, 0.001, 50000))::text = cf_agg(k::text, 0.001, 50000)::text AS same_text
 FROM sk;
 SELECT cf_sharded_agg(cf_sharded_key(k::numeric))::text = cf_agg(k::numeric)::text AS same_no_rows,
-       cf_info(cf_sharded_agg(cf_sharded_key(k::numeric))) ->> 'key_type' AS key_type
+       cf_info(cf_sharded_agg(cf_sharded_key(k::numeric))) ->> 'key_type' AS key_type,
+       cf_info(cf_sharded_agg(cf_sharded_state_trans(NULL, k))) ->> 'key_type' AS other_state_function
 FROM sk WHERE k < 0;
 -- An enum travels by its name (its OID differs from node to node).
 CREATE TYPE shard_mood AS ENUM ('low', 'high');
@@ -93,7 +94,15 @@ SELECT 'cs1:Q1MBAAEUATXVrZisbnDP'::cf_sharded_state;
 SELECT 'cs1:Q1MBAAEUATXVrZisbnDPAAA='::cf_sharded_state;
 SELECT 'cs1:Q1MBCAEUATXVrZisbnDPAA=='::cf_sharded_state; -- an unknown flag
 SELECT 'cs1:not base64!'::cf_sharded_state;
+-- 400M hashes claimed in 1,000 bytes: refused before anything is sized by them.
+SELECT ('cs1:' || translate(encode('\x4353010001148088debe01'::bytea || decode(repeat('00', 1000), 'hex'), 'base64'), E'\n', ''))::cf_sharded_state;
+-- Key type names that are not one, do not parse, or name a type of another kind.
+SELECT 'cs1:Q1MBAAIGaW50NCAoAA=='::cf_sharded_state;
+SELECT 'cs1:Q1MBAAIIc2VsZWN0LngA'::cf_sharded_state;
+SELECT 'cs1:Q1MBAAIPcGdfY2F0YWxvZy5pbnQ0AA=='::cf_sharded_state;
 \set VERBOSITY default
+SELECT ('cs1:' || translate(encode('\x4353010001148088debe01'::bytea || decode(repeat('00', 1000), 'hex'), 'base64'), E'\n', ''))::cf_sharded_state;
+SELECT 'cs1:Q1MBAAIIc2VsZWN0LngA'::cf_sharded_state;
 SELECT 'cs1:Q1MBAAEUATXVrZisbnDPAA=='::cf_sharded_state::text AS valid_one_key;
 SELECT 'cs1:Q1MBAAEUATXVrZisbnDP'::cf_sharded_state;
 DROP AGGREGATE state_of(anyelement);
