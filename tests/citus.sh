@@ -148,9 +148,17 @@ done
 [ "$(q coord -c "SELECT md5(string_agg(s || ':' || md5(f::text), ',' ORDER BY s)) FROM (SELECT s % 10 AS s, cf_sharded_agg(n) f FROM typed GROUP BY s % 10) x")" \
   = "$(q coord -c "SELECT md5(string_agg(s || ':' || md5(f::text), ',' ORDER BY s)) FROM (SELECT s % 10 AS s, cf_agg(n) f FROM typed GROUP BY s % 10) x")" ] \
   || fail "cf_sharded_agg(numeric) GROUP BY differs from cf_agg"
+for form in "DISTINCT n" "n ORDER BY id"; do
+  [ "$(q coord -c "SELECT md5(cf_sharded_agg($form)::text) FROM typed")" = "$(q coord -c "SELECT md5(cf_agg(n)::text) FROM typed")" ] \
+    || fail "cf_sharded_agg($form) differs from cf_agg"
+done
+# An error of Citus's planner passes through cuckoo's hook as it is.
+err=$(q coord -c "SELECT (SELECT 1 FROM typed LIMIT 1), cf_sharded_agg(n) FROM typed" 2>&1 >/dev/null || true)
+grep -q "cannot push down subquery" <<<"$err" && ! grep -qi "panic\|backtrace\|rust" <<<"$err" \
+  || fail "an error of Citus's planner came through cuckoo's planner hook as: $err"
 missed=$(q coord -c "WITH f AS (SELECT cf_sharded_agg(ts) AS f FROM typed) SELECT count(*) FROM typed, f WHERE NOT cf_contains(f.f, typed.ts)")
 [ "$missed" = 0 ] || fail "the timestamptz filter missed $missed of its keys"
-ok "cf_sharded_agg of numeric, date, timestamptz, an enum, int[], inet, varchar, bytea, text and smallint: pushed down, each equal to cf_agg; with fpp and capacity, and GROUP BY"
+ok "cf_sharded_agg of numeric, date, timestamptz, an enum, int[], inet, varchar, bytea, text and smallint: pushed down, each equal to cf_agg; with fpp and capacity, GROUP BY, DISTINCT and ORDER BY; Citus's planner errors pass through the hook unchanged"
 
 # The partial states Citus ships: their text form, each distinct key once,
 # Rice-coded: about (64 - log2 n + 1.5) / 6 characters per key, no rounding.

@@ -45,7 +45,21 @@ pub fn init() {
     }
 }
 
-#[pgrx::pg_guard]
+// The planner that runs after this hook, called by its symbol: an ERROR it
+// raises must reach PostgreSQL's handler as the longjmp it is (through this
+// hook's frame, which holds nothing to drop), not as a Rust panic.
+unsafe extern "C-unwind" {
+    #[link_name = "standard_planner"]
+    fn raw_standard_planner(
+        parse: *mut pg_sys::Query,
+        query_string: *const std::ffi::c_char,
+        cursor_options: std::ffi::c_int,
+        bound_params: pg_sys::ParamListInfo,
+    ) -> *mut pg_sys::PlannedStmt;
+}
+
+/// The hook: rewrites (guarded, so that its errors are PostgreSQL errors),
+/// then calls the next planner (Citus's) directly.
 unsafe extern "C-unwind" fn planner(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
@@ -53,18 +67,26 @@ unsafe extern "C-unwind" fn planner(
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
     // SAFETY: the planner's own arguments, passed on unchanged but for the
-    // rewritten aggregate calls, which are planned as any call would be.
+    // rewritten aggregate calls, which are planned as any call would be. No
+    // Rust value with a destructor lives in this frame across the calls.
+    unsafe {
+        rewrite_query(parse);
+        match PREV_PLANNER {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    }
+}
+
+/// Rewrites every call of the polymorphic `cf_sharded_agg` in the query.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn rewrite_query(parse: *mut pg_sys::Query) {
+    // SAFETY: a query tree handed to the planner, which may change it.
     unsafe {
         let mut found: Vec<*mut pg_sys::Aggref> = Vec::new();
         pg_sys::query_tree_walker(parse, Some(collect), &mut found as *mut _ as *mut std::ffi::c_void, 0);
         for a in found {
             rewrite(a);
-        }
-        match PREV_PLANNER {
-            // An ERROR in the next planner (Citus's) is caught at this
-            // boundary and raised again past this frame.
-            Some(prev) => pg_sys::ffi::pg_guard_ffi_boundary(|| prev(parse, query_string, cursor_options, bound_params)),
-            None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
         }
     }
 }
