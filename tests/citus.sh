@@ -75,8 +75,8 @@ ok "by-name calls in distributed queries fail (42704 without a filter on the wor
 # distributed queries answer for all keys; changes go through the cluster.
 q coord -c "SELECT cf_drop(n) FROM (VALUES ('acc')) v(n)" >/dev/null
 q coord -c "SELECT count(*) FROM run_command_on_workers(\$\$SELECT cf_drop('acc')\$\$)" >/dev/null
-nodes=$(q coord -c "SELECT cf_publish_cluster('acc', (SELECT cf_sharded_agg(account) FROM events))")
-[ "$nodes" = 3 ] || fail "cf_publish_cluster published to $nodes nodes, not 3"
+reached=$(q coord -c "SELECT cf_publish_cluster('acc', (SELECT cf_sharded_agg(account) FROM events))")
+[ "$reached" = 3 ] || fail "cf_publish_cluster published to $reached nodes, not 3"
 want=$(q coord -c "SELECT md5(cf_sharded_agg(account)::text) FROM events")
 for n in coord w1 w2; do
   [ "$(q $n -c "SELECT md5(cf_snapshot('acc')::text)")" = "$want" ] || fail "the copy of 'acc' on $n differs from the value published"

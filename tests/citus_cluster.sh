@@ -14,14 +14,14 @@ for d in "${CUCKOO_SHARED:-}" ../shared /work/shared; do
 done
 [ -n "$builder" ] || fail "build-citus.sh not found in ../shared/tools (set CUCKOO_SHARED)"
 bash "$builder" >&2
-nodes=(coord w1 w2)
+citus_nodes=(coord w1 w2)
 port_of() { case $1 in coord) echo "$PORT" ;; w1) echo $((PORT + 1)) ;; w2) echo $((PORT + 2)) ;; esac; }
 q() { local n=$1; shift; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$BASE/$n" -p "$(port_of "$n")" -U postgres -d postgres "$@"; }
-stop_all() { for n in "${nodes[@]}"; do [ -d "$BASE/$n/data" ] && as_pg "$PGBIN/pg_ctl" -D "$BASE/$n/data" -m fast -w stop >/dev/null 2>&1 || true; done; }
+stop_all() { for n in "${citus_nodes[@]}"; do [ -d "$BASE/$n/data" ] && as_pg "$PGBIN/pg_ctl" -D "$BASE/$n/data" -m fast -w stop >/dev/null 2>&1 || true; done; }
 [ "${CITUS_KEEP:-0}" = 1 ] || trap stop_all EXIT
 stop_all
 rm -rf "$BASE"
-for n in "${nodes[@]}"; do
+for n in "${citus_nodes[@]}"; do
   install -d -o postgres -g postgres "$BASE/$n"
   as_pg "$PGBIN/initdb" -D "$BASE/$n/data" -A trust -U postgres >/dev/null
   cat >> "$BASE/$n/data/postgresql.conf" <<CONF
