@@ -164,8 +164,7 @@ ok "cf_sharded_agg of numeric, date, timestamptz, an enum, int[], inet, varchar,
 # Rice-coded: about (64 - log2 n + 1.5) / 6 characters per key, no rounding.
 one=$(q coord -c "SELECT length(cf_sharded_state_trans(NULL, 1::bigint)::text)")
 [ "$one" -lt 100 ] || fail "the partial state of one key is $one characters"
-q coord -c "CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)" >/dev/null
-q coord -c "SELECT count(*) FROM run_command_on_workers(\$\$CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)\$\$) WHERE success" >/dev/null || true
+make_state_of
 sizes=$(q coord -c "SELECT string_agg(result, ' ') FROM run_command_on_shards('events', \$\$SELECT concat_ws(':', count(DISTINCT account), length(state_of(account)::text), pg_column_size(cf_agg(account))) FROM %s\$\$)")
 total_state=0 total_filter=0 total_keys=0
 for s in $sizes; do

@@ -3,8 +3,8 @@
 # (the clusters' directory), PORT (the coordinator's; the workers take the two
 # after it), and a function fail. Builds Citus 13.2.2 if it is not installed
 # (build-citus.sh of the shared tools, which installs its build dependencies),
-# and leaves functions q NODE ARGS... (psql on node coord, w1 or w2) and
-# stop_all (called at exit unless CITUS_KEEP=1).
+# and leaves functions q NODE ARGS... (psql on node coord, w1 or w2),
+# stop_all (called at exit unless CITUS_KEEP=1) and make_state_of.
 as_pg() { if [ "$(id -un)" = postgres ]; then "$@"; else runuser -u postgres -- "$@"; fi; }
 # The shared tools sit beside the repository (../shared); CUCKOO_SHARED names
 # another place.
@@ -42,3 +42,11 @@ for w in w1 w2; do
   q coord -c "SELECT citus_add_node('$BASE/$w', $(port_of $w))" >/dev/null
 done
 [ "$(q coord -c "SELECT count(*) FROM citus_get_active_worker_nodes()")" = 2 ] || fail "the workers did not join"
+
+# An aggregate state_of(bigint) on every node: cf_sharded_agg's state without
+# its final function, to measure the text each shard ships.
+make_state_of() {
+  local ddl="CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)"
+  q coord -c "$ddl" >/dev/null
+  q coord -c "SELECT count(*) FROM run_command_on_workers(\$\$$ddl\$\$)" >/dev/null 2>&1 || true
+}

@@ -188,19 +188,19 @@ pub fn decode_into(bytes: &[u8], out: &mut [u64]) -> Result<(), String> {
     Ok(())
 }
 
-/// As [`decode_into`], into a new vector of `n` keys.
-pub fn decode(bytes: &[u8], n: usize) -> Result<Vec<u64>, String> {
-    if !fits(n, bytes.len()) {
-        return Err(format!("{n} keys cannot fit in {} bytes", bytes.len()));
-    }
-    let mut keys = vec![0u64; n];
-    decode_into(bytes, &mut keys)?;
-    Ok(keys)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As [`decode_into`], into a new vector of `n` keys.
+    fn decode(bytes: &[u8], n: usize) -> Result<Vec<u64>, String> {
+        if !fits(n, bytes.len()) {
+            return Err(format!("{n} keys cannot fit in {} bytes", bytes.len()));
+        }
+        let mut keys = vec![0u64; n];
+        decode_into(bytes, &mut keys)?;
+        Ok(keys)
+    }
 
     struct Rng(u64);
     impl Rng {

@@ -110,7 +110,7 @@ pub fn declared_key_type(typid: pg_sys::Oid) -> KeyType {
 }
 
 /// A type's name for messages.
-fn type_name(typid: pg_sys::Oid) -> String {
+pub(crate) fn type_name(typid: pg_sys::Oid) -> String {
     // SAFETY: format_type_be returns a palloc'd string for any OID.
     unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy().into_owned() }
 }

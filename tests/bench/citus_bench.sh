@@ -63,8 +63,7 @@ read -r push gather < <(pair "SELECT grp, cf_count(cf_sharded_agg(account)) FROM
 echo "citus bench: groups, $NGROUPS groups on a non-distribution column: cf_sharded_agg ${push}s, cf_agg row-gather ${gather}s: $(ratio "$push" "$gather")x (goal: >= 1)"
 
 # What crosses the network: each shard's partial state as text.
-q coord -c "CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)" >/dev/null
-q coord -c "SELECT count(*) FROM run_command_on_workers(\$\$CREATE AGGREGATE state_of(bigint) (SFUNC = cf_sharded_state_trans, STYPE = cf_sharded_state)\$\$)" >/dev/null 2>&1 || true
+make_state_of
 read -r keys chars fbytes < <(q coord -F ' ' -c "SELECT sum(split_part(result, ':', 1)::bigint), sum(split_part(result, ':', 2)::bigint), sum(split_part(result, ':', 3)::bigint)
   FROM run_command_on_shards('ev', \$\$SELECT concat_ws(':', count(DISTINCT account), length(state_of(account)::text), pg_column_size(cf_agg(account))) FROM %s\$\$)")
 whole=$(q coord -c "SELECT pg_column_size(cf_agg(account)) FROM ev")

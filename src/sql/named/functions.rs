@@ -317,10 +317,18 @@ v1_functions! {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
         let r = region();
-        citus::check_task(name, r.find(db(), name).is_some(), false);
+        let mut checked = false;
         loop {
-            let Some(info) = r.find(db(), name) else { not_found(name) };
+            let Some(info) = r.find(db(), name) else {
+                citus::check_task(name, false, false);
+                not_found(name)
+            };
             require_access(&info, false);
+            if !checked {
+                // On a Citus cluster: whether this node's filter is the one meant.
+                citus::check_task(name, true, false);
+                checked = true;
+            }
             if !info.usable() {
                 needs_reload(&info);
             }

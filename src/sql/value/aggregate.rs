@@ -338,7 +338,8 @@ pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
             return KeyType::NONE;
         }
         let declared = (*(*(*aggref).aggargtypes).elements).oid_value;
-        if type_name(declared).is_some_and(|n| n.rsplit('.').next() == Some("cf_sharded_state")) {
+        // The state type (its name is qualified when not on the search path).
+        if crate::sql::keys::type_name(declared).rsplit('.').next() == Some("cf_sharded_state") {
             // cf_sharded_agg(cf_sharded_key(key)): the key's type, when the
             // call is at hand (not in a parallel plan's finalize step).
             let args = (*aggref).args;
@@ -357,16 +358,6 @@ pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
             return KeyType::NONE;
         }
         crate::sql::keys::key_type_of(declared)
-    }
-}
-
-/// A type's name (qualified if not on the search path), if it exists.
-fn type_name(t: pg_sys::Oid) -> Option<String> {
-    // SAFETY: format_type_extended with FORMAT_TYPE_ALLOW_INVALID never raises
-    // for a missing type; the result is a palloc'd string.
-    unsafe {
-        let p = pg_sys::format_type_extended(t, -1, pg_sys::FORMAT_TYPE_ALLOW_INVALID as u16);
-        (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
     }
 }
 

@@ -22,14 +22,17 @@ use pgrx::pg_sys;
 
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
-/// Whether Citus is preloaded into this server (it must be, to run).
+/// Whether Citus is preloaded into this server (it must be, to run). The
+/// setting only changes at a restart, so it is read once per process: the
+/// named-filter checks ask on every resolve.
 pub(crate) fn citus_loaded() -> bool {
+    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: GetConfigOption returns the setting's current string (NULL only
     // when missing_ok and unknown), valid until the setting changes.
-    unsafe {
+    *LOADED.get_or_init(|| unsafe {
         let v = pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false);
         !v.is_null() && CStr::from_ptr(v).to_string_lossy().split(',').any(|l| l.trim().trim_matches('"') == "citus")
-    }
+    })
 }
 
 /// From `_PG_init` while preloading: installs the hook if Citus is preloaded too.

@@ -370,7 +370,7 @@ const FLAG_CAPACITY: u8 = 2;
 const FLAG_V1: u8 = 4;
 
 /// Room for a key type's qualified name (two identifiers, quoted).
-const NAMEDATALEN_BYTES: usize = 2 * 64 + 8;
+const TYPE_NAME_ROOM: usize = 2 * 64 + 8;
 
 /// An empty vector with room for `n` items, or an ERROR (53200) when the
 /// memory cannot be had (a failed allocation of Rust's own would abort the
@@ -423,7 +423,7 @@ impl Sharded {
         for k in keys.iter_mut() {
             *k = crate::filter::hash::bucket_order_key(*k);
         }
-        let mut out = fallible_vec::<u8>(64 + NAMEDATALEN_BYTES + crate::filter::packed::encoded_len(&keys));
+        let mut out = fallible_vec::<u8>(64 + TYPE_NAME_ROOM + crate::filter::packed::encoded_len(&keys));
         out.extend_from_slice(&COMPACT_MAGIC);
         let v1 = self.header() == SHARDED_HEADER_V1;
         out.push(if fpp != 0.0 { FLAG_FPP } else { 0 } | if capacity != 0 { FLAG_CAPACITY } else { 0 } | if v1 { FLAG_V1 } else { 0 });
