@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-durable test-citus bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-durable test-faults soak test-citus bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -16,7 +16,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-isolation test-regress test-clients test-shared test-durable test-citus
+test: setup test-core loom test-isolation test-regress test-clients test-shared test-durable test-faults test-citus
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
@@ -65,6 +65,16 @@ test-shared: install
 # repository's history into target/old/, run from a private installation tree).
 test-durable: install
 	bash tests/durability.sh
+
+# Faults, by testgres and hypothesis (tests/faults): each case of issue 28 as a
+# fixed scenario, then a randomized fault-schedule tester with a model of what
+# was acknowledged, for a fixed set of seeds (a failure prints its seed).
+test-faults: install
+	bash tests/faults/run.sh
+
+# The fault-schedule tester with new seeds for SOAK_MINUTES (default 60).
+soak: install
+	bash tests/faults/run.sh soak
 
 # A Citus coordinator and two workers (Citus 13.2.2 built and installed by the
 # shared tools' build-citus.sh if missing): cf_sharded_agg pushed down for every

@@ -333,6 +333,120 @@ pub fn list(dir: &Path) -> std::io::Result<std::collections::BTreeMap<u64, Vec<N
     Ok(out)
 }
 
+/// The coverage file: which WAL position the files of every durable filter
+/// cover on this node (see `sql::named::cut`), written after each checkpoint
+/// pass and at the end of recovery.
+pub const COVERAGE: &str = "coverage";
+const COVERAGE_MAGIC: u64 = 0x5643_6f6f_6b63_7563; // "cuckooCV"
+const COVERAGE_VERSION: u32 = 1;
+
+/// One live durable generation as the coverage file lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoverEntry {
+    pub gen: u64,
+    /// The stamp of its last file when the coverage was written (0: none).
+    pub tip: u64,
+    /// The tip a `PASS` record last listed for it (0: none): files this node
+    /// wrote at a position no `PASS` confirmed (the end of recovery) are
+    /// logged again by the next start's first pass.
+    pub confirmed: u64,
+    /// Why it needs a reload (0: it does not).
+    pub reason: u64,
+    pub meta: Meta,
+}
+
+/// What the coverage file says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coverage {
+    /// Every durable filter's files cover each change logged before this
+    /// position (for a filter that changed since its last file, its changes
+    /// before the position's pass began).
+    pub stamp: u64,
+    /// No durable change can follow `stamp` until the next start writes a new
+    /// coverage (written before a shutdown checkpoint and at the end of
+    /// recovery): the files cover any later restart position.
+    pub frozen: bool,
+    pub entries: Vec<CoverEntry>,
+}
+
+fn coverage_bytes(c: &Coverage) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(64 + 128 * c.entries.len()));
+    w.u64(COVERAGE_MAGIC).u32(COVERAGE_VERSION).u32(c.frozen as u32).u64(c.stamp).u32(c.entries.len() as u32);
+    for e in &c.entries {
+        w.u64(e.gen).u64(e.tip).u64(e.confirmed).u64(e.reason).meta(&e.meta);
+    }
+    let sum = xxhash_rust::xxh3::xxh3_64(&w.0);
+    w.u64(sum);
+    w.0
+}
+
+/// Writes the coverage file: under a temporary name, synced, renamed into
+/// place, the directory synced (as [`FileWriter::finish`]).
+pub fn write_coverage(dir: &Path, c: &Coverage) -> Result<(), Finish> {
+    let before = |e: std::io::Error| Finish::Unnamed(e);
+    ensure_dir(dir).map_err(before)?;
+    let tmp = dir.join(format!("{COVERAGE}.tmp"));
+    let mut f = File::create(&tmp).map_err(before)?;
+    f.write_all(&coverage_bytes(c)).map_err(before)?;
+    f.sync_all().map_err(before)?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(COVERAGE)).map_err(before)?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(Finish::Named)
+}
+
+/// Reads the coverage file: None if there is none (a directory written
+/// before 0.10.0), an error if it does not read back whole.
+pub fn read_coverage(dir: &Path) -> Result<Option<Coverage>, String> {
+    let b = match std::fs::read(dir.join(COVERAGE)) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {COVERAGE}: {e}")),
+    };
+    if b.len() < 8 || xxhash_rust::xxh3::xxh3_64(&b[..b.len() - 8]) != u64::from_le_bytes(b[b.len() - 8..].try_into().unwrap()) {
+        return Err(format!("{COVERAGE} is damaged (checksum mismatch)"));
+    }
+    let mut r = Reader { b: &b[..b.len() - 8], what: "coverage file" };
+    if r.u64()? != COVERAGE_MAGIC {
+        return Err(format!("{COVERAGE} is not a cuckoo coverage file"));
+    }
+    let version = r.u32()?;
+    if version != COVERAGE_VERSION {
+        return Err(format!("{COVERAGE} has version {version}, this build reads {COVERAGE_VERSION}"));
+    }
+    let frozen = match r.u32()? {
+        0 => false,
+        1 => true,
+        f => return Err(format!("{COVERAGE} has bad flags {f}")),
+    };
+    let stamp = r.u64()?;
+    let n = r.u32()? as usize;
+    let mut entries = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        entries.push(CoverEntry { gen: r.u64()?, tip: r.u64()?, confirmed: r.u64()?, reason: r.u64()?, meta: r.meta()? });
+    }
+    r.end()?;
+    Ok(Some(Coverage { stamp, frozen, entries }))
+}
+
+/// Names in `dir` that are none of this module's: neither a filter's file,
+/// a temporary file, nor the coverage file.
+pub fn foreign(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if Name::parse(&name).is_none() && !name.ends_with(".tmp") && name != COVERAGE {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Removes the temporary files left by writes that never finished.
 pub fn remove_temporary(dir: &Path) -> std::io::Result<usize> {
     let mut n = 0;
@@ -563,6 +677,38 @@ mod tests {
         drop(w);
         assert_eq!(list(&dir).unwrap()[&0xAB].len(), 1);
         assert_eq!(remove_temporary(&dir).unwrap(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn coverage_round_trips_and_damage_is_refused() {
+        let dir = tmpdir("coverage");
+        assert_eq!(read_coverage(&dir).unwrap(), None);
+        let c = Coverage {
+            stamp: 0x1234_5678,
+            frozen: true,
+            entries: vec![
+                CoverEntry { gen: 0xAB, tip: 0x1000, confirmed: 0x900, reason: 0, meta: meta() },
+                CoverEntry { gen: 0xAC, tip: 0, confirmed: 0, reason: 5, meta: Meta { name: "g".into(), ..meta() } },
+            ],
+        };
+        write_coverage(&dir, &c).unwrap();
+        assert_eq!(read_coverage(&dir).unwrap(), Some(c.clone()));
+        assert_eq!(foreign(&dir).unwrap(), Vec::<String>::new());
+        let p = dir.join(COVERAGE);
+        let good = std::fs::read(&p).unwrap();
+        for i in 0..good.len() {
+            let mut b = good.clone();
+            b[i] ^= 0x10;
+            std::fs::write(&p, &b).unwrap();
+            assert!(read_coverage(&dir).is_err(), "flipped at {i} accepted");
+        }
+        for cut in 0..good.len() {
+            std::fs::write(&p, &good[..cut]).unwrap();
+            assert!(read_coverage(&dir).is_err(), "cut at {cut} accepted");
+        }
+        std::fs::write(dir.join("stray.bin"), b"x").unwrap();
+        assert_eq!(foreign(&dir).unwrap(), vec!["stray.bin".to_string()]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -57,6 +57,17 @@ pub mod kind {
     pub const DISCARD: u8 = 0xD0;
     /// The first insert into a filter whose key type was pending fixed it.
     pub const KEY_TYPE: u8 = 0xE0;
+    /// The last kind: its body starts with a sub-kind byte ([`ext`]), so that
+    /// later records need no kind of their own (0.10.0).
+    pub const EXT: u8 = 0xF0;
+}
+
+/// Sub-kinds of [`kind::EXT`] records (the body's first byte).
+pub mod ext {
+    /// A checkpoint pass is complete: every durable filter's files cover every
+    /// change logged before its `CUT` of this pass (or all its changes); the
+    /// live durable generations and the stamp of each one's last file follow.
+    pub const PASS: u8 = 1;
 }
 
 /// Why contents are logged.
@@ -181,6 +192,13 @@ pub enum Record {
     Cut { gen: u64, base: bool, logged: bool },
     Discard { gen: u64 },
     KeyType { gen: u64, key: KeyType },
+    /// A checkpoint pass is complete (0.10.0; see `sql::named::cut`): every
+    /// change logged before `began` (the WAL position when the pass began) is
+    /// in the durable filters' files; `frozen` when durable changes are
+    /// frozen until the next start (the pass before a shutdown checkpoint);
+    /// `live`: each live durable generation and the stamp of its last file
+    /// (0: none yet).
+    Pass { frozen: bool, began: u64, live: Vec<(u64, u64)> },
 }
 
 /// Hashes per batch record at most (64 kB): a batched call logs a record per
@@ -262,7 +280,8 @@ impl<'a> Reader<'a> {
         let mapping = Mapping::from_code(mapping).ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
         let params = Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count, seed, mapping };
         params.check().map_err(|e| format!("{} record has bad filter parameters: {e}", self.what))?;
-        if !(fpp > 0.0 && fpp < 1.0) || capacity == 0 {
+        // A union's rate is the sum of its tables' bounds, capped at 1.
+        if !(fpp > 0.0 && fpp <= 1.0) || capacity == 0 {
             return Err(format!("{} record has a bad capacity or fpp", self.what));
         }
         let n = self.u8()?;
@@ -390,6 +409,13 @@ impl Record {
                 w.u64(*gen);
                 kind::DISCARD
             }
+            Record::Pass { frozen, began, live } => {
+                w.u8(ext::PASS).u8(*frozen as u8).u64(*began).u32(live.len() as u32);
+                for &(gen, tip) in live {
+                    w.u64(gen).u64(tip);
+                }
+                kind::EXT
+            }
         };
         (k, w.0)
     }
@@ -482,6 +508,26 @@ impl Record {
                 Record::Cut { gen, base, logged }
             }
             kind::DISCARD => Record::Discard { gen: r.u64()? },
+            kind::EXT => match r.u8()? {
+                ext::PASS => {
+                    let frozen = match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        b => return Err(format!("PASS record has bad flags {b}")),
+                    };
+                    let began = r.u64()?;
+                    let n = r.u32()? as usize;
+                    if r.b.len() != n.saturating_mul(16) {
+                        return Err(format!("PASS record lists {n} filters in {} bytes", r.b.len()));
+                    }
+                    let mut live = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        live.push((r.u64()?, r.u64()?));
+                    }
+                    Record::Pass { frozen, began, live }
+                }
+                other => return Err(format!("unknown cuckoo WAL record sub-kind 0x{other:02X}")),
+            },
             other => return Err(format!("unknown cuckoo WAL record kind 0x{other:02X}")),
         };
         r.end()?;
@@ -526,6 +572,15 @@ impl Record {
             Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
             Record::Cut { gen, base, logged } => format!("gen {gen:X}{}", if *logged { " base, contents follow" } else if *base { " base" } else { "" }),
             Record::Discard { gen } => format!("gen {gen:X}"),
+            Record::Pass { frozen, began, live } => format!("PASS began {began:X} filters {}{}", live.len(), if *frozen { ", frozen until the next start" } else { "" }),
+        }
+    }
+
+    /// The name of this record's kind (a sub-kind's for [`kind::EXT`]).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Record::Pass { .. } => "PASS",
+            _ => name_of(self.encode().0).unwrap_or("unknown"),
         }
     }
 }
@@ -548,6 +603,7 @@ pub fn name_of(k: u8) -> Option<&'static str> {
         kind::CUT => "CUT",
         kind::DISCARD => "DISCARD",
         kind::KEY_TYPE => "KEY_TYPE",
+        kind::EXT => "EXT",
         _ => return None,
     })
 }
@@ -603,6 +659,9 @@ mod tests {
             Record::Cut { gen: 4, base: false, logged: false },
             Record::Discard { gen: 4 },
             Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 25 } },
+            Record::Pass { frozen: false, began: 3, live: vec![] },
+            Record::Pass { frozen: true, began: 8, live: vec![(4, 9), (u64::MAX, 0)] },
+            Record::Create(Meta { fpp: 1.0, ..meta() }),
             Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_PENDING, oid: 0 }, ..meta() }),
             Record::Create(grown()),
             Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 }, ..grown() }),
@@ -646,6 +705,7 @@ mod tests {
             assert!(Record::decode(k, &longer).is_err(), "{r:?} with a byte too many");
         }
         assert!(Record::decode(0xF0, &[]).is_err());
+        assert!(Record::decode(0xF0, &[9]).is_err());
         let (k, mut body) = Record::Create(meta()).encode();
         body[49] = 0; // slots per bucket
         assert!(Record::decode(k, &body).unwrap_err().contains("parameters"));

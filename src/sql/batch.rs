@@ -19,7 +19,7 @@ use super::keys::KeyHasher;
 use crate::filter::dense::KeyType;
 use super::named::call::named_call;
 use super::named::functions::fix_key_type;
-use super::named::log::log;
+use super::named::log::{flush_at_commit_to_now, log};
 use super::value::cache::call_cache;
 use super::value::datatype::{filter_arg_once, value_from_tables};
 use super::value::functions::{full_error, no_equal_key_error};
@@ -273,6 +273,9 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
                 c.contains_many(hs, &mut there);
                 todo.retain(|&i| !there[i]);
                 t.looked += (hs.len() - todo.len()) as u64;
+                if todo.len() < hs.len() {
+                    flush_at_commit_to_now();
+                }
             }
             let picked: Vec<u64>;
             let logged: &[u64] = if todo.len() == hs.len() {

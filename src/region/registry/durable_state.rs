@@ -79,6 +79,30 @@ impl Region {
         }
     }
 
+    /// The stamp a `PASS` record (or the coverage file) confirmed for filter
+    /// `index`, and the stamp it was restored with.
+    pub fn confirmed(&self, index: usize) -> (u64, u64) {
+        let d = self.durable_state_of(index);
+        (d.confirmed.load(Ordering::Acquire), d.restored.load(Ordering::Acquire))
+    }
+
+    pub fn set_confirmed(&self, index: usize, stamp: u64) {
+        self.durable_state_of(index).confirmed.store(stamp, Ordering::Release);
+    }
+
+    pub fn set_restored(&self, index: usize, stamp: u64) {
+        self.durable_state_of(index).restored.store(stamp, Ordering::Release);
+    }
+
+    /// Filter `index`'s [`UNVERIFIED`] flag.
+    pub fn durable_flags(&self, index: usize) -> u64 {
+        self.durable_state_of(index).flags.load(Ordering::Acquire)
+    }
+
+    pub fn set_durable_flags(&self, index: usize, flags: u64) {
+        self.durable_state_of(index).flags.store(flags, Ordering::Release);
+    }
+
     /// Sets the position filter `index`'s contents cover (restored from files:
     /// `base_bytes` and `delta_bytes`/`deltas` describe them).
     pub fn set_stamp(&self, index: usize, stamp: u64, base_bytes: u64, delta_bytes: u64, deltas: u64) {
@@ -145,7 +169,7 @@ impl Region {
 pub(super) fn reset_durable(d: &DurableState, durable: bool, gen: u64) {
     d.changed.store(if durable { NEEDS_BASE | CHANGED_META } else { 0 }, Ordering::SeqCst);
     d.stamp.store(gen, Ordering::Relaxed);
-    for c in [&d.cut_file_bytes, &d.cut_wal_bytes, &d.base_bytes, &d.delta_bytes, &d.deltas, &d.pool_waits] {
+    for c in [&d.cut_file_bytes, &d.cut_wal_bytes, &d.base_bytes, &d.delta_bytes, &d.deltas, &d.pool_waits, &d.confirmed, &d.restored, &d.flags] {
         c.store(0, Ordering::Relaxed);
     }
 }

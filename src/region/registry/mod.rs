@@ -73,7 +73,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 5;
+const REGION_VERSION: u64 = 6;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -187,7 +187,20 @@ struct DurableState {
     deltas: AtomicU64,
     /// Writers that waited for a cut because the copy pool was full.
     pool_waits: AtomicU64,
+    /// The stamp of its last file that a `PASS` record confirmed (every
+    /// node that replayed that record has a file at that stamp), or that the
+    /// coverage file said was confirmed; 0: none.
+    confirmed: AtomicU64,
+    /// The stamp of its last file when it was restored (0: not restored).
+    restored: AtomicU64,
+    /// [`UNVERIFIED`].
+    flags: AtomicU64,
 }
+
+/// Restored from files that cover less than the position replay starts at,
+/// from a copy of the directory (a base backup or `pg_rewind`): a base that
+/// recovery meets in the WAL replaces it (see `sql::named::replay`).
+pub const UNVERIFIED: u64 = 1;
 
 /// The filter's words changed since its last cut.
 pub const CHANGED_WORDS: u64 = 1;

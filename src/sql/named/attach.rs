@@ -19,6 +19,12 @@ use crate::region::{Locked, Region};
 static SHARED_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
 /// `cuckoo.debug_cut_write_delay`, in milliseconds (see `cut`).
 pub(super) static CUT_WRITE_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
+/// `cuckoo.debug_crash_point`: for tests, a named point inside a cut or a
+/// pass where the process stops the server (see `cut::crash_point`).
+pub(super) static CRASH_POINT: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+/// `cuckoo.debug_compact`: for tests, every cut of a filter that has files
+/// is a compaction.
+pub(super) static ALWAYS_COMPACT: GucSetting<bool> = GucSetting::<bool>::new(false);
 
 static mut PREV_SHMEM_REQUEST: pg_sys::shmem_request_hook_type = None;
 static mut PREV_SHMEM_STARTUP: pg_sys::shmem_startup_hook_type = None;
@@ -61,6 +67,22 @@ pub fn init(on_new_region: fn(&Region)) -> bool {
         3_600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS | GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_string_guc(
+        c"cuckoo.debug_crash_point",
+        c"For tests: a named point inside a checkpoint cut or pass where the durability worker stops the server.",
+        c"Lets tests crash at a chosen moment (cut-logged, compaction-contents, pass-logged, coverage-written). Leave empty.",
+        &CRASH_POINT,
+        GucContext::Sighup,
+        GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_bool_guc(
+        c"cuckoo.debug_compact",
+        c"For tests: every checkpoint cut of a durable filter that has files writes a new base and logs it.",
+        c"Lets tests make compactions happen at will. Leave off.",
+        &ALWAYS_COMPACT,
+        GucContext::Sighup,
+        GucFlags::NO_SHOW_ALL,
     );
     // SAFETY: as above; the hooks are chained as PostgreSQL documents.
     unsafe {

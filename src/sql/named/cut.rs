@@ -1,16 +1,20 @@
-//! Checkpoint *cuts* of durable filters: the files under `cuckoo/` in the data
-//! directory (`region::files`) that keep each filter as of a WAL position, so
-//! that replay after a checkpoint needs only the changes logged since. The
-//! worker (`worker`) makes them at checkpoints, replay at every `CUT` record
-//! and at the end of recovery; `restore` reads them back.
+//! Checkpoint *cuts* of durable filters and the *coverage* of their files:
+//! the files under `cuckoo/` in the data directory (`region::files`) that keep
+//! each filter as of a WAL position, so that replay after a checkpoint needs
+//! only the changes logged since. The worker (`worker`) makes cuts at
+//! checkpoints; replay (`replay`) makes the same cuts of its own copy at every
+//! `CUT` record it replays, and at the end of recovery; `restore` reads them
+//! back.
 //!
 //! # The constraint
 //!
-//! PostgreSQL recycles WAL older than the last checkpoint's redo position, and
-//! replay starts there with the region as the postmaster restored it. So before
-//! a checkpoint completes, every durable filter must be on disk as of some WAL
-//! position after its redo position (or unchanged since its files), and replay
-//! must find there, for each filter, exactly the changes its files do not hold.
+//! PostgreSQL recycles WAL older than the last checkpoint's (or restartpoint's)
+//! redo position, and replay starts there with the region as the postmaster
+//! restored it. So before a checkpoint completes, every durable filter must be
+//! on disk as of some WAL position after its redo position (or unchanged since
+//! its files), and replay must find there, for each filter, exactly the changes
+//! its files do not hold. This holds on every node, and what a node keeps on
+//! disk follows from the WAL it replayed.
 //!
 //! # Cuts
 //!
@@ -31,48 +35,87 @@
 //!
 //! A new generation (created or published) first gets a base; when the deltas
 //! since a base add up to its size (or to 64 files), the cut writes a new base
-//! (a *compaction*) and removes the older files. Files are removed only then
-//! and when a generation is dropped or replaced, and only after a WAL record
-//! says so (a compaction's `CUT` with the base flag followed by the base's
-//! contents in the WAL, or a `DISCARD`): a base backup that copied the
-//! directory while files went away finds in its WAL from its start what it is
-//! missing. Files otherwise never change once named, so a backup (or a crash)
-//! sees each one whole or not at all.
+//! (a *compaction*), logs its contents after its `CUT`, and removes the older
+//! files: a base backup that copied the directory while they went finds the
+//! base in its WAL. Log, then write: a file that cannot be written is kept in
+//! the worker's memory and written again, as it was, at the next try; nothing
+//! is logged again.
 //!
-//! # Replay
+//! # Passes and the coverage file
 //!
-//! The postmaster restores every generation's files before anything forks
-//! (`restore`); each filter remembers its stamp, and replay skips its records
-//! ending at or before it. Replay applies the rest and at each `CUT` writes the
-//! filter's changed units to its own files, as the primary did: a standby (and
-//! crash recovery) keeps files as of every cut it replayed, so a restartpoint,
-//! which cannot be held back, always finds them. The end of recovery writes
-//! what changed since the last cut, before the end-of-recovery checkpoint. At a
-//! clean shutdown the worker freezes durable changes, waits for those in
-//! flight, and makes a last pass (its `CUT` records precede the shutdown
-//! checkpoint, so a standby that restarts from that checkpoint has the files).
-//! A worker that cannot make that last pass stops the server with a PANIC:
-//! the next start recovers from the last checkpoint, whose files are complete.
+//! The worker makes a *pass* whenever a checkpoint's redo position moved:
+//! it notes the WAL position `B` where the pass begins, cuts every filter that
+//! changed, then logs a `PASS` record (0.10.0) that lists every live durable
+//! generation with the stamp of its last file, and writes the *coverage
+//! file*: every change logged before `B` is in the files (a writer marks its
+//! filter changed before it logs, so a filter with a change before `B` was
+//! cut by this pass), with the list of live generations. Replay writes the
+//! same coverage file of its own copy when it replays `PASS` (its own cuts
+//! were made at the same `CUT` records), and removes the files of
+//! generations that are no longer live, as the worker does after writing it.
+//! The checkpoint waits until the coverage file is on disk (`worker`).
+//!
+//! At start-up (`restore`), only the generations the coverage file lists are
+//! restored, so a dropped filter never comes back from files left behind.
+//! The files cover the position where replay starts, `R`, when the coverage
+//! file's `B >= R`, or when it is *frozen*: written by the last pass before a
+//! shutdown checkpoint (durable changes are frozen first) or at the end of
+//! recovery (durable changes stay closed until the worker's first pass), no
+//! change follows it until a new one is written. Every checkpoint that a
+//! running worker holds is preceded by a pass after its redo position, so
+//! `B >= R` on the primary and on every standby that replayed that pass
+//! before restarting from the checkpoint.
+//!
+//! The one checkpoint no pass precedes is the end-of-recovery checkpoint of a
+//! crash recovery (or of an archive recovery that ends at its target), which
+//! PostgreSQL writes before any process may log: a standby that restarts from
+//! it holds files that cover only the last `PASS` it replayed, while the
+//! changes between are no longer in its WAL. So:
+//!
+//! - the end of recovery writes every changed filter's files as of the end of
+//!   replay (no record can be logged there), and a frozen coverage file;
+//! - a filter whose last file no `PASS` confirmed (its stamp differs from the
+//!   one the last `PASS` listed: files written at the end of recovery, or by a
+//!   pass whose `PASS` never came) gets its next base logged to the WAL by the
+//!   worker's first pass, before durable changes open;
+//! - a standby that restarts from a position its coverage file does not cover
+//!   marks every filter it restored as needing a reload (`restart gap`); a
+//!   filter installed from a base logged in the WAL is ready again, and so is
+//!   one whose restored stamp the first `PASS` after the restart lists
+//!   unchanged. A standby that catches up first never has such a gap.
+//!
+//! A file named during recovery first moves `minRecoveryPoint` past its stamp
+//! (as PostgreSQL does before it writes a page), so that a backup taken from a
+//! standby is consistent only once it has replayed past every file it holds.
+//!
+//! At a clean shutdown the worker freezes durable changes, waits for those in
+//! flight, and makes a last pass (frozen): its records precede the shutdown
+//! checkpoint, so a standby that restarts from that checkpoint has the files.
+//! If that pass cannot be written, the shutdown waits (a warning every 10 s)
+//! until it can, or until the server is stopped with `-m immediate` (the next
+//! start recovers from the WAL).
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 
 use pgrx::prelude::*;
 
-use super::attach::{my_slot, reload_config_if_asked, with_registry_lock, CUT_WRITE_DELAY_MS};
+use super::attach::{my_slot, reload_config_if_asked, with_registry_lock, ALWAYS_COMPACT, CRASH_POINT, CUT_WRITE_DELAY_MS};
 use super::log::{log, logged_bytes, lsn, meta_of};
 use super::reload::reason;
 use crate::filter::Geometry;
 use crate::region::durable::UNIT_WORDS;
-use crate::region::files::{self, FileWriter, Header, Kind, Name};
+use crate::region::files::{self, CoverEntry, Coverage, FileWriter, Header, Kind, Name};
 use crate::region::registry::tables::TableSpec;
-use crate::region::registry::{CHANGED_WORDS, NEEDS_BASE};
 use crate::region::registry::Pin;
+use crate::region::registry::{CHANGED_META, CHANGED_WORDS, NEEDS_BASE};
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
 use crate::region::{EntryInfo, Region};
 
 /// Set in a filter's changed bits when its next base must also go to the WAL
-/// (it was restored from 0.4.0's file, which a backup may not hold).
+/// (its files are not the ones every node has: written at the end of
+/// recovery, or restored from 0.4.0's file, which a backup may not hold).
 pub const LOG_BASE: u64 = 8;
 
 pub(super) fn dir() -> &'static Path {
@@ -84,13 +127,33 @@ pub(super) fn dir() -> &'static Path {
 /// Whether filter `info`'s next cut should write a new base instead of a delta.
 fn compaction_due(r: &Region, info: &EntryInfo) -> bool {
     let s = r.durable_stats(info.index);
-    s.deltas >= 64 || s.delta_bytes >= s.base_bytes.max(1 << 20)
+    // A filter that needs a reload keeps its older files: its contents are
+    // not logged (see `cut`), so a backup copied while they went could not
+    // get them back.
+    info.reload_reason == 0 && (s.deltas >= 64 || s.delta_bytes >= s.base_bytes.max(1 << 20) || ALWAYS_COMPACT.get())
 }
 
-/// Why a cut failed; `named`: its file may exist under its name (only the
-/// directory's sync failed), so that the chain may hold it or not.
-struct CutError {
-    message: String,
+/// `cuckoo.debug_crash_point`: stops the server here (a `PANIC`, as a crash
+/// of this process would) if the setting names this point, once: the file
+/// `cuckoo_debug_crashed` in the data directory says it did (the restarted
+/// server would otherwise stop there again).
+fn crash_point(name: &str) {
+    reload_config_if_asked();
+    if crash_point_set(name) && std::fs::File::create_new(CRASHED).is_ok() {
+        pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: stopping the server at debug crash point \"{name}\""));
+    }
+}
+
+const CRASHED: &str = "cuckoo_debug_crashed";
+
+fn crash_point_set(name: &str) -> bool {
+    CRASH_POINT.get().is_some_and(|p| p.to_bytes() == name.as_bytes()) && !Path::new(CRASHED).exists()
+}
+
+/// Why a file could not be written; `named`: it may exist under its name
+/// (only the directory's sync failed), so that the chain may hold it or not.
+pub(super) struct CutError {
+    pub(super) message: String,
     named: bool,
 }
 
@@ -100,30 +163,38 @@ impl From<String> for CutError {
     }
 }
 
-/// Writes filter `info`'s cut at `stamp`: `marked` units (already marked in
-/// its unit states, all of them for a base) into a new file, and for a
-/// compaction its contents to the WAL; returns the file's size. Takes every
-/// marked unit even when the file cannot be written. `pin` was taken while
-/// `info` was current; it is released once the units are taken, before any
-/// I/O.
+/// What a cut took: its file, ready to be written (again, if a write failed).
+pub(super) struct Taken {
+    header: Header,
+    units: Vec<(u32, Vec<u64>)>,
+}
+
+impl Taken {
+    fn base(&self) -> bool {
+        self.header.name.kind == Kind::Base
+    }
+}
+
+/// Takes filter `info`'s `marked` units (already marked in its unit states, all
+/// of them for a base) as they were at `stamp`, into this process's memory.
+/// `pin` was taken while `info` was current; it is released once the units
+/// are taken, before any I/O.
 #[allow(clippy::too_many_arguments)]
-fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], tables: &[TableSpec], prev: u64, log_base: bool, in_worker: bool) -> Result<u64, CutError> {
-    // Units are taken (copied into this process's memory) first, as fast as
-    // possible, so that writers stop copying them aside; a base is taken in
-    // one go, a delta likewise (at most the filter's size). A base stores
-    // only units with something in them (the rest are zero).
-    let mut taken: Vec<(u32, Vec<u64>)> = Vec::new();
-    if let Some(units) = r.units(info) {
+fn take(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], tables: &[TableSpec], prev: u64) -> Taken {
+    // Units are taken as fast as possible, so that writers stop copying them
+    // aside. A base stores only units with something in them (the rest are
+    // zero).
+    let mut units: Vec<(u32, Vec<u64>)> = Vec::new();
+    if let Some(chain_units) = r.units(info) {
         let mut buf = vec![0u64; UNIT_WORDS as usize];
         for &u in marked {
-            units.take(u, &mut buf);
+            chain_units.take(u, &mut buf);
             if !base || buf.iter().any(|&w| w != 0) {
-                taken.push((u, buf.clone()));
+                units.push((u, buf.clone()));
             }
         }
     }
     drop(pin);
-    let meta = meta_of(info, tables);
     // Files keep reasons that describe the contents, not the server's memory
     // (a filter restored without room keeps its contents in its files).
     let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 { 0 } else { info.reload_reason };
@@ -132,28 +203,32 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
         prev: if base { 0 } else { prev },
         reason: kept_reason,
         has_contents: !(base && info.blocks == 0),
-        meta: meta.clone(),
-        units: taken.len() as u64,
+        meta: meta_of(info, tables),
+        units: units.len() as u64,
     };
-    if log_base {
-        log_cut_contents(info.gen, stamp, &meta, &taken);
-    }
-    let mut w = FileWriter::create(dir(), &header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
-    for (i, (u, words)) in taken.iter().enumerate() {
-        w.unit(*u, words).map_err(|e| format!("cannot write {}: {e}", header.name.file_name()))?;
-        if in_worker && i == taken.len() / 2 {
+    Taken { header, units }
+}
+
+/// Writes a cut's file; returns its size. A new base then makes the older
+/// files of its generation unneeded, and they go.
+fn write_taken(t: &Taken, in_worker: bool) -> Result<u64, CutError> {
+    let name = t.header.name;
+    let mut w = FileWriter::create(dir(), &t.header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
+    for (i, (u, words)) in t.units.iter().enumerate() {
+        w.unit(*u, words).map_err(|e| format!("cannot write {}: {e}", name.file_name()))?;
+        if in_worker && i == t.units.len() / 2 {
             test_pause(&mut w);
         }
     }
-    if in_worker && taken.is_empty() {
+    if in_worker && t.units.is_empty() {
         test_pause(&mut w);
     }
-    let file_bytes = w.finish().map_err(|e| CutError { named: matches!(e, files::Finish::Named(_)), message: format!("cannot write {}: {e}", header.name.file_name()) })?;
-    if base {
-        // The new base is in place: the older files are no longer read. One
-        // that cannot be removed now goes at the filter's next base or drop.
-        if let Err(e) = files::remove(dir(), info.gen, stamp) {
-            pgrx::warning!("cuckoo: could not remove files older than {}: {e}", header.name.file_name());
+    let file_bytes = w.finish().map_err(|e| CutError { named: matches!(e, files::Finish::Named(_)), message: format!("cannot write {}: {e}", name.file_name()) })?;
+    if t.base() {
+        // One that cannot be removed now goes at the filter's next base or
+        // when its generation is no longer live.
+        if let Err(e) = files::remove(dir(), name.gen, name.stamp) {
+            pgrx::warning!("cuckoo: could not remove files older than {}: {e}", name.file_name());
         }
     }
     Ok(file_bytes)
@@ -165,8 +240,12 @@ fn write_cut(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, bas
 pub(super) fn tables_now(r: &Region, info: &EntryInfo) -> Vec<TableSpec> {
     match r.tables(info) {
         Some(t) => t.specs(),
-        None => vec![TableSpec { params: info.params.expect("an entry records its parameters"), capacity: info.capacity }],
+        None => table_zero(info),
     }
+}
+
+fn table_zero(info: &EntryInfo) -> Vec<TableSpec> {
+    vec![TableSpec { params: info.params.expect("an entry records its parameters"), capacity: info.capacity }]
 }
 
 /// `cuckoo.debug_cut_write_delay`: half of the file is out (flushed, under its
@@ -199,7 +278,13 @@ fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, units: &[(u32, Vec<u64>)]) 
     let mut run_start = 0u64;
     let flush = |run: &mut Vec<u64>, at: u64| {
         if !run.is_empty() {
-            log(&Record::ContentChunk { begin, offset: at, words: std::mem::take(run) });
+            let end = log(&Record::ContentChunk { begin, offset: at, words: std::mem::take(run) });
+            // (The chunks so far reach the WAL's disk, as a crash would find them.)
+            if crash_point_set("compaction-contents") {
+                // SAFETY: flushes what was logged.
+                unsafe { pg_sys::XLogFlush(end) };
+                crash_point("compaction-contents");
+            }
         }
     };
     let geometries: Vec<Geometry> = meta.tables().iter().map(|t| Geometry::new(&t.params)).collect();
@@ -216,9 +301,30 @@ fn log_cut_contents(gen: u64, cut: u64, meta: &Meta, units: &[(u32, Vec<u64>)]) 
     log(&Record::ContentEnd { begin, items });
 }
 
+/// A cut whose file could not be written yet: written again, as it is, at
+/// the worker's next try (nothing is logged again).
+struct Pending {
+    index: usize,
+    gen: u64,
+    taken: Taken,
+    wal_bytes: u64,
+}
+
+/// The worker's passes: cuts whose files wait to be written, and a pass whose
+/// `PASS` is logged but whose coverage file is not written yet.
+#[derive(Default)]
+pub(super) struct Passes {
+    pending: Vec<Pending>,
+    /// Where the pass in progress began (kept across its tries).
+    began: Option<u64>,
+    /// The coverage a logged `PASS` stands for, until it is on disk.
+    coverage: Option<Coverage>,
+}
+
 /// Cuts filter `info` on the primary (see the module documentation), if it
-/// changed and is still there.
-fn cut(r: &Region, info: &EntryInfo) -> Result<(), String> {
+/// changed and is still there. A file that cannot be written is kept in
+/// `passes` for the next try.
+fn cut(r: &Region, info: &EntryInfo, passes: &mut Passes) -> Result<(), String> {
     let slot = my_slot();
     let start = logged_bytes();
     let prepared = with_registry_lock(|_, _| {
@@ -242,8 +348,10 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<(), String> {
         let base = changed & NEEDS_BASE != 0 || now.blocks > 0 && compaction_due(r, &now);
         // A base goes to the WAL too unless the filter never had files (a new
         // generation, whose creation or publish is in the WAL since the last
-        // checkpoint): see the module documentation.
-        let logged = base && now.blocks > 0 && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
+        // checkpoint), or when its files are not every node's (`LOG_BASE`).
+        // (Never the contents of a filter that needs a reload: installed on a
+        // standby, they would answer there as whole.)
+        let logged = base && now.blocks > 0 && now.reload_reason == 0 && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
         let end = log(&Record::Cut { gen: now.gen, base, logged });
         let marked = r.units(&now).map(|u| u.mark(base)).unwrap_or_default();
         let tables = tables_now(r, &now);
@@ -253,19 +361,22 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<(), String> {
         drop(paused);
         let pause = paused_at.elapsed();
         let stats = r.durable_stats(now.index);
-        Some((now, changed, base, logged, end, marked, tables, pin, stats, pause))
+        Some((now, base, logged, end, marked, tables, pin, stats, pause))
     });
-    let Some((now, changed, base, log_base, end, marked, tables, pin, stats, pause)) = prepared else { return Ok(()) };
-    let prev = stats.stamp;
+    let Some((now, base, log_base, end, marked, tables, pin, stats, pause)) = prepared else { return Ok(()) };
     let started = Instant::now();
+    let taken = take(r, &now, pin, end, base, &marked, &tables, stats.stamp);
+    if log_base {
+        log_cut_contents(now.gen, end, &taken.header.meta, &taken.units);
+    }
     // SAFETY: flushes the WAL up to the cut before any file names it.
     unsafe { pg_sys::XLogFlush(end) };
-    let res = write_cut(r, &now, pin, end, base, &marked, &tables, prev, log_base, true);
-    let still = r.entry_info(now.index).filter(|e| e.gen == now.gen);
+    crash_point("cut-logged");
+    let wal_bytes = logged_bytes() - start;
+    let res = write_taken(&taken, true);
     match res {
         Ok(file_bytes) => {
-            let wal_bytes = logged_bytes() - start;
-            if still.is_some() {
+            if r.entry_info(now.index).is_some_and(|e| e.gen == now.gen) {
                 r.record_cut(now.index, end, base, file_bytes, wal_bytes);
             }
             pgrx::debug1!(
@@ -283,56 +394,152 @@ fn cut(r: &Region, info: &EntryInfo) -> Result<(), String> {
             );
             Ok(())
         }
-        Err(e) if e.named => {
-            // The file may be in the chain or not, whatever a crash leaves:
-            // stop, as PostgreSQL does when it cannot sync, and recover from
-            // the last checkpoint (whose files are complete).
-            pgrx::ereport!(
-                PgLogLevel::PANIC,
-                PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!("cuckoo: durable filter \"{}\": {}", now.name, e.message)
-            );
-            unreachable!("PANIC does not return")
-        }
         Err(e) => {
-            // Nothing of this cut counts: what it took must go into the next.
-            // (Pinned again: the blocks must still be the filter's.)
-            if let Some(pin) = r.pin(my_slot()) {
-                let same = r.entry_info(now.index).is_some_and(|e| e.gen == now.gen && e.start_block == now.start_block && e.blocks == now.blocks);
-                if same {
-                    if let Some(units) = r.units(&now) {
-                        units.mark_changed(&marked);
-                    }
-                    r.mark_changed(now.index, changed);
-                }
-                drop(pin);
-            }
-            Err(format!("durable filter \"{}\": {}", now.name, e.message))
+            named_panic(&now.name, &e);
+            let message = format!("durable filter \"{}\": {}", now.name, e.message);
+            passes.pending.push(Pending { index: now.index, gen: now.gen, taken, wal_bytes });
+            Err(message)
         }
     }
 }
 
-/// Removes the files of generations that no longer exist, each after a
-/// `DISCARD` record (see the module documentation).
-fn remove_discarded(r: &Region) -> Result<(), String> {
-    if r.restore_incomplete() {
-        // Some generation may be missing from the registry only because its
-        // files could not be read at start-up: remove nothing until a restart.
-        return Ok(());
+/// A file that may or may not be in the chain, whatever a crash leaves (the
+/// directory could not be synced after it was named): stop, as PostgreSQL
+/// does when it cannot sync, and recover from the last checkpoint (whose files
+/// are complete).
+fn named_panic(name: &str, e: &CutError) {
+    if e.named {
+        pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: durable filter \"{name}\": {}", e.message));
     }
-    let live: std::collections::HashSet<u64> = r.list_all().into_iter().filter(|i| i.durable).map(|i| i.gen).collect();
-    let on_disk = files::list(dir()).map_err(|e| format!("cannot read {}: {e}", files::DIR))?;
-    for gen in on_disk.keys().filter(|g| !live.contains(g)) {
-        let end = log(&Record::Discard { gen: *gen });
-        // SAFETY: flushes the WAL up to the record before the files go.
+}
+
+/// Writes the files of earlier cuts that could not be written, as they were
+/// taken; drops those of generations that are gone.
+fn write_pending(r: &Region, passes: &mut Passes) -> Result<(), String> {
+    let mut failed = None;
+    passes.pending.retain(|p| {
+        let Some(info) = r.entry_info(p.index).filter(|e| e.gen == p.gen) else { return false };
+        match write_taken(&p.taken, true) {
+            Ok(file_bytes) => {
+                r.record_cut(p.index, p.taken.header.name.stamp, p.taken.base(), file_bytes, p.wal_bytes);
+                false
+            }
+            Err(e) => {
+                named_panic(&info.name, &e);
+                failed.get_or_insert(format!("durable filter \"{}\": {}", info.name, e.message));
+                true
+            }
+        }
+    });
+    match failed {
+        None => Ok(()),
+        Some(e) => Err(e),
+    }
+}
+
+/// The coverage entries of every durable filter (their table 0 as metadata:
+/// enough to name a filter whose files are all damaged).
+fn coverage_entries(r: &Region, confirmed: impl Fn(&EntryInfo) -> u64) -> Vec<CoverEntry> {
+    r.list_all()
+        .into_iter()
+        .filter(|i| i.durable)
+        .map(|i| CoverEntry { gen: i.gen, tip: file_tip(r, &i), confirmed: confirmed(&i), reason: i.reload_reason, meta: meta_of(&i, &table_zero(&i)) })
+        .collect()
+}
+
+/// The stamp of filter `info`'s last file (0: it has none yet).
+fn file_tip(r: &Region, info: &EntryInfo) -> u64 {
+    let s = r.durable_stats(info.index);
+    if s.base_bytes == 0 && s.stamp == info.gen && r.changed(info.index) & NEEDS_BASE != 0 {
+        0
+    } else {
+        s.stamp
+    }
+}
+
+/// Logs `PASS` (under the registry lock, so that its list is the registry's
+/// at that point in the WAL) and returns the coverage it stands for.
+fn log_pass(frozen: bool, began: u64) -> (Coverage, u64) {
+    with_registry_lock(|r, _| {
+        let entries = coverage_entries(r, |_| 0);
+        let live: Vec<(u64, u64)> = entries.iter().map(|e| (e.gen, e.tip)).collect();
+        let end = log(&Record::Pass { frozen, began, live });
+        let mut entries = entries;
+        for e in &mut entries {
+            e.confirmed = e.tip;
+            if let Some(i) = r.find_gen(e.gen) {
+                r.set_confirmed(i.index, e.tip);
+            }
+        }
+        (Coverage { stamp: began, frozen, entries }, end)
+    })
+}
+
+/// One pass of the worker (see the module documentation): cuts every durable
+/// filter that changed, logs `PASS`, writes the coverage file and removes the
+/// files of generations that are gone. `frozen`: the last pass before a
+/// shutdown checkpoint (durable changes are frozen). An error leaves what was
+/// done in `passes`; the next call goes on from there.
+pub(super) fn pass(r: &Region, passes: &mut Passes, frozen: bool) -> Result<(), String> {
+    if frozen && passes.coverage.as_ref().is_some_and(|c| !c.frozen) {
+        // A frozen pass supersedes one whose coverage was not written yet.
+        passes.coverage = None;
+        passes.began = None;
+    }
+    write_pending(r, passes)?;
+    if passes.coverage.is_none() {
+        // SAFETY: reads the WAL insert position.
+        let began = *passes.began.get_or_insert_with(|| unsafe { pg_sys::GetXLogInsertRecPtr() });
+        let mut failed = None;
+        for info in r.list_all().into_iter().filter(|i| i.durable) {
+            if r.changed(info.index) == 0 || passes.pending.iter().any(|p| p.index == info.index) {
+                continue;
+            }
+            if let Err(e) = cut(r, &info, passes) {
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let (c, end) = log_pass(frozen, began);
+        // SAFETY: the coverage file speaks of what the WAL up to `PASS` holds.
         unsafe { pg_sys::XLogFlush(end) };
-        files::remove(dir(), *gen, u64::MAX).map_err(|e| format!("cannot remove the files of generation {gen:016X}: {e}"))?;
+        crash_point("pass-logged");
+        passes.coverage = Some(c);
     }
+    let c = passes.coverage.as_ref().expect("set above");
+    files::write_coverage(dir(), c).map_err(|e| {
+        if let files::Finish::Named(_) = e {
+            pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
+        }
+        format!("cannot write {}/{}: {e}", files::DIR, files::COVERAGE)
+    })?;
+    let live: HashSet<u64> = c.entries.iter().map(|e| e.gen).collect();
+    passes.coverage = None;
+    passes.began = None;
+    crash_point("coverage-written");
+    remove_dead(r, &live);
     Ok(())
 }
 
+/// Removes the files of generations that `live` (what the coverage file just
+/// written lists, so that a restart never restores them) does not name.
+/// Nothing when restoring could not read the directory (until a restart).
+fn remove_dead(r: &Region, live: &HashSet<u64>) {
+    if r.restore_incomplete() {
+        return;
+    }
+    let Ok(on_disk) = files::list(dir()) else { return };
+    for gen in on_disk.keys().filter(|g| !live.contains(g)) {
+        if let Err(e) = files::remove(dir(), *gen, u64::MAX) {
+            pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X}, which is no longer live: {e}");
+        }
+    }
+}
+
 /// Gives up what a cut of this worker's that an error interrupted left marked
-/// (its file was never written): the units count as changed again, their pool
+/// (its units were never taken): the units count as changed again, their pool
 /// slots are freed, and writers stop waiting for them.
 pub(super) fn abandon_marks(r: &Region) {
     for info in r.list_all().into_iter().filter(|i| i.durable && i.blocks > 0) {
@@ -352,34 +559,35 @@ pub(super) fn abandon_marks(r: &Region) {
     r.reset_pool();
 }
 
-/// Cuts every durable filter that changed and removes discarded files.
-pub(super) fn pass(r: &Region) -> Result<(), String> {
-    let mut failed = None;
-    for info in r.list_all().into_iter().filter(|i| i.durable) {
-        if r.changed(info.index) == 0 {
-            continue;
+// ----- replay (the startup process) ----------------------------------------------------
+
+/// Set when a cut in replay could not be written: the coverage file is not
+/// written again until a `PASS` finds every filter's changes on file.
+static mut REPLAY_CUT_FAILED: bool = false;
+static mut LAST_REPLAY_WARNING: Option<Instant> = None;
+
+fn replay_warning(msg: String) {
+    // SAFETY: the startup process is single-threaded.
+    unsafe {
+        if LAST_REPLAY_WARNING.is_none_or(|t| t.elapsed().as_secs() >= 10) {
+            LAST_REPLAY_WARNING = Some(Instant::now());
+            pgrx::warning!("{msg}");
         }
-        if let Err(e) = cut(r, &info) {
-            failed.get_or_insert(e);
-        }
-    }
-    if r.take_files_to_remove() {
-        if let Err(e) = remove_discarded(r) {
-            r.note_files_to_remove();
-            failed.get_or_insert(e);
-        }
-    }
-    match failed {
-        None => Ok(()),
-        Some(e) => Err(e),
     }
 }
 
-// ----- replay (the startup process) ----------------------------------------------------
+/// Moves `minRecoveryPoint` past `stamp` before a file named by it (or a
+/// coverage file of it) exists: a backup taken from this standby is then
+/// consistent only once it has replayed that far, so no recovery can end
+/// before a position a file of its copy claims to cover.
+fn flush_for_file(stamp: u64) {
+    // SAFETY: in recovery XLogFlush updates minRecoveryPoint (up to what was
+    // replayed); out of recovery it flushes the WAL.
+    unsafe { pg_sys::XLogFlush(stamp) };
+}
 
-/// Replay of a `CUT` record ending at `end` whose contents do not follow (and
-/// the end of recovery): writes filter `gen`'s changes since its files, if
-/// any, to its own files, as the primary did.
+/// Replay of a `CUT` record ending at `end`: writes filter `gen`'s changes
+/// since its files, if any, to its own files, as the primary did.
 pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
     let Some(info) = r.find_gen(gen) else { return };
     if r.durable_stats(info.index).stamp >= end || r.changed(info.index) == 0 {
@@ -389,47 +597,142 @@ pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
 }
 
 /// Writes filter `info`'s changes to its files at `stamp` in replay or at the
-/// end of recovery (this process is its only writer). Raises an ERROR if the
-/// files cannot be written: replay must not go on past a cut it could not keep.
-pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) {
+/// end of recovery (this process is its only writer). A file that cannot be
+/// written leaves the changes marked (the next cut writes them) and holds
+/// back the coverage file, with a warning: replay goes on.
+pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) -> bool {
     let changed = r.take_changed(info.index);
     let base = force_base && info.blocks > 0 || changed & NEEDS_BASE != 0;
     let slot = my_slot();
     let Some(pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
     if !r.still_current(info.index, info.seq) {
-        return;
+        return true;
     }
     let marked = r.units(info).map(|u| u.mark(base)).unwrap_or_default();
     let tables = tables_now(r, info);
     let prev = r.durable_stats(info.index).stamp;
-    let res = write_cut(r, info, Some(pin), stamp, base, &marked, &tables, prev, false, false);
-    match res {
-        Ok(file_bytes) => r.record_cut(info.index, stamp, base, file_bytes, 0),
+    let taken = take(r, info, Some(pin), stamp, base, &marked, &tables, prev);
+    flush_for_file(stamp);
+    match write_taken(&taken, false) {
+        Ok(file_bytes) => {
+            r.record_cut(info.index, stamp, base, file_bytes, 0);
+            true
+        }
         Err(e) => {
-            if let Some(units) = r.units(info) {
-                units.mark_changed(&marked);
+            named_panic(&info.name, &e);
+            if let Some(pin) = r.pin(slot) {
+                if r.still_current(info.index, info.seq) {
+                    if let Some(units) = r.units(info) {
+                        units.mark_changed(&marked);
+                    }
+                    r.mark_changed(info.index, changed);
+                }
+                drop(pin);
             }
-            r.mark_changed(info.index, changed);
-            pgrx::ereport!(
-                PgLogLevel::ERROR,
-                PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!("cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {}", info.name, lsn(stamp), e.message),
-                "Replay stops here so that no restartpoint can pass a cut that is not on file; fix the cause (for example free disk space) and restart."
-            );
+            // SAFETY: the startup process is single-threaded.
+            unsafe { REPLAY_CUT_FAILED = true };
+            replay_warning(format!(
+                "cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {}; its changes stay in memory and are written at the next cut, and a restart before then marks the durable filters as needing a reload",
+                info.name,
+                lsn(stamp),
+                e.message
+            ));
+            false
         }
     }
 }
 
-/// The end of recovery: every filter's changes since its last cut go to its
-/// files, as of `end`, before the end-of-recovery checkpoint.
-pub fn cut_after_recovery(r: &Region, end: u64) {
+/// Whether filter `info` has changes that are not on file (a new
+/// generation is made with `CHANGED_META` as well as `NEEDS_BASE`).
+fn unfiled(r: &Region, info: &EntryInfo) -> bool {
+    r.changed(info.index) & (CHANGED_WORDS | CHANGED_META) != 0
+}
+
+/// Cuts every durable filter with changes not on file yet, at `stamp`;
+/// whether all of them are on file now.
+fn cut_all_changed(r: &Region, stamp: u64) -> bool {
+    let mut ok = true;
     for info in r.list_all().into_iter().filter(|i| i.durable) {
-        replay_cut(r, info.gen, false, end);
+        if unfiled(r, &info) {
+            ok &= cut_in_replay(r, &info, false, stamp);
+        }
+    }
+    ok
+}
+
+/// Writes this node's coverage file in replay, if every filter's changes are
+/// on file; `confirmed` gives each generation's confirmed stamp.
+fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, confirmed: impl Fn(&EntryInfo) -> u64) -> bool {
+    // SAFETY: the startup process is single-threaded.
+    if unsafe { REPLAY_CUT_FAILED } {
+        return false;
+    }
+    let c = Coverage { stamp, frozen, entries: coverage_entries(r, confirmed) };
+    flush_for_file(file_stamp);
+    match files::write_coverage(dir(), &c) {
+        Ok(()) => true,
+        Err(e) => {
+            if let files::Finish::Named(_) = e {
+                pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
+            }
+            replay_warning(format!("cuckoo: cannot write {}/{}: {e}; a restart before it is written marks the durable filters as needing a reload", files::DIR, files::COVERAGE));
+            false
+        }
     }
 }
 
-/// Replay of a `DISCARD` record: the generation's files go (and the filter, if
-/// it is still here).
+/// Replay of `PASS` (ending at `end`; the primary's pass began at `began`):
+/// this node's files hold every change logged before `began` (its own cuts
+/// were made at the same `CUT` records; one that failed is made again now),
+/// so its coverage file says so, and the files of generations that are gone
+/// go. `live` lists the primary's live generations and their last files'
+/// stamps, which become each filter's confirmed stamp.
+pub fn replay_pass(r: &Region, frozen: bool, began: u64, live: &[(u64, u64)], end: u64) {
+    // SAFETY: the startup process is single-threaded.
+    if unsafe { REPLAY_CUT_FAILED } {
+        if cut_all_changed(r, end) {
+            unsafe { REPLAY_CUT_FAILED = false };
+        } else {
+            return;
+        }
+    }
+    let listed: std::collections::HashMap<u64, u64> = live.iter().copied().collect();
+    for info in r.list_all().into_iter().filter(|i| i.durable) {
+        if let Some(&tip) = listed.get(&info.gen) {
+            r.set_confirmed(info.index, tip);
+        }
+    }
+    if write_replay_coverage(r, began, end, frozen, |i| listed.get(&i.gen).copied().unwrap_or(0)) {
+        let ours: HashSet<u64> = r.list_all().into_iter().filter(|i| i.durable).map(|i| i.gen).collect();
+        remove_dead(r, &ours);
+    }
+}
+
+/// The end of recovery, at `end` (the end of the last record replayed): every
+/// filter's changes since its last cut go to its files, as of `end`, before the
+/// end-of-recovery checkpoint (no record can be logged before it), with a
+/// frozen coverage file; a filter whose last file no `PASS` confirmed is
+/// marked so that the worker's first pass logs its base. If the files cannot
+/// be written, the server still starts: the filters are whole in memory and
+/// the worker writes them before durable changes open; a crash before then
+/// finds the older coverage file and marks them as needing a reload.
+pub fn cut_after_recovery(r: &Region, end: u64) {
+    let all_on_file = cut_all_changed(r, end);
+    for info in r.list_all().into_iter().filter(|i| i.durable) {
+        let (confirmed, _) = r.confirmed(info.index);
+        if info.blocks > 0 && info.reload_reason == 0 && (unfiled(r, &info) || file_tip(r, &info) != confirmed) {
+            r.mark_changed(info.index, LOG_BASE | NEEDS_BASE);
+        }
+    }
+    if all_on_file {
+        write_replay_coverage(r, end, end, true, |i| r.confirmed(i.index).0);
+    } else {
+        pgrx::warning!("cuckoo: the durable filters' changes could not all be written to {} at the end of recovery; the durability worker writes them before durable changes open", files::DIR);
+    }
+}
+
+/// Replay of a `DISCARD` record (written before 0.10.0): the generation's
+/// files go.
 pub fn replay_discard(gen: u64) {
     if let Err(e) = files::remove(dir(), gen, u64::MAX) {
         pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X}: {e}");

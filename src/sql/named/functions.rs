@@ -9,7 +9,7 @@ use super::attach::{my_slot, region, with_registry_lock};
 use super::call::{db, named_call, pin_current, user, prepare_write, require_access, text_arg, wait_durable_open};
 use super::citus;
 use super::errors::{fail, not_found, region_error};
-use super::log::{log, log_content};
+use super::log::{flush_at_commit_to_now, log, log_content};
 use super::reload::needs_reload;
 use crate::filter::chain::{Chain, Deleted, Growth, MAX_TABLES};
 use crate::region::registry::tables::RegionTables;
@@ -407,6 +407,7 @@ fn insert_new_one(t: &Chain<'_, RegionTables<'_>>, h: u64, r: &Region, index: us
     let mut st = OpStats::default();
     if gen != 0 && t.contains_counted(h, &mut st) {
         r.count_lookup(index, slot, &st);
+        flush_at_commit_to_now();
         return false;
     }
     let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));

@@ -69,6 +69,15 @@ pub const RM_CUCKOO_ID: u8 = pg_sys::RM_EXPERIMENTAL_ID as u8;
 /// transaction's commit will flush (see [`at_commit`]).
 pub fn log(rec: &Record) -> u64 {
     let (k, body) = rec.encode();
+    // Nothing is logged that replay would refuse: a record replay cannot
+    // apply would cost its filter on every node that replays it.
+    if let Err(why) = Record::decode(k, &body) {
+        pgrx::ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("cuckoo: refusing to log a {} record that replay could not apply: {why}", rec.kind_name())
+        );
+    }
     // SAFETY: the body outlives XLogInsert, which copies it; callers checked that
     // WAL may be written (not in recovery).
     let end = unsafe {
@@ -85,6 +94,17 @@ pub fn log(rec: &Record) -> u64 {
         LOGGED_BYTES += end - pg_sys::ProcLastRecPtr;
     }
     end
+}
+
+/// Makes this transaction's commit flush the WAL as far as it reaches now: for
+/// an answer that rests on another session's durable change (an
+/// insert-if-new that found its key there, which logs nothing), so that the
+/// change it saw is as durable as its own insert would have been. (That
+/// change was logged before it took effect, hence before it was seen.)
+pub fn flush_at_commit_to_now() {
+    // SAFETY: a backend-local variable; GetXLogInsertRecPtr reads a shared
+    // position under its spinlock.
+    unsafe { FLUSH_AT_COMMIT = FLUSH_AT_COMMIT.max(pg_sys::GetXLogInsertRecPtr()) };
 }
 
 /// WAL bytes this process has logged through [`log`].

@@ -17,6 +17,9 @@ pub mod reason {
     pub const NOT_RESTORED: u64 = 4;
     pub const FILES_DAMAGED: u64 = 5;
     pub const FILES_INCOMPLETE: u64 = 6;
+    pub const RESTART_GAP: u64 = 7;
+    pub const FILES_MISSING: u64 = 8;
+    pub const REPLAY_REFUSED: u64 = 9;
 
     pub fn text(code: u64) -> &'static str {
         match code {
@@ -26,6 +29,9 @@ pub mod reason {
             NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
             NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
             NOT_RESTORED => "replay could not install its contents (old copies stayed in use)",
+            RESTART_GAP => "this node restarted from a checkpoint that its files do not cover (its primary recovered from a crash meanwhile), and recovery has not yet restored the filter from the WAL",
+            FILES_MISSING => "its files are missing from the data directory",
+            REPLAY_REFUSED => "recovery met a WAL record of it that it could not apply",
             _ => "its contents were lost",
         }
     }

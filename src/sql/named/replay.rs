@@ -22,13 +22,34 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, wait_for, with_registry_lock};
-use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard};
+
+unsafe extern "C-unwind" {
+    /// `postmaster/startup.h`: a shutdown request or a configuration reload
+    /// for the startup process, which replay's waits answer.
+    fn HandleStartupProcInterrupts();
+}
+
+/// Sleeps in replay, answering the startup process's shutdown request.
+fn replay_wait(d: std::time::Duration) {
+    // SAFETY: reads this process's type; answers interrupts as the startup
+    // process's own waits do.
+    unsafe {
+        if pg_sys::MyBackendType == pg_sys::BackendType::B_STARTUP {
+            HandleStartupProcInterrupts();
+            pg_sys::pg_usleep(d.as_micros() as std::ffi::c_long);
+        } else {
+            wait_for(d);
+        }
+    }
+}
+use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard, replay_pass};
 use super::restore::legacy_stamp;
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
 use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
 use crate::region::registry::tables::{word_offsets, RegionTables};
+use crate::region::registry::UNVERIFIED;
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Region, RegionError};
 
@@ -68,15 +89,21 @@ unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64)
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: called by PostgreSQL's replay with a decoded record.
     let (info, body, end) = unsafe { parts(record) };
-    let rec = match Record::decode(info, body) {
-        Ok(r) => r,
-        Err(why) => corrupt(end, why),
-    };
     if end <= legacy_stamp() {
         // Already in 0.4.0's saved file the region was restored from.
         return;
     }
-    REPLAY.with(|s| s.borrow_mut().get_or_insert_with(Replay::default).apply(rec, end));
+    REPLAY.with(|s| {
+        let mut s = s.borrow_mut();
+        let replay = s.get_or_insert_with(Replay::default);
+        match Record::decode(info, body) {
+            Ok(rec) => replay.apply(rec, end),
+            Err(why) => {
+                let gen = replay.gen_hint(info, body, end);
+                replay.refuse(region(), gen, end, why);
+            }
+        }
+    });
 }
 
 #[pg_guard]
@@ -86,6 +113,7 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
         let (info, body, _) = parts(record);
         let text = match Record::decode(info, body) {
             Ok(r) => r.describe(),
+            // (`describe` names the sub-kind of an `EXT` record.)
             Err(why) => format!("corrupt: {why}"),
         };
         let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
@@ -111,6 +139,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         kind::CUT => c"CUT",
         kind::DISCARD => c"DISCARD",
         kind::KEY_TYPE => c"KEY_TYPE",
+        kind::EXT => c"EXT",
         _ => return std::ptr::null(),
     };
     debug_assert_eq!(name_of(info & 0xF0), name.to_str().ok());
@@ -153,10 +182,12 @@ struct Build {
     filled: u64,
 }
 
-/// A filter whose base a compaction's `CUT` announced: replay installs it
-/// (what replay holds may be older: a base backup that copied the filter's
-/// files while the compaction removed some), then the filter's records logged
-/// since, which wait here meanwhile: the cut's end, and those records.
+/// A filter whose base a compaction's `CUT` announced and that replay may hold
+/// incompletely (restored from a copy of the directory made while a
+/// compaction removed files, or from files that do not cover where replay
+/// started, or absent): replay installs the base, then again the filter's
+/// records logged since, which are applied meanwhile and kept here: the cut's
+/// end, and those records.
 struct Waiting {
     cut: u64,
     records: Vec<(Record, u64)>,
@@ -179,20 +210,13 @@ struct Replay {
     /// Where each generation's entry was last found (checked on every use).
     entries: HashMap<u64, usize>,
     waiting: HashMap<u64, Waiting>,
+    /// Whether a `PASS` was replayed since replay began.
+    passed: bool,
 }
 
-/// Refuses a record that does not decode or does not fit what replay holds,
-/// before it changes anything.
-fn corrupt(end: u64, why: String) -> ! {
-    pgrx::pg_sys::panic::ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-        format!("cuckoo: cannot replay the WAL record ending at {}: {why}", lsn(end)),
-        "cuckoo",
-    )
-    .set_detail("The record was refused before it changed any filter.")
-    .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
-}
+/// Records kept for a base that may not come (its primary stopped while
+/// logging it) at most; past this, replay stops waiting for it.
+const WAITING_MAX: usize = 1 << 20;
 
 /// New contents for a filter being installed by replay.
 enum Content<'w> {
@@ -215,6 +239,38 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
 }
 
 impl Replay {
+    /// A record that does not decode or does not fit what replay holds: it is
+    /// not applied, and the filter it is about (if it can be told) needs a
+    /// reload, which a base installed later clears. Replay goes on: no record
+    /// of cuckoo's stops a server from starting.
+    fn refuse(&mut self, r: &Region, gen: Option<u64>, end: u64, why: String) {
+        let who = match gen.and_then(|g| r.find_gen(g)) {
+            Some(info) => format!("durable filter \"{}\" (database {}) needs a reload", info.name, info.db),
+            None => "it is not applied".to_string(),
+        };
+        pgrx::warning!("cuckoo: cannot replay the WAL record ending at {}: {why}; {who}", lsn(end));
+        if let Some(g) = gen {
+            set_reason(r, g, reason::REPLAY_REFUSED);
+            self.refusals.retain(|_, (x, _)| *x != g);
+        }
+    }
+
+    /// The generation a record that does not decode is about, where its body
+    /// tells (all of them start with it but a creation and contents).
+    fn gen_hint(&self, info: u8, body: &[u8], end: u64) -> Option<u64> {
+        let first = |at: usize| body.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
+        match info & 0xF0 {
+            kind::INSERT | kind::REFUSED | kind::DELETE | kind::DROP | kind::GRANT | kind::KEY_TYPE | kind::CUT | kind::DISCARD | kind::PLACEHOLDER => first(0),
+            kind::CONTENT_CHUNK | kind::CONTENT_END => first(0).and_then(|b| self.builds.get(&b)).map(|b| b.gen),
+            kind::CONTENT_BEGIN => match body.first() {
+                Some(1) => Some(end),
+                Some(_) => first(1),
+                None => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The position generation `gen`'s contents cover (0 if it is not here).
     fn stamp_of(&mut self, r: &Region, gen: u64) -> u64 {
         self.find(r, gen).map_or(0, |i| r.durable_stats(i.index).stamp)
@@ -230,8 +286,11 @@ impl Replay {
             }
             if let Some(w) = self.waiting.get_mut(&gen) {
                 if !matches!(rec, Record::Cut { .. } | Record::ContentBegin { .. }) {
-                    w.records.push((rec, end));
-                    return;
+                    if w.records.len() < WAITING_MAX {
+                        w.records.push((rec.clone(), end));
+                    } else {
+                        self.waiting.remove(&gen);
+                    }
                 }
             }
         }
@@ -265,7 +324,11 @@ impl Replay {
                 // Contents of a cut skip runs of empty units; others are whole.
                 let in_order = if b.kind == ContentKind::Cut { offset >= b.filled } else { offset == b.filled };
                 if !in_order || offset + words.len() as u64 > n {
-                    corrupt(end, format!("contents chunk at word {offset} of {n} after {} words were received", b.filled));
+                    let why = format!("contents chunk at word {offset} of {n} after {} words were received", b.filled);
+                    let gen = b.gen;
+                    self.builds.remove(&begin);
+                    self.refuse(r, Some(gen), end, why);
+                    return;
                 }
                 if !b.words.is_empty() {
                     b.words[offset as usize..offset as usize + words.len()].copy_from_slice(&words);
@@ -275,7 +338,8 @@ impl Replay {
             Record::ContentEnd { begin, items } => {
                 let Some(b) = self.builds.remove(&begin) else { return };
                 if b.kind != ContentKind::Cut && b.filled != b.meta.word_count() {
-                    corrupt(end, format!("contents end after {} of {} words", b.filled, b.meta.word_count()));
+                    self.refuse(r, Some(b.gen), end, format!("contents end after {} of {} words", b.filled, b.meta.word_count()));
+                    return;
                 }
                 let content = if b.words.is_empty() {
                     Content::Lost(reason::NO_ROOM)
@@ -292,7 +356,8 @@ impl Replay {
                         })
                         .sum();
                     if counted != items {
-                        corrupt(end, format!("contents hold {counted} fingerprints, the record says {items}"));
+                        self.refuse(r, Some(b.gen), end, format!("contents hold {counted} fingerprints, the record says {items}"));
+                        return;
                     }
                     Content::Words(&b.words)
                 };
@@ -378,11 +443,19 @@ impl Replay {
                 // base's contents before the next: contents still awaited from
                 // an earlier cut will not come (its primary stopped).
                 self.give_up_waiting(gen);
-                if logged {
+                // This node's own copy goes to its files as of the cut, as
+                // the primary's did, whatever follows.
+                replay_cut(r, gen, base, end);
+                if logged && self.may_be_incomplete(r, gen) {
                     self.waiting.insert(gen, Waiting { cut: end, records: Vec::new() });
-                } else {
-                    replay_cut(r, gen, base, end);
                 }
+            }
+            Record::Pass { frozen, began, live } => {
+                if !self.passed {
+                    self.passed = true;
+                    self.reconcile(r, &live);
+                }
+                replay_pass(r, frozen, began, &live, end);
             }
             Record::Discard { gen } => {
                 if let Some(info) = r.find_gen(gen) {
@@ -417,6 +490,9 @@ impl Replay {
     /// of it may come before a restartpoint).
     fn install_waiting(&mut self, r: &Region, b: &Build, content: Content<'_>, end: u64) {
         let Some(w) = self.waiting.remove(&b.gen).filter(|w| w.cut == b.cut) else { return };
+        if let Some(info) = r.find_gen(b.gen) {
+            r.set_durable_flags(info.index, 0);
+        }
         // As an image: a newer generation of the name (published since the
         // cut) is not replaced.
         self.install(r, &b.meta, b.gen, content, true);
@@ -434,14 +510,53 @@ impl Replay {
     }
 
     /// The base a compaction's `CUT` announced will not come (its primary
-    /// stopped before logging it all): the filter's records held meanwhile are
-    /// applied to what replay holds (then no file was removed by that
-    /// compaction, so what replay holds is not older than the cut).
+    /// stopped before logging it all; then no file was removed by that
+    /// compaction): the filter's records since were applied to what replay
+    /// holds already.
     fn give_up_waiting(&mut self, gen: u64) {
         self.builds.retain(|_, b| !(b.kind == ContentKind::Cut && b.gen == gen));
-        if let Some(w) = self.waiting.remove(&gen) {
-            for (rec, at) in w.records {
-                self.apply(rec, at);
+        self.waiting.remove(&gen);
+    }
+
+    /// Whether replay's copy of generation `gen` may lack changes that the
+    /// base a compaction logged holds: it is absent, needs a reload, or was
+    /// restored from a copy of the directory whose files cover less than the
+    /// position replay started at, before recovery reached consistency (the
+    /// compactions that removed files during the copy logged their bases
+    /// before it).
+    fn may_be_incomplete(&mut self, r: &Region, gen: u64) -> bool {
+        match self.find(r, gen) {
+            None => true,
+            // SAFETY: a plain read of the startup process's own flag.
+            Some(info) => info.reload_reason != 0 || r.durable_flags(info.index) & UNVERIFIED != 0 && !unsafe { pg_sys::reachedConsistency },
+        }
+    }
+
+    /// The first `PASS` replayed after a restart from a position the files did
+    /// not cover (`restore`): a filter restored needing a reload for that
+    /// gap, whose last file the primary's pass lists unchanged, had no change
+    /// in the gap (one that had was written at the primary's end of recovery,
+    /// and its base is logged before this `PASS`), and is ready again; a
+    /// filter the pass does not list was dropped in the gap.
+    fn reconcile(&mut self, r: &Region, live: &[(u64, u64)]) {
+        let listed: HashMap<u64, u64> = live.iter().copied().collect();
+        let gapped: Vec<EntryInfo> = r.list_all().into_iter().filter(|i| i.durable && i.reload_reason == reason::RESTART_GAP).collect();
+        if gapped.is_empty() {
+            return;
+        }
+        for info in r.list_all().into_iter().filter(|i| i.durable) {
+            match listed.get(&info.gen) {
+                None => {
+                    pgrx::log!("cuckoo: durable filter \"{}\" (database {}) was dropped on the primary before this node's restart point", info.name, info.db);
+                    drop_now(&info);
+                }
+                Some(&tip) if info.reload_reason == reason::RESTART_GAP && tip == r.confirmed(info.index).1 && tip != 0 => {
+                    with_registry_lock(|r, lk| {
+                        let _ = r.set_reload(lk, &info, info.gen, 0);
+                    });
+                    pgrx::log!("cuckoo: durable filter \"{}\" (database {}) is whole: the primary changed it in no way its files miss", info.name, info.db);
+                }
+                Some(_) => {}
             }
         }
     }
@@ -558,9 +673,8 @@ impl Replay {
             Some(w) => out.copy_from_slice(&w[offsets[i]..offsets[i] + out.len()]),
             None => out.fill(0),
         };
-        let mut waits = 0;
+        let mut said = std::time::Instant::now();
         loop {
-            let last_try = waits >= 10_000;
             let outcome = with_registry_lock(|r, lk| -> Result<Outcome, RegionError> {
                 let existing = r.find(meta.db, &meta.name);
                 if image && existing.as_ref().is_some_and(|e| e.gen > gen) {
@@ -588,7 +702,7 @@ impl Replay {
                     RegionError::Busy => true,
                     _ => false,
                 };
-                if room_later && !last_try {
+                if room_later {
                     return Ok(Outcome::Again);
                 }
                 let why = match failed {
@@ -605,8 +719,14 @@ impl Replay {
             match outcome {
                 Ok(Outcome::Done) => return,
                 Ok(Outcome::Again) => {
-                    waits += 1;
-                    wait_for(std::time::Duration::from_millis(1));
+                    // Readers of the old copy (on a hot standby) are inside
+                    // one operation each: replay waits for them rather than
+                    // give the filter up.
+                    if said.elapsed().as_secs() >= 10 {
+                        said = std::time::Instant::now();
+                        pgrx::log!("cuckoo: replay is waiting for sessions still reading an old copy of durable filter \"{}\" (database {})", meta.name, meta.db);
+                    }
+                    replay_wait(std::time::Duration::from_millis(1));
                 }
                 Err(e) => {
                     pgrx::warning!(
@@ -642,7 +762,7 @@ impl Replay {
             }
             if r.writers_paused(info.index) {
                 drop(pin);
-                wait_for(std::time::Duration::from_micros(100));
+                replay_wait(std::time::Duration::from_micros(100));
                 continue;
             }
             r.mark_changed(info.index, crate::region::registry::CHANGED_WORDS);
@@ -681,7 +801,7 @@ fn set_reason(r: &Region, gen: u64, why: u64) {
 fn drop_now(info: &EntryInfo) {
     loop {
         match with_registry_lock(|r, lk| r.drop_filter(lk, info)) {
-            Err(RegionError::Busy) => wait_for(std::time::Duration::from_millis(1)),
+            Err(RegionError::Busy) => replay_wait(std::time::Duration::from_millis(1)),
             _ => return,
         }
     }

@@ -1,18 +1,55 @@
 //! Restoring durable filters when shared memory is set up (in the postmaster,
-//! before anything forks): each generation's checkpoint files (`cut`), and once
-//! after an update from 0.4.0 its single saved file. What cannot be restored is
-//! kept as a placeholder that needs a reload (`reload`), and replay goes on from
-//! each filter's stamp.
+//! before anything forks): each generation that the coverage file lists from
+//! its checkpoint files (`cut`), and once after an update from 0.4.0 its
+//! single saved file. What cannot be restored is kept as a placeholder that
+//! needs a reload (`reload`), and replay goes on from each filter's stamp.
+//! When the coverage file does not cover the position where replay starts
+//! (a standby that restarts from an end-of-recovery checkpoint of its
+//! primary), every filter restored needs a reload until recovery proves it
+//! whole (`cut`).
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use super::cut::{dir, LOG_BASE};
 use super::log::lsn;
 use super::reload::{placeholder, reason};
-use crate::region::files::{self, Name};
+use crate::region::files::{self, Coverage, CoverEntry, Name};
 use crate::region::registry::tables::word_offsets;
+use crate::region::registry::{NEEDS_BASE, UNVERIFIED};
 use crate::region::saved::{self, FileKind};
 use crate::region::{Locked, Region};
+
+/// Where replay will start (the checkpoint's redo position; a base backup's
+/// from its label), if it can be read; and whether the data directory is a
+/// copy being recovered (a base backup or `pg_rewind`: its files may be from
+/// several moments).
+fn replay_start() -> (Option<u64>, bool) {
+    if let Ok(label) = std::fs::read_to_string("backup_label") {
+        let start = label.lines().find_map(|l| l.strip_prefix("START WAL LOCATION: ")).and_then(|l| l.split_whitespace().next()).and_then(parse_lsn);
+        return (start, true);
+    }
+    let Ok(b) = std::fs::read("global/pg_control") else { return (None, false) };
+    let at = std::mem::offset_of!(pgrx::pg_sys::ControlFileData, checkPointCopy) + std::mem::offset_of!(pgrx::pg_sys::CheckPoint, redo);
+    let redo = b.get(at..at + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()));
+    let bs = std::mem::offset_of!(pgrx::pg_sys::ControlFileData, backupStartPoint);
+    let copying = b.get(bs..bs + 8).is_some_and(|x| u64::from_ne_bytes(x.try_into().unwrap()) != 0);
+    (redo, copying)
+}
+
+fn parse_lsn(s: &str) -> Option<u64> {
+    let (hi, lo) = s.split_once('/')?;
+    Some(u64::from_str_radix(hi, 16).ok()? << 32 | u64::from_str_radix(lo, 16).ok()?)
+}
+
+/// What restoring knows of each generation: the coverage file's entry, the
+/// replay start, whether the files are a copy, whether they leave a gap.
+struct Context<'c> {
+    listed: Option<HashMap<u64, &'c CoverEntry>>,
+    start: Option<u64>,
+    copy: bool,
+    gap: bool,
+}
 
 /// 0.4.0's file of saved filters (read once after an update, then removed).
 pub const LEGACY_FILE: &str = "cuckoo_filters.dat";
@@ -46,12 +83,58 @@ pub fn restore(r: &Region) {
             Default::default()
         }
     };
+    for name in files::foreign(dir()).unwrap_or_default() {
+        pgrx::warning!("cuckoo: {}/{name} is not a file of cuckoo's; it is ignored and left in place", files::DIR);
+    }
+    let coverage: Option<Coverage> = match files::read_coverage(dir()) {
+        Ok(c) => c,
+        Err(why) => {
+            // Every generation's files are restored, as before 0.10.0: which
+            // are live and what they cover is not known.
+            pgrx::warning!("cuckoo: {why}; every durable filter with files in {} is restored from them", files::DIR);
+            None
+        }
+    };
+    let (start, copy) = replay_start();
+    let gap = match (&coverage, start) {
+        (Some(c), Some(start)) => !c.frozen && c.stamp < start,
+        _ => false,
+    };
+    if gap {
+        pgrx::warning!(
+            "cuckoo: the durable filters' files cover the WAL up to {}, but replay starts at {} (this node restarted from a checkpoint its primary wrote at the end of a recovery); each filter restored from them needs a reload until recovery installs its contents from the WAL or confirms them",
+            lsn(coverage.as_ref().unwrap().stamp),
+            lsn(start.unwrap())
+        );
+    }
+    let ctx = Context { listed: coverage.as_ref().map(|c| c.entries.iter().map(|e| (e.gen, e)).collect()), start, copy, gap };
     // Newest generation first: an older one of the same name (replaced, its
     // files not yet removed) is skipped.
     for (gen, names) in by_gen.iter().rev() {
+        if ctx.listed.as_ref().is_some_and(|l| !l.contains_key(gen)) {
+            // Dropped or replaced before the coverage file was written (its
+            // files go at the next pass), or made after it (replay makes it
+            // again).
+            continue;
+        }
         match files::chain(dir(), names) {
-            Ok(c) => restore_chain(r, &lk, *gen, &c),
-            Err(why) => restore_damaged(r, &lk, *gen, names, &why),
+            Ok(c) => restore_chain(r, &lk, *gen, &c, &ctx),
+            Err(why) => restore_damaged(r, &lk, *gen, names, &why, &ctx),
+        }
+    }
+    if let Some(listed) = &ctx.listed {
+        for (gen, e) in listed {
+            if by_gen.contains_key(gen) || e.tip == 0 || r.find(e.meta.db, &e.meta.name).is_some() {
+                continue;
+            }
+            // Listed with files that are gone.
+            pgrx::warning!(
+                "cuckoo: the files of durable filter \"{}\" (database {}) are missing from {}; it is kept as needing a reload",
+                e.meta.name,
+                e.meta.db,
+                files::DIR
+            );
+            keep_placeholder(r, &lk, *gen, &e.meta, reason::FILES_MISSING, e.confirmed);
         }
     }
     if Path::new(LEGACY_FILE).exists() {
@@ -59,7 +142,46 @@ pub fn restore(r: &Region) {
     }
 }
 
-fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
+/// Keeps generation `gen` of `meta` as needing a reload, its stamp unknown.
+fn keep_placeholder(r: &Region, lk: &Locked, gen: u64, meta: &crate::region::wal::Meta, why: u64, confirmed: u64) {
+    let spec = meta.new_filter();
+    if placeholder(r, lk, None, &spec, meta, gen, why).is_ok() {
+        if let Some(info) = r.find(meta.db, &meta.name) {
+            r.set_stamp(info.index, 0, 0, 0, 0);
+            r.set_confirmed(info.index, confirmed);
+            // Leave the files alone (nothing is written for it until it is
+            // published again or dropped).
+            r.take_changed(info.index);
+        }
+    }
+}
+
+/// After filter `index` was restored with its last file at `tip`: what the
+/// coverage file confirmed, whether its next base goes to the WAL, whether
+/// it needs a reload for a gap, whether a base in the WAL must replace it.
+fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, ctx: &Context<'_>) {
+    let confirmed = match &ctx.listed {
+        Some(l) => l.get(&gen).map_or(0, |e| e.confirmed),
+        // Files written before 0.10.0: every node's, as far as is known.
+        None => tip,
+    };
+    r.set_confirmed(index, confirmed);
+    r.set_restored(index, tip);
+    let flagged = ctx.gap || r.entry_info(index).is_some_and(|i| i.reload_reason != 0);
+    if tip != confirmed && !flagged {
+        r.mark_changed(index, LOG_BASE | NEEDS_BASE);
+    }
+    if ctx.copy && ctx.start.is_some_and(|s| tip < s) {
+        r.set_durable_flags(index, UNVERIFIED);
+    }
+    if ctx.gap {
+        if let Some(info) = r.entry_info(index).filter(|i| i.reload_reason == 0) {
+            let _ = r.set_reload(lk, &info, gen, reason::RESTART_GAP);
+        }
+    }
+}
+
+fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Context<'_>) {
     let meta = &c.last.meta;
     if r.find(meta.db, &meta.name).is_some() {
         return;
@@ -111,6 +233,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
             r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
             // The files are current.
             r.take_changed(info.index);
+            after_restore(r, lk, info.index, gen, c.last.name.stamp, ctx);
             if c.unreachable > 0 {
                 pgrx::log!(
                     "cuckoo: durable filter \"{}\" (database {}): its files as of {} are followed by {} newer file(s) that do not follow on; it needs a reload unless recovery installs a base of it",
@@ -129,6 +252,8 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
                     if let Some(info) = r.find(meta.db, &meta.name) {
                         r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
                         r.take_changed(info.index);
+                        let confirmed = ctx.listed.as_ref().and_then(|l| l.get(&gen)).map_or(c.last.name.stamp, |e| e.confirmed);
+                        r.set_confirmed(info.index, confirmed);
                     }
                     pgrx::log!(
                         "cuckoo: durable filter \"{}\" (database {}, {} bytes) does not fit in cuckoo.shared_memory; it is kept as needing a reload",
@@ -146,26 +271,23 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain) {
     }
 }
 
-/// A generation whose files cannot be used: kept as needing a reload if any of
-/// them still says what the filter is.
-fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str) {
-    let meta = names.iter().rev().find_map(|n| files::read_header(&dir().join(n.file_name())).ok()).map(|h| h.meta);
+/// A generation whose files cannot be used: kept as needing a reload, named
+/// by any of its files whose header still reads, or by the coverage file.
+/// Costs only its own filter: the other generations are restored, and files
+/// are still removed.
+fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str, ctx: &Context<'_>) {
+    let entry = ctx.listed.as_ref().and_then(|l| l.get(&gen));
+    let meta = names.iter().rev().find_map(|n| files::read_header(&dir().join(n.file_name())).ok()).map(|h| h.meta).or_else(|| entry.map(|e| e.meta.clone()));
     match meta {
         Some(meta) if r.find(meta.db, &meta.name).is_none() => {
             pgrx::warning!("cuckoo: the files of durable filter \"{}\" (database {}) are damaged ({why}); it is kept as needing a reload", meta.name, meta.db);
-            let spec = meta.new_filter();
-            if placeholder(r, lk, None, &spec, &meta, gen, reason::FILES_DAMAGED).is_ok() {
-                if let Some(info) = r.find(meta.db, &meta.name) {
-                    r.set_stamp(info.index, 0, 0, 0, 0);
-                    // Leave the damaged files alone (nothing is written for it
-                    // until it is published again or dropped).
-                    r.take_changed(info.index);
-                }
-            }
+            keep_placeholder(r, lk, gen, &meta, reason::FILES_DAMAGED, entry.map_or(0, |e| e.confirmed));
         }
         Some(_) => {}
         None => {
-            pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held is lost unless WAL replay restores it (the files are kept)", files::DIR);
+            // Not listed (the coverage file is from before 0.10.0, or gone)
+            // and no header reads: the filter cannot be named.
+            pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held cannot be named and is lost unless WAL replay restores it (the files are kept)", files::DIR);
             r.note_restore_incomplete();
         }
     }

@@ -32,8 +32,10 @@
 //!
 //! A pass that began after R cut every filter with a change logged before R
 //! (a writer marks its filter changed before it logs), so each filter's files
-//! cover a position after R or every change it ever had. A pass that fails
-//! (a file cannot be written) is repeated, and the checkpoint waits meanwhile.
+//! cover a position after R or every change it ever had, and its `PASS`
+//! record and coverage file say so (`cut`). A pass that fails (a file cannot
+//! be written) is repeated, writing what it took again without logging it
+//! again, and the checkpoint waits meanwhile.
 
 use std::time::{Duration, Instant};
 
@@ -45,7 +47,7 @@ use std::path::Path;
 
 use super::attach::{region, reload_config_if_asked, with_registry_lock};
 use super::restore::LEGACY_FILE;
-use super::cut::{abandon_marks, dir, pass};
+use super::cut::{abandon_marks, dir, pass, Passes};
 use crate::region::files;
 use crate::region::registry::{DURABLE_FROZEN, DURABLE_OPEN};
 use crate::region::Region;
@@ -83,16 +85,38 @@ fn set_delay(flags: i32, on: bool) {
 static mut STOPPING: bool = false;
 static mut STOPPED: bool = false;
 static mut LAST_WARNING: Option<Instant> = None;
+/// The worker's passes in progress (what a failed try left to write).
+static mut PASSES: Option<Passes> = None;
+
+fn passes() -> &'static mut Passes {
+    // SAFETY: the worker is single-threaded; one borrow at a time.
+    unsafe { (*(&raw mut PASSES)).get_or_insert_with(Passes::default) }
+}
 
 /// Reports a failed pass (at most every ten seconds).
-fn warn_failed(e: &str) {
+fn warn_failed(e: &str, stopping: bool) {
     // SAFETY: the worker is single-threaded.
     unsafe {
         if LAST_WARNING.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
             LAST_WARNING = Some(Instant::now());
-            pgrx::warning!("cuckoo: a checkpoint cut failed: {e}; checkpoints wait until it succeeds (WAL is kept meanwhile)");
+            if stopping {
+                pgrx::warning!("cuckoo: the last checkpoint cut before shutdown failed: {e}; the shutdown waits until it can be written (or stop the server with -m immediate: the next start recovers the durable filters from the WAL)");
+            } else {
+                pgrx::warning!("cuckoo: a checkpoint cut failed: {e}; checkpoints wait until it succeeds (WAL is kept meanwhile)");
+            }
         }
     }
+}
+
+unsafe extern "C-unwind" {
+    /// `storage/pmsignal.h` (the inline `PostmasterIsAlive` calls it).
+    fn PostmasterIsAliveInternal() -> bool;
+}
+
+/// Whether the postmaster is still there (the worker stops at once if not).
+fn postmaster_alive() -> bool {
+    // SAFETY: reads the postmaster-death pipe, as PostmasterIsAlive does.
+    unsafe { PostmasterIsAliveInternal() }
 }
 
 /// Freezes durable changes, waits until none is in flight, makes a last pass
@@ -118,34 +142,34 @@ fn stop(r: &Region) {
     // before the freeze is gone, nothing durable is being logged. Writers stay
     // pinned for one operation.
     let since = Instant::now();
+    let mut said = since;
     while !r.set_durable_state(DURABLE_FROZEN, 1 << 12) {
-        if since.elapsed() > Duration::from_secs(10) {
+        if said.elapsed() > Duration::from_secs(10) {
+            said = Instant::now();
             pgrx::log!("cuckoo: still waiting for sessions inside durable filter operations before the last checkpoint cut");
         }
         // SAFETY: a plain sleep.
         unsafe { pg_sys::pg_usleep(1000) };
     }
-    let mut tries = 0;
+    // Letting a checkpoint complete before this pass is on disk would leave
+    // changes that are neither on file nor in the WAL it keeps: the shutdown
+    // waits until it can be written.
     loop {
-        match pass(r) {
+        match pass(r, passes(), true) {
             Ok(()) => break,
-            Err(e) if tries < 10 => {
-                tries += 1;
-                pgrx::warning!("cuckoo: the last checkpoint cut failed: {e}; trying again");
-                // SAFETY: a plain sleep.
-                unsafe { pg_sys::pg_usleep(200_000) };
-            }
             Err(e) => {
-                // Letting a checkpoint complete now would leave changes that are
-                // neither on file nor in the WAL it keeps: stop the server
-                // instead, so that the next start recovers from the last
-                // checkpoint, whose files are complete.
-                pgrx::ereport!(
-                    PgLogLevel::PANIC,
-                    PgSqlErrorCode::ERRCODE_IO_ERROR,
-                    format!("cuckoo: cannot write the durable filters' last checkpoint cut: {e}"),
-                    "The next start recovers them from the WAL since the last checkpoint."
-                );
+                warn_failed(&e, true);
+                if !postmaster_alive() {
+                    // No checkpoint can follow: the next start recovers.
+                    // SAFETY: the worker is single-threaded; as at the end of
+                    // the worker's main function.
+                    unsafe {
+                        STOPPED = true;
+                        pg_sys::proc_exit(1);
+                    }
+                }
+                // SAFETY: a plain sleep.
+                unsafe { pg_sys::pg_usleep(1_000_000) };
             }
         }
     }
@@ -173,10 +197,10 @@ fn pass_if_needed(r: &Region, covered: u64) -> u64 {
         return covered;
     }
     loop {
-        match pass(r) {
+        match pass(r, passes(), false) {
             Ok(()) => return redo,
             Err(e) => {
-                warn_failed(&e);
+                warn_failed(&e, false);
                 retry_later(r);
             }
         }
@@ -221,9 +245,6 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     let _ = files::remove_temporary(dir());
     // An earlier worker that stopped on an error may have left a cut unfinished.
     abandon_marks(r);
-    // Files of generations the registry no longer has may be left from before
-    // a restart (an older generation of a name, whose removal did not happen).
-    r.note_files_to_remove();
     // Whatever is not on file yet (restored from 0.4.0's file, or left by an
     // earlier worker that could not finish) is written before changes open.
     let mut covered = pass_if_needed(r, 0);
@@ -233,7 +254,7 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
         match std::fs::remove_file(LEGACY_FILE).and_then(|()| std::fs::File::open(".")?.sync_all()) {
             Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", files::DIR),
             Err(e) => {
-                warn_failed(&format!("could not remove {LEGACY_FILE}: {e}"));
+                warn_failed(&format!("could not remove {LEGACY_FILE}: {e}"), false);
                 retry_later(r);
             }
         }

@@ -1,0 +1,751 @@
+-- The cuckoo extension's SQL surface for cuckoofilter values. Functions are
+-- version-1 C functions (src/sql/); everything is immutable, strict and parallel
+-- safe unless a comment says why not.
+
+CREATE TYPE cuckoofilter;
+
+CREATE FUNCTION cuckoofilter_in(cstring) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cuckoofilter_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoofilter_out(cuckoofilter) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'cuckoofilter_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoofilter_recv(internal) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cuckoofilter_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoofilter_send(cuckoofilter) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cuckoofilter_send' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Filter bits do not compress: storage external keeps values uncompressed (and
+-- out of line when large), so a probe reads them in place after one fetch.
+-- Alignment double makes the bucket words 8-aligned inside tuples.
+CREATE TYPE cuckoofilter (
+    INPUT = cuckoofilter_in,
+    OUTPUT = cuckoofilter_out,
+    RECEIVE = cuckoofilter_recv,
+    SEND = cuckoofilter_send,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = double,
+    STORAGE = external
+);
+COMMENT ON TYPE cuckoofilter IS 'a cuckoo filter: approximate set membership with deletion, no false negatives';
+
+-- The planner support function of every cf_contains: row estimates from the
+-- filter probing the key column's statistics, and the probe's cost.
+CREATE FUNCTION cf_contains_support(internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_contains_support' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- One key (anynonarray), or many at once (anyarray: one answer per element,
+-- NULL for a NULL key, in the array's shape).
+CREATE FUNCTION cf_contains(cuckoofilter, anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, anynonarray) IS 'false: the key is definitely absent; true: it may be present';
+CREATE FUNCTION cf_contains(cuckoofilter, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, anyarray) IS 'cf_contains for every element of an array at once (batched, prefetching lookups); NULL for NULL elements';
+-- cf_contains_key: the one-key probe for a key of any type, arrays included
+-- (cf_contains with an array probes its elements).
+CREATE FUNCTION cf_contains_key(cuckoofilter, anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_key(cuckoofilter, anyelement) IS 'cf_contains for one key of any type, an array key included: false: definitely absent; true: may be present';
+
+CREATE FUNCTION cf_insert(cuckoofilter, anynonarray) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, anynonarray) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- An untyped key (a client's parameter, a string literal) resolves to these
+-- text overloads: it is read with the filter's key type's input function (a
+-- value that records none hashes it as text, as before). A typed key of
+-- another string type reaches them through its implicit cast and is hashed as
+-- its own type.
+CREATE FUNCTION cf_contains(cuckoofilter, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(cuckoofilter, text) IS 'false: the key is definitely absent; true: it may be present (text is read as the filter''s key type)';
+-- Many keys at once from a client: an untyped array parameter (what drivers send)
+-- resolves to text[] here (anycompatiblearray), a typed one keeps its type;
+-- cf_contains(f, $1) cannot return an array for an untyped $1.
+CREATE FUNCTION cf_contains_each(cuckoofilter, keys anycompatiblearray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_each(cuckoofilter, anycompatiblearray) IS 'cf_contains for every element of an array, also an untyped one (read as the filter''s key type); NULL for NULL elements';
+CREATE FUNCTION cf_insert(cuckoofilter, key text) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, key text) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+-- Typed keys of the string types that cast to text implicitly get exact
+-- overloads, so that they keep their own type (a constant would otherwise be
+-- folded into text before cuckoo sees the cast).
+CREATE FUNCTION cf_contains(cuckoofilter, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_contains(cuckoofilter, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_insert(cuckoofilter, key bpchar) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_insert(cuckoofilter, key name) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, key bpchar) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_delete(cuckoofilter, key name) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_union(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_union_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_empty(capacity bigint, fpp float8) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_empty(capacity bigint, fpp float8, key_type regtype) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_empty' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(cuckoofilter) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'cf_count' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoo_library_version() RETURNS text
+    AS 'MODULE_PATHNAME', 'cuckoo_library_version' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cuckoo_library_version() IS 'the version of the cuckoo shared library this session runs (the preloaded library changes at a server restart)';
+CREATE FUNCTION cf_info(cuckoofilter) RETURNS jsonb
+    AS 'MODULE_PATHNAME', 'cf_info' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- cf_agg: the state is a list of key hashes (internal). Transition, combine and
+-- final functions are not strict: they create the state on the first row and
+-- skip NULL keys. They are immutable and parallel safe; they refuse to run outside
+-- an aggregate.
+CREATE FUNCTION cf_agg_trans(internal, anyelement) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_trans(internal, anyelement, float8) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_trans(internal, anyelement, float8, bigint) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_combine(internal, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_serial(internal) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_agg_serial' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_agg_deserial(bytea, internal) RETURNS internal
+    AS 'MODULE_PATHNAME', 'cf_agg_deserial' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_agg_final(internal) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_agg(anyelement) (
+    SFUNC = cf_agg_trans,
+    STYPE = internal,
+    FINALFUNC = cf_agg_final,
+    COMBINEFUNC = cf_agg_combine,
+    SERIALFUNC = cf_agg_serial,
+    DESERIALFUNC = cf_agg_deserial,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_agg(anyelement) IS 'a cuckoo filter of the distinct non-null keys, sized for them, false-positive rate at most 0.2%';
+
+CREATE AGGREGATE cf_agg(anyelement, float8) (
+    SFUNC = cf_agg_trans,
+    STYPE = internal,
+    FINALFUNC = cf_agg_final,
+    COMBINEFUNC = cf_agg_combine,
+    SERIALFUNC = cf_agg_serial,
+    DESERIALFUNC = cf_agg_deserial,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_agg(anyelement, float8) IS 'a cuckoo filter of the distinct non-null keys with the given false-positive rate';
+
+-- Sized for at least `capacity` keys: filters built for the same capacity and fpp
+-- have the same shape, so their union (cf_union, cf_union_agg) has room for all.
+CREATE AGGREGATE cf_agg(anyelement, fpp float8, capacity bigint) (
+    SFUNC = cf_agg_trans,
+    STYPE = internal,
+    FINALFUNC = cf_agg_final,
+    COMBINEFUNC = cf_agg_combine,
+    SERIALFUNC = cf_agg_serial,
+    DESERIALFUNC = cf_agg_deserial,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_agg(anyelement, float8, bigint) IS 'a cuckoo filter of the distinct non-null keys, sized for at least capacity keys';
+
+CREATE FUNCTION cf_union_trans(cuckoofilter, cuckoofilter) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_union_trans' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE AGGREGATE cf_union_agg(cuckoofilter) (
+    SFUNC = cf_union_trans,
+    STYPE = cuckoofilter,
+    COMBINEFUNC = cf_union_trans,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_union_agg(cuckoofilter) IS 'the union of non-null filters of one shape (built with the same capacity and fpp)';
+
+-- cf_sharded_state: cf_sharded_agg's state, the keys' hashes (and the rows'
+-- fpp and capacity). In memory it grows in place; its text and binary forms,
+-- which engines such as Citus ship between nodes, hold each distinct hash once,
+-- sorted and Rice-coded ("cs1:" and base64; src/sql/value/sharded.rs).
+CREATE TYPE cf_sharded_state;
+CREATE FUNCTION cf_sharded_state_in(cstring) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_in' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_out(cf_sharded_state) RETURNS cstring
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_out' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_recv(internal) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_recv' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_send(cf_sharded_state) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_state_send' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE TYPE cf_sharded_state (
+    INPUT = cf_sharded_state_in,
+    OUTPUT = cf_sharded_state_out,
+    RECEIVE = cf_sharded_state_recv,
+    SEND = cf_sharded_state_send,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = double,
+    STORAGE = extended
+);
+COMMENT ON TYPE cf_sharded_state IS 'the partial state of cf_sharded_agg: the distinct key hashes, shipped between nodes in a dense form';
+
+-- cf_sharded_agg: cf_agg with a cf_sharded_state state (the keys' hashes) and a
+-- combine function, for engines that ship partial aggregate states between nodes but
+-- cannot ship internal ones (Citus). The result equals cf_agg's for the same
+-- arguments. Transition and combine are not strict (they create the state on the
+-- first row and skip NULL keys); called by an aggregate they extend the state in
+-- place, called otherwise they return a new one. The functions over bytea are
+-- the state functions of 0.5.0 to 0.8.0, kept for states those releases made.
+CREATE FUNCTION cf_sharded_trans(bytea, anyelement) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, anyelement, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, anyelement, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_combine(bytea, bytea) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_combine(cf_sharded_state, cf_sharded_state) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_final(cf_sharded_state) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_sharded_agg(anyelement) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(anyelement, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+-- The same for keys of these types, declared exactly: Citus runs an aggregate on
+-- its workers only when the declared argument types equal the arguments' (a
+-- polymorphic declaration never does), and calls the transition function
+-- without a call expression, so the key's type comes from the declaration.
+CREATE FUNCTION cf_sharded_trans(bytea, smallint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, smallint, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, smallint, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, integer, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, integer, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, bigint, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, bigint, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, text, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, text, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8, bigint) RETURNS bytea
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE AGGREGATE cf_sharded_agg(smallint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(smallint, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(smallint, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(smallint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(integer, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(integer, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(bigint, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(bigint, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(text, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(text, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(uuid, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+
+-- cf_sharded_agg of keys of any type through one declaration that Citus can run
+-- on its workers: cf_sharded_agg(cf_sharded_key(key)). On a cluster with Citus,
+-- cuckoo's planner hook rewrites cf_sharded_agg(key) so for key types that have
+-- no cf_sharded_agg of their own (src/sql/value/rewrite.rs).
+CREATE FUNCTION cf_sharded_key(anyelement) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_key(anyelement, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_key(anyelement, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION cf_sharded_key(anyelement) IS 'the cf_sharded_agg state of one key';
+COMMENT ON FUNCTION cf_sharded_key(anyelement, float8) IS 'the cf_sharded_agg state of one key and an fpp';
+COMMENT ON FUNCTION cf_sharded_key(anyelement, float8, bigint) IS 'the cf_sharded_agg state of one key, an fpp and a capacity';
+CREATE AGGREGATE cf_sharded_agg(cf_sharded_state) (
+    SFUNC = cf_sharded_state_combine,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(cf_sharded_state) IS 'the filter of the keys of cf_sharded_agg states (cf_sharded_key of each key, or partial states)';
+
+-- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
+-- They are not transactional: a change is visible to every session at once and
+-- is not undone by ROLLBACK (like nextval). Durable filters (the default) are
+-- WAL-logged: they survive restarts and crashes and are replayed on standbys.
+-- Functions that read or change a filter are volatile (other sessions change it
+-- during a statement); lookups are parallel safe (lock-free, from any process);
+-- inserts and deletes are parallel unsafe, since a durable change assigns the
+-- transaction an ID as nextval does; create, drop, publish and grants take the
+-- registry lock.
+CREATE FUNCTION cf_create(name text, capacity bigint, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true, key_type regtype DEFAULT NULL, expansion integer DEFAULT 2) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_create' LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_create(text, bigint, float8, boolean, regtype, integer) IS 'creates an empty named filter in shared memory for capacity keys of type key_type at false-positive rate fpp; when full it adds a table expansion times larger, keeping the rate (expansion 0: a fixed size); durable filters are WAL-logged and survive restarts, crashes and failover';
+CREATE FUNCTION cf_drop(name text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_drop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_drop(text) IS 'drops a named filter; false if it does not exist';
+CREATE FUNCTION cf_insert(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert(text, anynonarray) IS 'adds a key to a named filter; false (and nothing lost) when it is full';
+CREATE FUNCTION cf_contains(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(text, anynonarray) IS 'false: the key is definitely not in the named filter; true: it may be';
+CREATE FUNCTION cf_contains(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_named_many' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(text, anyarray) IS 'cf_contains by name for every element of an array at once; NULL for NULL elements';
+CREATE FUNCTION cf_contains_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_key(text, anyelement) IS 'cf_contains by name for one key of any type, an array key included';
+CREATE FUNCTION cf_delete(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- Untyped keys by name: read as the filter's key type (see the value overloads).
+CREATE FUNCTION cf_contains_each(name text, keys anycompatiblearray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_contains_named_many' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains_each(text, anycompatiblearray) IS 'cf_contains by name for every element of an array, also an untyped one (read as the filter''s key type); NULL for NULL elements';
+CREATE FUNCTION cf_contains(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_contains(text, text) IS 'false: the key is definitely not in the named filter; true: it may be (text is read as the filter''s key type)';
+CREATE FUNCTION cf_insert(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_delete(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- Typed bpchar and name keys by name keep their own type (see the values').
+CREATE FUNCTION cf_contains(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_contains(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_contains_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+CREATE FUNCTION cf_insert(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_insert(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_delete(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_delete(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_delete(text, anynonarray) IS 'removes one copy of the key''s fingerprint from a named filter; false if there is none';
+-- 0.8.0: set operations. cf_insert and cf_delete take an array of keys too
+-- (one answer per element, NULL for NULL; on a durable filter one WAL record
+-- per 8,192 keys); the one-key forms take anynonarray, and cf_insert_key and
+-- cf_delete_key take a key of any type, arrays included, as cf_contains_key
+-- does. cf_insert_new adds a key only if the filter says it is absent
+-- (exactly one of concurrent calls for a new key returns true); cf_count
+-- counts a key's copies.
+CREATE FUNCTION cf_insert(cuckoofilter, keys anyarray) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_insert(cuckoofilter, anyarray) IS 'the filter with every non-null element of the array added (one copy of the value for all of them); an error if it becomes full';
+CREATE FUNCTION cf_delete(cuckoofilter, keys anyarray) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value_many' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_delete(cuckoofilter, anyarray) IS 'the filter with one copy of each non-null element''s fingerprint removed, where there is one';
+CREATE FUNCTION cf_insert_key(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_insert_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_insert_key(cuckoofilter, anyelement) IS 'cf_insert of one key of any type, an array key included';
+CREATE FUNCTION cf_delete_key(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_delete_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_delete_key(cuckoofilter, anyelement) IS 'cf_delete of one key of any type, an array key included';
+CREATE FUNCTION cf_count(cuckoofilter, key anynonarray) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count(cuckoofilter, anynonarray) IS 'copies of the key''s fingerprint in the filter: at least the times it was inserted and not deleted (CF.COUNT)';
+CREATE FUNCTION cf_count(cuckoofilter, key text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(cuckoofilter, key bpchar) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(cuckoofilter, key name) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count_key(cuckoofilter, anyelement) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_key_value' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count_key(cuckoofilter, anyelement) IS 'cf_count of one key of any type, an array key included';
+
+CREATE FUNCTION cf_insert(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_insert_named_many' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert(text, anyarray) IS 'cf_insert by name of every element of an array (a durable filter logs one WAL record per 8,192 keys); NULL for NULL elements';
+CREATE FUNCTION cf_delete(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_delete_named_many' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_delete(text, anyarray) IS 'cf_delete by name of every element of an array, in order; NULL for NULL elements';
+CREATE FUNCTION cf_insert_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_key(text, anyelement) IS 'cf_insert by name of one key of any type, an array key included';
+CREATE FUNCTION cf_delete_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_delete_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_delete_key(text, anyelement) IS 'cf_delete by name of one key of any type, an array key included';
+CREATE FUNCTION cf_insert_new(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_new(text, anynonarray) IS 'adds the key and returns true if the named filter says it is definitely absent; false, adding nothing, if it may be present (a false positive too) or the filter is full; of concurrent calls for a new key exactly one returns true';
+CREATE FUNCTION cf_insert_new(name text, keys anyarray) RETURNS boolean[]
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named_many' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_new(text, anyarray) IS 'cf_insert_new of every element of an array, in order (a key repeated in the array is new once); NULL for NULL elements';
+CREATE FUNCTION cf_insert_new_key(name text, key anyelement) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_insert_new_key(text, anyelement) IS 'cf_insert_new of one key of any type, an array key included';
+CREATE FUNCTION cf_insert_new(name text, key text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_insert_new(name text, key bpchar) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_insert_new(name text, key name) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_insert_new_named' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_count(name text, key anynonarray) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count(text, anynonarray) IS 'copies of the key''s fingerprint in the named filter: at least the times it was inserted and not deleted (CF.COUNT)';
+CREATE FUNCTION cf_count(name text, key text) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(name text, key bpchar) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count(name text, key name) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_count_key(name text, key anyelement) RETURNS integer
+    AS 'MODULE_PATHNAME', 'cf_count_named' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_count_key(text, anyelement) IS 'cf_count by name of one key of any type, an array key included';
+CREATE FUNCTION cf_publish(name text, f cuckoofilter, durable boolean DEFAULT true) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_publish' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_publish(text, cuckoofilter, boolean) IS 'creates a named filter as a copy of a value, or replaces its contents atomically; durable filters are WAL-logged';
+CREATE FUNCTION cf_snapshot(name text) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_snapshot' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_snapshot(text) IS 'a cuckoofilter value holding every key the named filter held throughout the call';
+CREATE FUNCTION cf_grant_lookup(name text, role text) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_grant_lookup' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_grant_lookup(text, text) IS 'lets a role (and its members), or public, look up and snapshot a named filter; replaces the previous grant';
+CREATE FUNCTION cf_revoke_lookup(name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_revoke_lookup' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_revoke_lookup(text) IS 'withdraws the lookup grant of a named filter';
+
+-- The current database's named filters that the current role may look up.
+CREATE VIEW cuckoo_filters AS
+    SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
+           failed_inserts, lookup_retries, kicks, owner, lookup_grantee, durable, state, reason,
+           checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type, expansion, tables
+    FROM cuckoo_filters_rows();
+GRANT SELECT ON cuckoo_filters TO PUBLIC;
+COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters';
+
+-- The shared region (cuckoo.shared_memory): its size and the room left for
+-- filters and the tables growing filters add.
+CREATE VIEW cuckoo_region AS
+    SELECT size_bytes, filter_bytes, free_bytes, largest_free_bytes, releasing_bytes, filters, max_filters
+    FROM cuckoo_region_rows();
+GRANT SELECT ON cuckoo_region TO PUBLIC;
+COMMENT ON VIEW cuckoo_region IS 'the shared memory region of named cuckoo filters: its size, free space and filter entries';
+
+-- Named filters on a Citus cluster (src/sql/named/citus.rs). In a backend that
+-- runs part of a distributed query for another node, a by-name call may use
+-- this node's filter only if this table lists it: 'cluster', a copy that
+-- cf_publish_cluster() made on every node from one value (lookups only), or
+-- 'node', declared by cf_node_local() to hold the keys of this node's own
+-- shards. Every node has its own rows; the functions below keep them in step.
+CREATE TABLE cuckoo_cluster_filters (
+    name text PRIMARY KEY,
+    scope text NOT NULL CHECK (scope IN ('cluster', 'node')),
+    digest text,
+    set_at timestamptz NOT NULL DEFAULT now(),
+    CHECK ((scope = 'cluster') = (digest IS NOT NULL))
+);
+SELECT pg_catalog.pg_extension_config_dump('cuckoo_cluster_filters', '');
+GRANT SELECT ON cuckoo_cluster_filters TO PUBLIC;
+COMMENT ON TABLE cuckoo_cluster_filters IS 'named filters that distributed queries may use on this node: cluster copies (cf_publish_cluster) and node-local filters (cf_node_local)';
+
+-- Runs on each node for cf_publish_cluster: publishes the value as a cluster
+-- copy and returns the md5 of the copy's snapshot, which the caller compares.
+CREATE FUNCTION cf_cluster_copy(name text, f cuckoofilter, durable boolean) RETURNS text
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    digest text;
+BEGIN
+    DELETE FROM @extschema@.cuckoo_cluster_filters c WHERE c.name = cf_cluster_copy.name;
+    PERFORM @extschema@.cf_publish(name, f, durable);
+    digest := md5(@extschema@.cf_snapshot(name)::text);
+    INSERT INTO @extschema@.cuckoo_cluster_filters (name, scope, digest) VALUES (name, 'cluster', digest);
+    RETURN digest;
+END
+$fn$;
+COMMENT ON FUNCTION cf_cluster_copy(text, cuckoofilter, boolean) IS 'used by cf_publish_cluster on each node: publishes a cluster copy and returns its digest';
+
+-- The Citus nodes' answers to one command, or an error naming the first
+-- node that failed.
+CREATE FUNCTION cf_on_all_nodes(command text, what text) RETURNS TABLE (nodeid integer, result text)
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        RAISE EXCEPTION '% needs the citus extension', what
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Without Citus, use cf_publish(), cf_drop() and the filter directly.';
+    END IF;
+    FOR r IN EXECUTE 'SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid' USING command LOOP
+        IF NOT r.success THEN
+            RAISE EXCEPTION '% failed on Citus node %: %', what, r.nodeid, r.result
+                USING ERRCODE = 'external_routine_exception';
+        END IF;
+        nodeid := r.nodeid;
+        result := r.result;
+        RETURN NEXT;
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION cf_on_all_nodes(text, text) IS 'runs a command on every Citus node, failing on the first node that fails';
+
+CREATE FUNCTION cf_publish_cluster(name text, f cuckoofilter, durable boolean DEFAULT true) RETURNS integer
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    nodes integer;
+    digests integer;
+BEGIN
+    BEGIN
+        SELECT count(*), count(DISTINCT result) INTO nodes, digests
+          FROM @extschema@.cf_on_all_nodes(format('SELECT %s.cf_cluster_copy(%L, %L::%s.cuckoofilter, %L)',
+                 '@extschema@', name, f::text, '@extschema@', durable), 'cf_publish_cluster()');
+        IF digests <> 1 THEN
+            RAISE EXCEPTION 'cf_publish_cluster(): the nodes'' copies of cuckoo filter "%" differ', name
+                USING ERRCODE = 'internal_error';
+        END IF;
+    EXCEPTION WHEN feature_not_supported THEN
+        RAISE;
+    WHEN OTHERS THEN
+        -- No node may answer from a copy that others lack: unlist it everywhere
+        -- (a node that cannot be reached is named in a warning; the error
+        -- raised is the publish's).
+        BEGIN
+            PERFORM @extschema@.cf_on_all_nodes(format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L', '@extschema@', name),
+                    'cf_publish_cluster()');
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'cuckoo filter "%" may still be listed as a cluster copy on some nodes: %', name, SQLERRM
+                USING HINT = 'Run cf_drop_cluster() once every node is reachable.';
+        END;
+        RAISE;
+    END;
+    RETURN nodes;
+END
+$fn$;
+COMMENT ON FUNCTION cf_publish_cluster(text, cuckoofilter, boolean) IS 'publishes a value as the named filter on every Citus node (identical copies that distributed queries may look up); returns the number of nodes';
+
+CREATE FUNCTION cf_node_local(name text, node_local boolean DEFAULT true) RETURNS integer
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    RETURN (SELECT count(*) FROM @extschema@.cf_on_all_nodes(
+        CASE WHEN node_local THEN
+            format('INSERT INTO %s.cuckoo_cluster_filters (name, scope) VALUES (%L, ''node'') ON CONFLICT (name) DO UPDATE SET scope = ''node'', digest = NULL, set_at = now()',
+                   '@extschema@', name)
+        ELSE
+            format('DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L AND scope = ''node''', '@extschema@', name)
+        END, 'cf_node_local()'));
+END
+$fn$;
+COMMENT ON FUNCTION cf_node_local(text, boolean) IS 'declares on every Citus node that distributed queries may use that node''s own filter of this name (its keys are co-located with the distribution column); false withdraws it';
+
+CREATE FUNCTION cf_drop_cluster(name text) RETURNS integer
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+    RETURN (SELECT count(*) FILTER (WHERE result = 't') FROM @extschema@.cf_on_all_nodes(
+        format('WITH unlisted AS (DELETE FROM %s.cuckoo_cluster_filters WHERE name = %L) SELECT %s.cf_drop(%L)', '@extschema@', name, '@extschema@', name),
+        'cf_drop_cluster()'));
+END
+$fn$;
+COMMENT ON FUNCTION cf_drop_cluster(text) IS 'drops the named filter on every Citus node and unlists it; returns the number of nodes that had it';

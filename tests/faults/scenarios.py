@@ -1,0 +1,444 @@
+"""Fixed fault scenarios for durable named filters (issue 28): each case that
+0.9.0 got wrong, as a DBA would meet it, on throwaway clusters. Every one
+asserts what must hold: every acknowledged key on every node that replayed
+past it, or the filter says it needs a reload; never 'ready' with a key
+missing, never a server that cannot start because of a record or a file of
+cuckoo's.
+
+    python3 scenarios.py [case ...]      (as the postgres user; see run.sh)
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from cluster import (Failure, Node, check_holds, expect_ready, grep_log, wal_bytes)  # noqa: E402
+
+NODES = []
+
+
+def node(n):
+    NODES.append(n)
+    return n
+
+
+def insert(n, name, keys, batch=True):
+    if batch:
+        for i in range(0, len(keys), 5000):
+            n.sql("SELECT cf_insert(:f, CAST(:k AS bigint[]))", f=name, k=keys[i:i + 5000])
+    else:
+        for k in keys:
+            n.sql("SELECT cf_insert(:f, CAST(:k AS bigint))", f=name, k=k)
+
+
+def set_guc(n, name, value):
+    n.sql(f"ALTER SYSTEM SET {name} = '{value}'")
+    n.sql("SELECT pg_reload_conf()")
+
+
+def reset_guc(n, name):
+    n.sql(f"ALTER SYSTEM RESET {name}")
+    n.sql("SELECT pg_reload_conf()")
+    if name == "cuckoo.debug_crash_point":
+        crashed = os.path.join(n.data, "cuckoo_debug_crashed")
+        if os.path.exists(crashed):
+            os.unlink(crashed)
+
+
+def wait_for(what, cond, timeout=300):
+    t0 = time.time()
+    while not cond():
+        if time.time() - t0 > timeout:
+            raise Failure(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def never_ready_missing(n, name, keys, what):
+    """The filter holds every key, or says it needs a reload (never ready without them)."""
+    return check_holds(n, name, keys, what)
+
+
+# ----- 1. a primary crash and its standbys -----------------------------------------
+
+def case_1():
+    """A primary crash loses nothing on its standbys: one that catches up and
+    restarts, one that restarts from the primary's end-of-recovery checkpoint
+    before the primary could log anything (its files do not cover it), and
+    that one promoted; a filter created since the last cut included."""
+    p = node(Node.primary("p1"))
+    s = node(p.standby("s1"))
+    p.sql("SELECT cf_create('f', 100000)")
+    p.checkpoint()
+    keys = list(range(1, 5001))
+    insert(p, "f", keys, batch=False)
+    p.sql("SELECT cf_create('g', 1000)")
+    insert(p, "g", list(range(1, 301)))
+    s.wait_replay(p)
+    p.crash()
+    p.start()
+    expect_ready(p, "f", keys, " after its crash")
+    s.wait_replay(p)
+    s.stop()
+    s.start()
+    expect_ready(s, "f", keys, " after catching up and a restart")
+    expect_ready(s, "g", list(range(1, 301)), " after catching up and a restart")
+    s.promote()
+    expect_ready(s, "f", keys, " promoted")
+
+    # The standby restarts from the end-of-recovery checkpoint before the
+    # primary's worker could write anything (its directory is unwritable).
+    p2 = node(Node.primary("p1b"))
+    s2 = node(p2.standby("s1b"))
+    p2.sql("SELECT cf_create('f', 100000)")
+    p2.checkpoint()
+    insert(p2, "f", keys)
+    p2.sql("SELECT cf_create('g', 1000)")
+    insert(p2, "g", [7, 8, 9])
+    s2.wait_replay(p2)
+    p2.crash()
+    p2.break_dir()
+    p2.start()
+    expect_ready(p2, "f", keys, " after its crash (directory unwritable)")
+    s2.wait_replay(p2)
+    s2.stop()
+    s2.start()
+    st = never_ready_missing(s2, "f", keys, " restarted from its primary's end-of-recovery checkpoint")
+    if st[0] != "needs reload":
+        raise Failure(f"s1b: expected 'needs reload' while the primary has not logged the filter again, got {st}")
+    if s2.state("g") is not None and s2.state("g")[0] == "ready" and s2.found("g", [7, 8, 9]) != 3:
+        raise Failure("s1b: filter g ready without its keys")
+    p2.mend_dir()
+    s2.wait_replay(p2, p2.lsn())
+    wait_for("the standby to install the filter again", lambda: s2.state("f")[0] == "ready")
+    expect_ready(s2, "f", keys, " once its primary logged the filter again")
+    expect_ready(s2, "g", [7, 8, 9], " once its primary logged the filter again")
+    s2.stop()
+    s2.start()
+    expect_ready(s2, "f", keys, " restarted again")
+    s2.promote()
+    expect_ready(s2, "f", keys, " promoted")
+
+    # Promoted while its filters need a reload: it says so, never answers without the keys.
+    p3 = node(Node.primary("p1c"))
+    s3 = node(p3.standby("s1c"))
+    p3.sql("SELECT cf_create('f', 100000)")
+    p3.checkpoint()
+    insert(p3, "f", keys)
+    s3.wait_replay(p3)
+    p3.crash()
+    p3.break_dir()
+    p3.start()
+    s3.wait_replay(p3)
+    s3.stop()
+    s3.start()
+    p3.stop("immediate")
+    s3.promote()
+    never_ready_missing(s3, "f", keys, " promoted before its primary logged the filter again")
+
+
+# ----- 2. a crash inside a compaction ----------------------------------------------
+
+def case_2():
+    """A crash after a compaction's CUT, before its base's contents are all
+    logged: standbys that restart, and one promoted, keep every key, including
+    those inserted while the compaction ran."""
+    p = node(Node.primary("p2"))
+    s = node(p.standby("s2"))
+    p.sql("SELECT cf_create('f', 50000)")
+    keys = list(range(1, 20001))
+    insert(p, "f", keys)
+    p.checkpoint()
+    more = list(range(100001, 100301))
+    insert(p, "f", more[:150])
+    set_guc(p, "cuckoo.debug_compact", "on")
+    set_guc(p, "cuckoo.debug_crash_point", "compaction-contents")
+    t = p.background("CHECKPOINT")
+    t.join(60)
+    time.sleep(1)
+    p.wait_ready()
+    if not grep_log(p, "debug crash point \"compaction-contents\""):
+        raise Failure("the primary did not stop inside the compaction")
+    reset_guc(p, "cuckoo.debug_crash_point")
+    reset_guc(p, "cuckoo.debug_compact")
+    insert(p, "f", more[150:])
+    s.wait_replay(p)
+    expect_ready(s, "f", keys + more, " after the primary's crash inside a compaction")
+    s.stop()
+    s.start()
+    never_ready_missing(s, "f", keys + more, " restarted")
+    s.wait_replay(p, p.lsn())
+    wait_for("the standby to be whole", lambda: s.state("f")[0] == "ready")
+    expect_ready(s, "f", keys + more, " restarted and caught up")
+    p.stop("immediate")
+    s.promote()
+    expect_ready(s, "f", keys + more, " promoted")
+
+
+# ----- 3. files written during replay and minRecoveryPoint -------------------------
+
+def case_3():
+    """A base backup of a standby taken while its replay writes a delta,
+    restored to 'immediate': keys committed on the new timeline survive a
+    crash."""
+    p = node(Node.primary("p3"))
+    s = node(p.standby("s3"))
+    p.sql("SELECT cf_create('f', 100000)")
+    insert(p, "f", list(range(1, 2001)))
+    p.checkpoint()
+    s.wait_replay(p)
+    insert(p, "f", list(range(2001, 4001)))
+    p.checkpoint()      # the standby writes a delta at the replayed CUT
+    s.wait_replay(p)
+    b = s.tg.backup(xlog_method="stream")
+    r = node(Node("r3", b.spawn_primary("r3")))
+    r.tg.append_conf("recovery_target = 'immediate'\nrecovery_target_action = 'promote'\n")
+    r.start()
+    wait_for("the restored backup to finish recovery", lambda: not r.in_recovery())
+    new = list(range(900001, 901001))
+    insert(r, "f", new, batch=False)
+    r.crash()
+    r.start()
+    expect_ready(r, "f", new, " (restored from a standby's backup) after a crash")
+
+
+# ----- 4. a record replay refuses ---------------------------------------------------
+
+def case_4():
+    """A role with default privileges publishes a union whose rate bound is 1:
+    the server restarts after an immediate stop, its standby keeps streaming,
+    and the filter is there with its keys."""
+    p = node(Node.primary("p4"))
+    s = node(p.standby("s4"))
+    p.sql("CREATE ROLE tenant LOGIN")
+    p.sql("GRANT CREATE ON SCHEMA public TO tenant")
+    p.close()
+    c = p.connect("tenant")
+    c.run("SELECT cf_publish('boom', cf_insert(cf_union(cf_union(cf_empty(1000,0.5), cf_empty(2000,0.5)), cf_empty(4000,0.5)), 42::bigint))")
+    c.close()
+    s.wait_replay(p)
+    p.stop("immediate")
+    if not p.try_start():
+        raise Failure(f"the primary does not start after a publish by a tenant: {p.log_tail()}")
+    expect_ready(p, "boom", [42], " after an immediate stop")
+    s.wait_replay(p)
+    if not s.running():
+        raise Failure("the standby died")
+    expect_ready(s, "boom", [42], "")
+    s.stop()
+    s.start()
+    expect_ready(s, "boom", [42], " restarted")
+
+
+# ----- 5. an unwritable directory ---------------------------------------------------
+
+def case_5():
+    """With a compaction due and cuckoo/ unwritable, retries do not log the
+    base again: the WAL written during the outage stays under one base."""
+    p = node(Node.primary("p5"))
+    p.sql("SELECT cf_create('f', 2000000, expansion => 0)")
+    insert(p, "f", list(range(1, 20001)))
+    p.checkpoint()
+    insert(p, "f", list(range(20001, 20101)))
+    size = p.one("SELECT bytes FROM cuckoo_filters WHERE name = 'f'")
+    set_guc(p, "cuckoo.debug_compact", "on")
+    p.break_dir()
+    before = p.lsn()
+    t = p.background("CHECKPOINT")
+    time.sleep(5)
+    written = wal_bytes(p, before)
+    p.mend_dir()
+    t.join(120)
+    reset_guc(p, "cuckoo.debug_compact")
+    if written > 1.5 * size:
+        raise Failure(f"{written} bytes of WAL during the outage, more than the filter's {size} bytes: a retry logged the base again")
+    print(f"faults: case 5: {written} bytes of WAL in a 5 s outage (filter: {size} bytes)")
+    p.crash()
+    p.start()
+    expect_ready(p, "f", list(range(1, 20101)), " after the outage and a crash")
+
+
+# ----- 6. a damaged or foreign file -------------------------------------------------
+
+def case_6():
+    """An undecodable file and a foreign one cost nothing but themselves: files
+    are still removed, and a dropped filter never comes back after a crash."""
+    p = node(Node.primary("p6"))
+    p.sql("SELECT cf_create('a', 1000)")
+    p.sql("SELECT cf_create('b', 1000)")
+    insert(p, "a", [1, 2, 3])
+    insert(p, "b", [4, 5, 6])
+    p.checkpoint()
+    with open(os.path.join(p.cuckoo_dir, "00000000DEADBEEF.0000000000000001.base"), "wb") as f:
+        f.write(b"not a cuckoo file at all")
+    with open(os.path.join(p.cuckoo_dir, "notes.txt"), "w") as f:
+        f.write("a DBA's note\n")
+    p.stop()
+    p.start()
+    expect_ready(p, "a", [1, 2, 3], "")
+    b_gen = [x for x in p.files() if x.endswith(".base")]
+    p.sql("SELECT cf_drop('b')")
+    insert(p, "a", [7])
+    p.checkpoint()
+    p.crash()
+    p.start()
+    if p.state("b") is not None:
+        raise Failure(f"the dropped filter came back after a crash: {p.state('b')}")
+    expect_ready(p, "a", [1, 2, 3, 7], "")
+    left = p.files()
+    if len([x for x in left if x.endswith((".base", ".delta"))]) > 4:
+        raise Failure(f"files pile up: {left} (before the drop: {b_gen})")
+
+
+# ----- 7. cf_insert_new answering false --------------------------------------------
+
+def case_7():
+    """cf_insert_new that finds the key another session inserted (and did not
+    commit) answers false; its caller commits; an immediate stop keeps the key."""
+    p = node(Node.primary("p7", extra="wal_writer_delay = 10000\n"))
+    p.sql("SELECT cf_create('f', 1000)")
+    p.checkpoint()
+    other = p.connect()
+    other.run("BEGIN")
+    other.run("SELECT cf_insert('f', 4242::bigint)")
+    got = p.one("SELECT cf_insert_new('f', 4242::bigint)")
+    if got:
+        raise Failure("cf_insert_new answered true for a key already there")
+    p.stop("immediate")
+    p.start()
+    expect_ready(p, "f", [4242], " after an immediate stop")
+
+
+# ----- 8. pg_upgrade and pg_dump ---------------------------------------------------
+
+def case_8():
+    """Durable filters come through pg_upgrade and pg_dump: saved with
+    cf_save(), listed as needing a reload in the new cluster (and database),
+    brought back with their keys, owners and grants by cf_restore_saved()."""
+    import subprocess
+    import tempfile
+    from cluster import PGBIN
+    old = node(Node.primary("p8"))
+    old.sql("CREATE ROLE tenant LOGIN")
+    old.sql("GRANT CREATE ON SCHEMA public TO tenant")
+    old.sql("SELECT cf_create('f', 10000)")
+    keys = list(range(1, 3001))
+    insert(old, "f", keys)
+    t = old.connect("tenant")
+    t.run("SELECT cf_create('g', 1000)")
+    t.run("SELECT cf_insert('g', CAST(:k AS bigint[]))", k=[7, 8, 9])
+    t.run("SELECT cf_grant_lookup('g', 'public')")
+    t.close()
+    if old.one("SELECT cf_save()") != 2:
+        raise Failure("cf_save() did not save both durable filters")
+    # pg_dump of the database, restored into a new database of the same cluster.
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "db.dump")
+        subprocess.run([os.path.join(PGBIN, "pg_dump"), "-h", "127.0.0.1", "-p", str(old.port), "-U", "postgres", "-Fc", "-f", out, "postgres"], check=True)
+        old.sql("CREATE DATABASE restored")
+        subprocess.run([os.path.join(PGBIN, "pg_restore"), "-h", "127.0.0.1", "-p", str(old.port), "-U", "postgres", "-d", "restored", out], check=True)
+    import pg8000.native
+    r = pg8000.native.Connection("postgres", host="127.0.0.1", port=old.port, database="restored")
+    listed = r.run("SELECT name, state FROM cuckoo_filters ORDER BY name")
+    if listed != [["f", "needs reload"], ["g", "needs reload"]]:
+        raise Failure(f"after pg_restore the saved filters are listed as {listed}")
+    if r.run("SELECT cf_restore_saved()")[0][0] != 2:
+        raise Failure("cf_restore_saved() did not restore both filters")
+    got = r.run("SELECT count(*) FILTER (WHERE x) FROM unnest(cf_contains('f', CAST(:k AS bigint[]))) x", k=keys)[0][0]
+    owner = r.run("SELECT owner, lookup_grantee FROM cuckoo_filters WHERE name = 'g'")[0]
+    r.close()
+    if got != len(keys) or owner != ["tenant", "public"]:
+        raise Failure(f"after pg_dump and cf_restore_saved(): {got} of {len(keys)} keys, g owned by {owner}")
+    # pg_upgrade into a new cluster.
+    old.stop()
+    new = node(Node("p8new"))
+    new.tg.init(allow_streaming=True)
+    from cluster import BASE_CONF
+    new.tg.append_conf(BASE_CONF)
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o700)
+        res = subprocess.run([os.path.join(PGBIN, "pg_upgrade"), "-b", PGBIN, "-B", PGBIN, "-d", old.data, "-D", new.data,
+                              "-p", str(old.port), "-P", str(new.port), "-U", "postgres"], cwd=d, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise Failure(f"pg_upgrade failed: {res.stdout[-2000:]} {res.stderr[-2000:]}")
+    new.start()
+    listed = new.sql("SELECT name, state, reason FROM cuckoo_filters ORDER BY name")
+    if [x[:2] for x in listed] != [["f", "needs reload"], ["g", "needs reload"]] or "cf_restore_saved" not in listed[0][2]:
+        raise Failure(f"after pg_upgrade the saved filters are listed as {listed}")
+    if new.one("SELECT cf_restore_saved()") != 2:
+        raise Failure("cf_restore_saved() after pg_upgrade did not restore both filters")
+    expect_ready(new, "f", keys, " after pg_upgrade and cf_restore_saved()")
+    expect_ready(new, "g", [7, 8, 9], " after pg_upgrade and cf_restore_saved()")
+    if new.sql("SELECT owner, lookup_grantee FROM cuckoo_filters WHERE name = 'g'")[0] != ["tenant", "public"]:
+        raise Failure("g lost its owner or grant through pg_upgrade")
+    new.crash()
+    new.start()
+    expect_ready(new, "f", keys, " after pg_upgrade, cf_restore_saved() and a crash")
+    # Only superusers save and restore.
+    t = new.connect("tenant")
+    try:
+        t.run("SELECT cf_save()")
+        raise Failure("a tenant could call cf_save()")
+    except pg8000.exceptions.DatabaseError as e:
+        if e.args[0].get("C") != "42501":
+            raise
+    finally:
+        t.close()
+
+
+# ----- 9. shutdown with an unwritable directory -------------------------------------
+
+def case_9():
+    """A fast stop with cuckoo/ unwritable waits (it does not report a clean
+    stop after a PANIC); stopped immediately instead, the next start works and
+    keeps every key, as does the start after the directory is back."""
+    p = node(Node.primary("p9"))
+    p.sql("SELECT cf_create('f', 1000)")
+    insert(p, "f", [1, 2, 3])
+    p.checkpoint()
+    insert(p, "f", [4, 5])
+    p.break_dir()
+    if p.stop("fast", timeout=5):
+        raise Failure("a fast stop reported success with the last cut unwritten")
+    p.stop("immediate")
+    if not p.try_start():
+        raise Failure(f"the server does not start with cuckoo/ unwritable: {p.log_tail()}")
+    expect_ready(p, "f", [1, 2, 3, 4, 5], " started with cuckoo/ unwritable")
+    p.mend_dir()
+    time.sleep(2)
+    p.crash()
+    p.start()
+    expect_ready(p, "f", [1, 2, 3, 4, 5], " after the directory came back and a crash")
+
+
+CASES = {"1": case_1, "2": case_2, "3": case_3, "4": case_4, "5": case_5, "6": case_6, "7": case_7, "8": case_8, "9": case_9}
+
+
+def main(argv):
+    chosen = argv or list(CASES)
+    failed = []
+    for c in chosen:
+        t0 = time.time()
+        try:
+            CASES[c]()
+            print(f"faults: case {c}: ok ({time.time() - t0:.0f} s)", flush=True)
+        except Exception as e:
+            failed.append(c)
+            print(f"faults: case {c}: FAIL: {e}", flush=True)
+            for n in NODES:
+                print(f"--- {n.name} log ---\n{n.log_tail(25)}", flush=True)
+        finally:
+            while NODES:
+                n = NODES.pop()
+                try:
+                    n.cleanup()
+                except Exception as e:
+                    print(f"cleanup of {n.name}: {e}")
+    if failed:
+        print(f"faults: FAILED cases: {' '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
