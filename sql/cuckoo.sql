@@ -630,7 +630,6 @@ CREATE TABLE cuckoo_saved_filters (
     durable boolean NOT NULL DEFAULT true,
     saved_at timestamptz NOT NULL DEFAULT now()
 );
-SELECT pg_catalog.pg_extension_config_dump('cuckoo_saved_filters', '');
 COMMENT ON TABLE cuckoo_saved_filters IS 'named filters saved by cf_save() (each a snapshot, with its owner and lookup grant), which pg_dump and pg_upgrade carry; cf_restore_saved() publishes them again';
 
 -- The current database's named filters that the current role may look up;
@@ -642,14 +641,15 @@ CREATE VIEW cuckoo_filters AS
            checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type, expansion, tables
     FROM cuckoo_filters_rows()
     UNION ALL
-    SELECT s.name, (cf_info(s.filter) ->> 'capacity')::bigint, 0::bigint, 0::float8, 0::bigint,
-           (cf_info(s.filter) ->> 'fpp')::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
+    SELECT s.name, (s.info ->> 'capacity')::bigint, 0::bigint, 0::float8, 0::bigint,
+           (s.info ->> 'fpp')::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
            s.owner, s.lookup_grantee, s.durable, 'needs reload',
            format('it is not in shared memory; a copy saved at %s is in cuckoo_saved_filters: restore it with SELECT cf_restore_saved(%L)', s.saved_at, s.name),
-           NULL::bigint, NULL::bigint, NULL::bigint, cf_info(s.filter) ->> 'key_type', NULL::integer, (cf_info(s.filter) ->> 'tables')::integer
-    FROM cuckoo_saved_filters s
-    WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = s.owner AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))
-      AND NOT EXISTS (SELECT 1 FROM cuckoo_filters_rows() f WHERE f.name = s.name);
+           NULL::bigint, NULL::bigint, NULL::bigint, s.info ->> 'key_type', NULL::integer, (s.info ->> 'tables')::integer
+    FROM (SELECT v.*, cf_info(v.filter) AS info FROM cuckoo_saved_filters v
+          WHERE v.name NOT IN (SELECT f.name FROM cuckoo_filters_rows() f)
+            AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = v.owner AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))
+          OFFSET 0) s;
 GRANT SELECT ON cuckoo_filters TO PUBLIC;
 COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters; saved copies not in shared memory as needing a reload';
 
@@ -742,6 +742,9 @@ CREATE TABLE cuckoo_cluster_filters (
     CHECK ((scope = 'cluster') = (digest IS NOT NULL))
 );
 SELECT pg_catalog.pg_extension_config_dump('cuckoo_cluster_filters', '');
+-- (cuckoo_saved_filters, above, is dumped too; registered after this one, as
+-- the update from 0.9.0 registers it.)
+SELECT pg_catalog.pg_extension_config_dump('cuckoo_saved_filters', '');
 GRANT SELECT ON cuckoo_cluster_filters TO PUBLIC;
 COMMENT ON TABLE cuckoo_cluster_filters IS 'named filters that distributed queries may use on this node: cluster copies (cf_publish_cluster) and node-local filters (cf_node_local)';
 

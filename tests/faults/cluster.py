@@ -84,6 +84,13 @@ class Node:
             raise Failure(f"{self.name} did not start: {self.log_tail()}")
         return self
 
+    def start_nowait(self):
+        """Starts the server without waiting for it to accept connections."""
+        self.close()
+        subprocess.run([os.path.join(PGBIN, "pg_ctl"), "-D", self.data, "-l", self.tg.pg_log_file, "-W", "start"], capture_output=True, text=True, check=True)
+        time.sleep(1)
+        self._sync_state()
+
     def try_start(self, timeout=120):
         """Starts the server; False if it does not come up."""
         self.close()

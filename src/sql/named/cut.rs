@@ -596,17 +596,67 @@ pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
     cut_in_replay(r, &info, base, end);
 }
 
+/// Whether replay waits for a file it cannot write instead of going on: in
+/// archive recovery (a standby, point-in-time recovery), so that no
+/// restartpoint passes a cut this node could not keep (its replay lags
+/// meanwhile); not in crash recovery or at its end, where the server's start
+/// must not depend on the directory (the filters stay whole in memory, and a
+/// crash before they are written makes them need a reload).
+fn wait_for_files() -> bool {
+    // SAFETY: plain reads of the startup process's recovery state.
+    unsafe { pg_sys::InArchiveRecovery && !AT_END_OF_RECOVERY }
+}
+
+/// Set while the end of recovery writes its cuts (which never wait).
+static mut AT_END_OF_RECOVERY: bool = false;
+
+/// Waits a second in replay before a file is tried again, answering a
+/// shutdown request; warns every 10 s.
+fn wait_to_retry(what: &str) {
+    replay_warning(format!("cuckoo: {what}; replay waits until it can be written (make {} writable)", files::DIR));
+    // SAFETY: answers the startup process's interrupts, then sleeps.
+    unsafe {
+        HandleStartupProcInterrupts();
+        pg_sys::pg_usleep(1_000_000);
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// `postmaster/startup.h`.
+    fn HandleStartupProcInterrupts();
+}
+
 /// Writes filter `info`'s changes to its files at `stamp` in replay or at the
-/// end of recovery (this process is its only writer). A file that cannot be
-/// written leaves the changes marked (the next cut writes them) and holds
-/// back the coverage file, with a warning: replay goes on.
+/// end of recovery (this process is its only writer). In archive recovery a
+/// file that cannot be written is tried again until it can (replay waits:
+/// see [`wait_for_files`]); otherwise the changes stay marked (the next cut
+/// writes them) and the coverage file is held back, with a warning, and
+/// replay goes on.
 pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) -> bool {
+    loop {
+        let Err(e) = cut_in_replay_once(r, info, force_base, stamp) else { return true };
+        if wait_for_files() {
+            wait_to_retry(&format!("the checkpoint cut of durable filter \"{}\" at {} cannot be written: {e}", info.name, lsn(stamp)));
+            continue;
+        }
+        // SAFETY: the startup process is single-threaded.
+        unsafe { REPLAY_CUT_FAILED = true };
+        replay_warning(format!(
+            "cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {e}; its changes stay in memory and are written at the next cut, and a restart before then marks the durable filters as needing a reload",
+            info.name,
+            lsn(stamp)
+        ));
+        return false;
+    }
+}
+
+fn cut_in_replay_once(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) -> Result<(), String> {
     let changed = r.take_changed(info.index);
     let base = force_base && info.blocks > 0 || changed & NEEDS_BASE != 0;
     let slot = my_slot();
     let Some(pin) = r.pin(slot) else { error!("cuckoo: process slot out of range") };
     if !r.still_current(info.index, info.seq) {
-        return true;
+        return Ok(());
     }
     let marked = r.units(info).map(|u| u.mark(base)).unwrap_or_default();
     let tables = tables_now(r, info);
@@ -616,7 +666,7 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64)
     match write_taken(&taken, false) {
         Ok(file_bytes) => {
             r.record_cut(info.index, stamp, base, file_bytes, 0);
-            true
+            Ok(())
         }
         Err(e) => {
             named_panic(&info.name, &e);
@@ -629,15 +679,7 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64)
                 }
                 drop(pin);
             }
-            // SAFETY: the startup process is single-threaded.
-            unsafe { REPLAY_CUT_FAILED = true };
-            replay_warning(format!(
-                "cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {}; its changes stay in memory and are written at the next cut, and a restart before then marks the durable filters as needing a reload",
-                info.name,
-                lsn(stamp),
-                e.message
-            ));
-            false
+            Err(e.message)
         }
     }
 }
@@ -669,14 +711,20 @@ fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, 
     }
     let c = Coverage { stamp, frozen, entries: coverage_entries(r, confirmed) };
     flush_for_file(file_stamp);
-    match files::write_coverage(dir(), &c) {
-        Ok(()) => true,
-        Err(e) => {
-            if let files::Finish::Named(_) = e {
-                pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
+    loop {
+        match files::write_coverage(dir(), &c) {
+            Ok(()) => return true,
+            Err(e) => {
+                if let files::Finish::Named(_) = e {
+                    pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
+                }
+                if wait_for_files() {
+                    wait_to_retry(&format!("{}/{} cannot be written: {e}", files::DIR, files::COVERAGE));
+                    continue;
+                }
+                replay_warning(format!("cuckoo: cannot write {}/{}: {e}; a restart before it is written marks the durable filters as needing a reload", files::DIR, files::COVERAGE));
+                return false;
             }
-            replay_warning(format!("cuckoo: cannot write {}/{}: {e}; a restart before it is written marks the durable filters as needing a reload", files::DIR, files::COVERAGE));
-            false
         }
     }
 }
@@ -717,6 +765,8 @@ pub fn replay_pass(r: &Region, frozen: bool, began: u64, live: &[(u64, u64)], en
 /// the worker writes them before durable changes open; a crash before then
 /// finds the older coverage file and marks them as needing a reload.
 pub fn cut_after_recovery(r: &Region, end: u64) {
+    // SAFETY: the startup process is single-threaded.
+    unsafe { AT_END_OF_RECOVERY = true };
     let all_on_file = cut_all_changed(r, end);
     for info in r.list_all().into_iter().filter(|i| i.durable) {
         let (confirmed, _) = r.confirmed(info.index);

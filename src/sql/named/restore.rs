@@ -111,10 +111,12 @@ pub fn restore(r: &Region) {
     // Newest generation first: an older one of the same name (replaced, its
     // files not yet removed) is skipped.
     for (gen, names) in by_gen.iter().rev() {
-        if ctx.listed.as_ref().is_some_and(|l| !l.contains_key(gen)) {
+        if !ctx.gap && ctx.listed.as_ref().is_some_and(|l| !l.contains_key(gen)) {
             // Dropped or replaced before the coverage file was written (its
             // files go at the next pass), or made after it (replay makes it
-            // again).
+            // again). With a gap, one made after it may never be replayed:
+            // it is restored too (needing a reload, like every filter then;
+            // the first PASS replayed drops it if it was dropped meanwhile).
             continue;
         }
         match files::chain(dir(), names) {
