@@ -668,12 +668,19 @@ BEGIN
             RAISE WARNING 'cuckoo: filter "%" is not saved: it needs a reload (%)', f.name, f.reason;
             CONTINUE;
         END IF;
-        INSERT INTO @extschema@.cuckoo_saved_filters AS s (name, filter, owner, lookup_grantee, durable)
-            VALUES (f.name, @extschema@.cf_snapshot(f.name), f.owner, f.lookup_grantee, f.durable)
-            ON CONFLICT ON CONSTRAINT cuckoo_saved_filters_pkey DO UPDATE
-            SET filter = excluded.filter, owner = excluded.owner, lookup_grantee = excluded.lookup_grantee,
-                durable = excluded.durable, saved_at = now();
-        n := n + 1;
+        BEGIN
+            INSERT INTO @extschema@.cuckoo_saved_filters AS s (name, filter, owner, lookup_grantee, durable)
+                VALUES (f.name, @extschema@.cf_snapshot(f.name), f.owner, f.lookup_grantee, f.durable)
+                ON CONFLICT ON CONSTRAINT cuckoo_saved_filters_pkey DO UPDATE
+                SET filter = excluded.filter, owner = excluded.owner, lookup_grantee = excluded.lookup_grantee,
+                    durable = excluded.durable, saved_at = now();
+            n := n + 1;
+        EXCEPTION WHEN undefined_object THEN
+            -- Dropped since it was listed.
+            IF cf_save.name IS NOT NULL THEN
+                RAISE;
+            END IF;
+        END;
     END LOOP;
     IF n = 0 AND cf_save.name IS NOT NULL THEN
         RAISE EXCEPTION 'cuckoo filter "%" does not exist', cf_save.name USING ERRCODE = 'undefined_object';
@@ -686,18 +693,26 @@ COMMENT ON FUNCTION cf_save(text) IS 'saves the named filter (without a name: ev
 
 -- cf_restore_saved(name): publishes the saved copies (all without a name)
 -- whose filter is not in shared memory, or needs a reload, under their
--- owner's name and with their lookup grant; returns how many.
+-- owner's name and with their lookup grant, and deletes the rows restored;
+-- returns how many. A name taken meanwhile by a filter that is ready is left
+-- alone, with a warning (drop it first to restore the saved copy).
 CREATE FUNCTION cf_restore_saved(name text DEFAULT NULL) RETURNS integer
     LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     s record;
+    taken record;
     n integer := 0;
 BEGIN
     FOR s IN SELECT * FROM @extschema@.cuckoo_saved_filters v
               WHERE (cf_restore_saved.name IS NULL OR v.name = cf_restore_saved.name)
-                AND NOT EXISTS (SELECT 1 FROM @extschema@.cuckoo_filters_rows() c WHERE c.name = v.name AND c.state = 'ready')
               ORDER BY v.name
     LOOP
+        SELECT c.owner, c.state INTO taken FROM @extschema@.cuckoo_filters_rows() c WHERE c.name = s.name;
+        IF FOUND AND taken.state = 'ready' THEN
+            RAISE WARNING 'cuckoo: saved filter "%" is not restored: a filter of that name (owner %) is in shared memory', s.name, taken.owner
+                USING HINT = 'Drop it first (cf_drop) to restore the saved copy, or delete the row from cuckoo_saved_filters.';
+            CONTINUE;
+        END IF;
         IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = s.owner) THEN
             PERFORM set_config('role', s.owner, true);
         ELSE
@@ -708,6 +723,7 @@ BEGIN
             PERFORM @extschema@.cf_grant_lookup(s.name, s.lookup_grantee);
         END IF;
         RESET ROLE;
+        DELETE FROM @extschema@.cuckoo_saved_filters v WHERE v.name = s.name;
         n := n + 1;
     END LOOP;
     IF n = 0 AND cf_restore_saved.name IS NOT NULL
@@ -718,7 +734,7 @@ BEGIN
 END
 $fn$;
 REVOKE ALL ON FUNCTION cf_restore_saved(text) FROM PUBLIC;
-COMMENT ON FUNCTION cf_restore_saved(text) IS 'publishes the filters saved by cf_save that are not in shared memory (or need a reload), under their owners and with their lookup grants';
+COMMENT ON FUNCTION cf_restore_saved(text) IS 'publishes the filters saved by cf_save that are not in shared memory (or need a reload), under their owners and with their lookup grants, and deletes the rows restored';
 
 -- The shared region (cuckoo.shared_memory): its size and the room left for
 -- filters and the tables growing filters add.

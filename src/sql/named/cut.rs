@@ -210,8 +210,11 @@ fn take(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bo
 }
 
 /// Writes a cut's file; returns its size. A new base then makes the older
-/// files of its generation unneeded, and they go.
-fn write_taken(t: &Taken, in_worker: bool) -> Result<u64, CutError> {
+/// files of its generation unneeded, and they go if `remove_older`: only when
+/// the base is one a backup finds in its WAL (a compaction's, logged, or one
+/// installed from the WAL) or the generation's first, so that a copy of the
+/// directory made while they went is never left without a way back.
+fn write_taken(t: &Taken, in_worker: bool, remove_older: bool) -> Result<u64, CutError> {
     let name = t.header.name;
     let mut w = FileWriter::create(dir(), &t.header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
     for (i, (u, words)) in t.units.iter().enumerate() {
@@ -224,7 +227,7 @@ fn write_taken(t: &Taken, in_worker: bool) -> Result<u64, CutError> {
         test_pause(&mut w);
     }
     let file_bytes = w.finish().map_err(|e| CutError { named: matches!(e, files::Finish::Named(_)), message: format!("cannot write {}: {e}", name.file_name()) })?;
-    if t.base() {
+    if t.base() && remove_older {
         // One that cannot be removed now goes at the filter's next base or
         // when its generation is no longer live.
         if let Err(e) = files::remove(dir(), name.gen, name.stamp) {
@@ -373,7 +376,7 @@ fn cut(r: &Region, info: &EntryInfo, passes: &mut Passes) -> Result<(), String> 
     unsafe { pg_sys::XLogFlush(end) };
     crash_point("cut-logged");
     let wal_bytes = logged_bytes() - start;
-    let res = write_taken(&taken, true);
+    let res = write_taken(&taken, true, true);
     match res {
         Ok(file_bytes) => {
             if r.entry_info(now.index).is_some_and(|e| e.gen == now.gen) {
@@ -419,7 +422,7 @@ fn write_pending(r: &Region, passes: &mut Passes) -> Result<(), String> {
     let mut failed = None;
     passes.pending.retain(|p| {
         let Some(info) = r.entry_info(p.index).filter(|e| e.gen == p.gen) else { return false };
-        match write_taken(&p.taken, true) {
+        match write_taken(&p.taken, true, true) {
             Ok(file_bytes) => {
                 r.record_cut(p.index, p.taken.header.name.stamp, p.taken.base(), file_bytes, p.wal_bytes);
                 false
@@ -462,7 +465,9 @@ fn file_tip(r: &Region, info: &EntryInfo) -> u64 {
 fn log_pass(frozen: bool, began: u64) -> (Coverage, u64) {
     with_registry_lock(|r, _| {
         let entries = coverage_entries(r, |_| 0);
-        let live: Vec<(u64, u64)> = entries.iter().map(|e| (e.gen, e.tip)).collect();
+        // A filter that needs a reload is listed with no file (0): its files
+        // vouch for nothing a standby could compare its own with.
+        let live: Vec<(u64, u64)> = entries.iter().map(|e| (e.gen, if e.reason == 0 { e.tip } else { 0 })).collect();
         let end = log(&Record::Pass { frozen, began, live });
         let mut entries = entries;
         for e in &mut entries {
@@ -518,6 +523,8 @@ pub(super) fn pass(r: &Region, passes: &mut Passes, frozen: bool) -> Result<(), 
     let live: HashSet<u64> = c.entries.iter().map(|e| e.gen).collect();
     passes.coverage = None;
     passes.began = None;
+    // Every change before the pass is on file (nothing is pending).
+    clear_unsure();
     crash_point("coverage-written");
     remove_dead(r, &live);
     Ok(())
@@ -564,13 +571,17 @@ pub(super) fn abandon_marks(r: &Region) {
 /// Set when a cut in replay could not be written: the coverage file is not
 /// written again until a `PASS` finds every filter's changes on file.
 static mut REPLAY_CUT_FAILED: bool = false;
-static mut LAST_REPLAY_WARNING: Option<Instant> = None;
+static mut LAST_REPLAY_WARNING: [Option<Instant>; 2] = [None, None];
 
-fn replay_warning(msg: String) {
+/// A warning of replay's, at most every 10 s of each kind (`cut`, or the
+/// coverage file).
+fn replay_warning(what: &str, msg: String) {
+    let k = if what == "cut" { 0 } else { 1 };
     // SAFETY: the startup process is single-threaded.
     unsafe {
-        if LAST_REPLAY_WARNING.is_none_or(|t| t.elapsed().as_secs() >= 10) {
-            LAST_REPLAY_WARNING = Some(Instant::now());
+        let last = &mut (*(&raw mut LAST_REPLAY_WARNING))[k];
+        if last.is_none_or(|t| t.elapsed().as_secs() >= 10) {
+            *last = Some(Instant::now());
             pgrx::warning!("{msg}");
         }
     }
@@ -588,69 +599,75 @@ fn flush_for_file(stamp: u64) {
 
 /// Replay of a `CUT` record ending at `end`: writes filter `gen`'s changes
 /// since its files, if any, to its own files, as the primary did.
-pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
+/// `logged`: the primary logged this cut's base (older files may go).
+pub fn replay_cut(r: &Region, gen: u64, base: bool, logged: bool, end: u64) {
     let Some(info) = r.find_gen(gen) else { return };
     if r.durable_stats(info.index).stamp >= end || r.changed(info.index) == 0 {
         return;
     }
-    cut_in_replay(r, &info, base, end);
+    cut_in_replay(r, &info, base, end, logged);
 }
 
-/// Whether replay waits for a file it cannot write instead of going on: in
-/// archive recovery (a standby, point-in-time recovery), so that no
-/// restartpoint passes a cut this node could not keep (its replay lags
-/// meanwhile); not in crash recovery or at its end, where the server's start
-/// must not depend on the directory (the filters stay whole in memory, and a
-/// crash before they are written makes them need a reload).
-fn wait_for_files() -> bool {
-    // SAFETY: plain reads of the startup process's recovery state.
-    unsafe { pg_sys::InArchiveRecovery && !AT_END_OF_RECOVERY }
-}
+/// A file in the data directory (outside `cuckoo/`, which may be the part
+/// that cannot be written) that says this node's files may miss changes its
+/// coverage file claims: written when replay or the end of recovery could not
+/// write a cut or the coverage file, removed once a coverage file is written
+/// with every change on file. While it exists, a restart treats the files as
+/// not covering where replay starts (`restore`), so the filters say they need
+/// a reload rather than answer from files that lack changes.
+pub const UNSURE: &str = "cuckoo_unsure";
 
-/// Set while the end of recovery writes its cuts (which never wait).
-static mut AT_END_OF_RECOVERY: bool = false;
-
-/// Waits a second in replay before a file is tried again, answering a
-/// shutdown request; warns every 10 s.
-fn wait_to_retry(what: &str) {
-    replay_warning(format!("cuckoo: {what}; replay waits until it can be written (make {} writable)", files::DIR));
-    // SAFETY: answers the startup process's interrupts, then sleeps.
-    unsafe {
-        HandleStartupProcInterrupts();
-        pg_sys::pg_usleep(1_000_000);
+/// Records that this node's files may lie behind its coverage file (see
+/// [`UNSURE`]); stops the server if even that cannot be written, as
+/// PostgreSQL does when it cannot write its own state.
+fn mark_unsure() {
+    if Path::new(UNSURE).exists() {
+        return;
+    }
+    let res = std::fs::File::create(UNSURE).and_then(|f| f.sync_all()).and_then(|()| std::fs::File::open(".")?.sync_all());
+    if let Err(e) = res {
+        pgrx::ereport!(
+            PgLogLevel::PANIC,
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("cuckoo: cannot record in {UNSURE} that the durable filters' files are incomplete: {e}")
+        );
     }
 }
 
-unsafe extern "C-unwind" {
-    /// `postmaster/startup.h`.
-    fn HandleStartupProcInterrupts();
+/// The coverage file is written with every change on file: the files are
+/// what it says again.
+fn clear_unsure() {
+    if Path::new(UNSURE).exists() {
+        match std::fs::remove_file(UNSURE).and_then(|()| std::fs::File::open(".")?.sync_all()) {
+            Ok(()) => pgrx::log!("cuckoo: the durable filters' files are complete again"),
+            Err(e) => pgrx::warning!("cuckoo: could not remove {UNSURE}: {e}; restarts treat the files as incomplete until it is removed"),
+        }
+    }
 }
 
 /// Writes filter `info`'s changes to its files at `stamp` in replay or at the
-/// end of recovery (this process is its only writer). In archive recovery a
-/// file that cannot be written is tried again until it can (replay waits:
-/// see [`wait_for_files`]); otherwise the changes stay marked (the next cut
-/// writes them) and the coverage file is held back, with a warning, and
-/// replay goes on.
-pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) -> bool {
-    loop {
-        let Err(e) = cut_in_replay_once(r, info, force_base, stamp) else { return true };
-        if wait_for_files() {
-            wait_to_retry(&format!("the checkpoint cut of durable filter \"{}\" at {} cannot be written: {e}", info.name, lsn(stamp)));
-            continue;
-        }
-        // SAFETY: the startup process is single-threaded.
-        unsafe { REPLAY_CUT_FAILED = true };
-        replay_warning(format!(
-            "cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {e}; its changes stay in memory and are written at the next cut, and a restart before then marks the durable filters as needing a reload",
+/// end of recovery (this process is its only writer). A file that cannot be
+/// written leaves the changes marked (the next cut writes them) and the
+/// files marked unsure ([`UNSURE`]), with a warning: replay goes on (a standby
+/// keeps replaying, and can be promoted), and a restart before the files are
+/// complete again makes the filters need a reload.
+pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64, remove_older: bool) -> bool {
+    let Err(e) = cut_in_replay_once(r, info, force_base, stamp, remove_older) else { return true };
+    // SAFETY: the startup process is single-threaded.
+    unsafe { REPLAY_CUT_FAILED = true };
+    mark_unsure();
+    replay_warning(
+        "cut",
+        format!(
+            "cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {e}; its changes stay in memory and are written at the next cut (replay goes on), and a restart before then makes the durable filters need a reload",
             info.name,
             lsn(stamp)
-        ));
-        return false;
-    }
+        ),
+    );
+    false
 }
 
-fn cut_in_replay_once(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64) -> Result<(), String> {
+fn cut_in_replay_once(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64, remove_older: bool) -> Result<(), String> {
     let changed = r.take_changed(info.index);
     let base = force_base && info.blocks > 0 || changed & NEEDS_BASE != 0;
     let slot = my_slot();
@@ -663,7 +680,7 @@ fn cut_in_replay_once(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64
     let prev = r.durable_stats(info.index).stamp;
     let taken = take(r, info, Some(pin), stamp, base, &marked, &tables, prev);
     flush_for_file(stamp);
-    match write_taken(&taken, false) {
+    match write_taken(&taken, false, remove_older) {
         Ok(file_bytes) => {
             r.record_cut(info.index, stamp, base, file_bytes, 0);
             Ok(())
@@ -696,7 +713,7 @@ fn cut_all_changed(r: &Region, stamp: u64) -> bool {
     let mut ok = true;
     for info in r.list_all().into_iter().filter(|i| i.durable) {
         if unfiled(r, &info) {
-            ok &= cut_in_replay(r, &info, false, stamp);
+            ok &= cut_in_replay(r, &info, false, stamp, false);
         }
     }
     ok
@@ -707,24 +724,23 @@ fn cut_all_changed(r: &Region, stamp: u64) -> bool {
 fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, confirmed: impl Fn(&EntryInfo) -> u64) -> bool {
     // SAFETY: the startup process is single-threaded.
     if unsafe { REPLAY_CUT_FAILED } {
+        mark_unsure();
         return false;
     }
     let c = Coverage { stamp, frozen, entries: coverage_entries(r, confirmed) };
     flush_for_file(file_stamp);
-    loop {
-        match files::write_coverage(dir(), &c) {
-            Ok(()) => return true,
-            Err(e) => {
-                if let files::Finish::Named(_) = e {
-                    pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
-                }
-                if wait_for_files() {
-                    wait_to_retry(&format!("{}/{} cannot be written: {e}", files::DIR, files::COVERAGE));
-                    continue;
-                }
-                replay_warning(format!("cuckoo: cannot write {}/{}: {e}; a restart before it is written marks the durable filters as needing a reload", files::DIR, files::COVERAGE));
-                return false;
+    match files::write_coverage(dir(), &c) {
+        Ok(()) => {
+            clear_unsure();
+            true
+        }
+        Err(e) => {
+            if let files::Finish::Named(_) = e {
+                pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
             }
+            mark_unsure();
+            replay_warning("coverage", format!("cuckoo: cannot write {}/{}: {e}; replay goes on, and a restart before it is written makes the durable filters need a reload", files::DIR, files::COVERAGE));
+            false
         }
     }
 }
@@ -765,8 +781,6 @@ pub fn replay_pass(r: &Region, frozen: bool, began: u64, live: &[(u64, u64)], en
 /// the worker writes them before durable changes open; a crash before then
 /// finds the older coverage file and marks them as needing a reload.
 pub fn cut_after_recovery(r: &Region, end: u64) {
-    // SAFETY: the startup process is single-threaded.
-    unsafe { AT_END_OF_RECOVERY = true };
     let all_on_file = cut_all_changed(r, end);
     for info in r.list_all().into_iter().filter(|i| i.durable) {
         let (confirmed, _) = r.confirmed(info.index);

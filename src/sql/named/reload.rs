@@ -29,7 +29,7 @@ pub mod reason {
             NO_ROOM => "it did not fit in cuckoo.shared_memory when it was restored",
             NOT_SAVED => "the server stopped without saving it and recovery did not restore it",
             NOT_RESTORED => "replay could not install its contents (old copies stayed in use)",
-            RESTART_GAP => "this node restarted from a checkpoint that its files do not cover (its primary recovered from a crash meanwhile), and recovery has not yet restored the filter from the WAL",
+            RESTART_GAP => "this node restarted from a checkpoint that its files do not cover (its primary recovered from a crash, or this node could not write its files), and recovery has not yet restored the filter from the WAL",
             FILES_MISSING => "its files are missing from the data directory",
             REPLAY_REFUSED => "recovery met a WAL record of it that it could not apply",
             _ => "its contents were lost",

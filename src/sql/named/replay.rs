@@ -43,7 +43,7 @@ fn replay_wait(d: std::time::Duration) {
     }
 }
 use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard, replay_pass};
-use super::restore::legacy_stamp;
+use super::restore::{legacy_stamp, restored_with_gap};
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
 use crate::filter::chain::{Chain, Deleted};
@@ -191,6 +191,8 @@ struct Build {
 struct Waiting {
     cut: u64,
     records: Vec<(Record, u64)>,
+    /// Records and hashes kept (bounded by [`WAITING_MAX`]).
+    kept: usize,
 }
 
 /// What replay knows besides the region (the startup process's memory).
@@ -214,9 +216,9 @@ struct Replay {
     passed: bool,
 }
 
-/// Records kept for a base that may not come (its primary stopped while
-/// logging it) at most; past this, replay stops waiting for it.
-const WAITING_MAX: usize = 1 << 20;
+/// Records and hashes kept for a base (about 8 bytes each, 128 MB at most);
+/// past this, replay gives the base up, and the filter needs a reload.
+const WAITING_MAX: usize = 1 << 24;
 
 /// New contents for a filter being installed by replay.
 enum Content<'w> {
@@ -286,10 +288,20 @@ impl Replay {
             }
             if let Some(w) = self.waiting.get_mut(&gen) {
                 if !matches!(rec, Record::Cut { .. } | Record::ContentBegin { .. }) {
-                    if w.records.len() < WAITING_MAX {
+                    w.kept += 1 + match &rec {
+                        Record::InsertMany { hashes, .. } | Record::DeleteMany { hashes, .. } => hashes.len(),
+                        Record::RefusedMany { refused, .. } => refused.len(),
+                        _ => 0,
+                    };
+                    if w.kept <= WAITING_MAX {
                         w.records.push((rec.clone(), end));
                     } else {
+                        // Too much to keep: the base will not be installed,
+                        // and a copy that may be incomplete says so.
                         self.waiting.remove(&gen);
+                        if self.find(r, gen).is_some_and(|i| i.reload_reason == 0) {
+                            set_reason(r, gen, reason::FILES_INCOMPLETE);
+                        }
                     }
                 }
             }
@@ -445,15 +457,17 @@ impl Replay {
                 self.give_up_waiting(gen);
                 // This node's own copy goes to its files as of the cut, as
                 // the primary's did, whatever follows.
-                replay_cut(r, gen, base, end);
+                replay_cut(r, gen, base, logged, end);
                 if logged && self.may_be_incomplete(r, gen) {
-                    self.waiting.insert(gen, Waiting { cut: end, records: Vec::new() });
+                    self.waiting.insert(gen, Waiting { cut: end, records: Vec::new(), kept: 0 });
                 }
             }
             Record::Pass { frozen, began, live } => {
                 if !self.passed {
                     self.passed = true;
-                    self.reconcile(r, &live);
+                    if restored_with_gap() {
+                        self.reconcile(r, &live);
+                    }
                 }
                 replay_pass(r, frozen, began, &live, end);
             }
@@ -497,16 +511,19 @@ impl Replay {
         // cut) is not replaced.
         self.install(r, &b.meta, b.gen, content, true);
         self.refusals.retain(|_, (g, _)| *g != b.gen);
+        // Its base goes to its files as of the cut, as the primary's did (the
+        // same contents, under the same stamp, over this node's own file of
+        // that cut); then the records since are applied again, for its next
+        // cut.
         if let Some(info) = r.find_gen(b.gen) {
-            r.set_stamp(info.index, b.cut, 0, 0, 0);
+            r.set_stamp(info.index, b.cut.saturating_sub(1), 0, 0, 0);
+            cut_in_replay(r, &info, true, b.cut, true);
         }
         self.based.insert(b.gen, b.cut);
         for (rec, at) in w.records {
             self.apply(rec, at);
         }
-        if let Some(info) = r.find_gen(b.gen) {
-            cut_in_replay(r, &info, true, end);
-        }
+        let _ = end;
     }
 
     /// The base a compaction's `CUT` announced will not come (its primary

@@ -25,6 +25,7 @@ use crate::region::{Locked, Region};
 /// copy being recovered (a base backup or `pg_rewind`: its files may be from
 /// several moments).
 fn replay_start() -> (Option<u64>, bool) {
+    // (Read in the data directory, the postmaster's working directory.)
     if let Ok(label) = std::fs::read_to_string("backup_label") {
         let start = label.lines().find_map(|l| l.strip_prefix("START WAL LOCATION: ")).and_then(|l| l.split_whitespace().next()).and_then(parse_lsn);
         return (start, true);
@@ -49,6 +50,7 @@ struct Context<'c> {
     start: Option<u64>,
     copy: bool,
     gap: bool,
+    recovering: bool,
 }
 
 /// 0.4.0's file of saved filters (read once after an update, then removed).
@@ -61,6 +63,15 @@ static mut LEGACY_STAMP: u64 = 0;
 pub fn legacy_stamp() -> u64 {
     // SAFETY: written once by the postmaster before replay starts.
     unsafe { LEGACY_STAMP }
+}
+
+/// Set when restore found that the files do not cover where replay starts
+/// (a restart gap); read by replay's first `PASS`.
+static mut RESTORED_WITH_GAP: bool = false;
+
+pub fn restored_with_gap() -> bool {
+    // SAFETY: written by the postmaster before anything forks.
+    unsafe { RESTORED_WITH_GAP }
 }
 
 // ----- restore ------------------------------------------------------------------
@@ -86,28 +97,45 @@ pub fn restore(r: &Region) {
     for name in files::foreign(dir()).unwrap_or_default() {
         pgrx::warning!("cuckoo: {}/{name} is not a file of cuckoo's; it is ignored and left in place", files::DIR);
     }
+    let mut damaged = false;
     let coverage: Option<Coverage> = match files::read_coverage(dir()) {
         Ok(c) => c,
         Err(why) => {
-            // Every generation's files are restored, as before 0.10.0: which
+            // Every generation's files are restored, needing a reload: which
             // are live and what they cover is not known.
-            pgrx::warning!("cuckoo: {why}; every durable filter with files in {} is restored from them", files::DIR);
+            pgrx::warning!("cuckoo: {why}; every durable filter with files in {} is restored from them, needing a reload until recovery confirms it", files::DIR);
+            damaged = true;
             None
         }
     };
     let (start, copy) = replay_start();
-    let gap = match (&coverage, start) {
-        (Some(c), Some(start)) => !c.frozen && c.stamp < start,
-        _ => false,
-    };
-    if gap {
+    let unsure = Path::new(super::cut::UNSURE).exists();
+    let gap = damaged
+        || unsure
+        || match (&coverage, start) {
+            (Some(c), Some(start)) => !c.frozen && c.stamp < start,
+            _ => false,
+        };
+    if unsure {
+        pgrx::warning!(
+            "cuckoo: {} says the durable filters' files may lack changes (a cut could not be written); each filter restored from them needs a reload until recovery installs its contents from the WAL or confirms them",
+            super::cut::UNSURE
+        );
+    } else if let (Some(c), Some(start), true) = (&coverage, start, gap && !damaged) {
         pgrx::warning!(
             "cuckoo: the durable filters' files cover the WAL up to {}, but replay starts at {} (this node restarted from a checkpoint its primary wrote at the end of a recovery); each filter restored from them needs a reload until recovery installs its contents from the WAL or confirms them",
-            lsn(coverage.as_ref().unwrap().stamp),
-            lsn(start.unwrap())
+            lsn(c.stamp),
+            lsn(start)
         );
     }
-    let ctx = Context { listed: coverage.as_ref().map(|c| c.entries.iter().map(|e| (e.gen, e)).collect()), start, copy, gap };
+    // A node that will replay as a standby (or in point-in-time recovery)
+    // marks nothing for its own first pass: its end of recovery, if it comes,
+    // decides that, and a base written for it here would remove older files
+    // that no logged base stands for.
+    let recovering = Path::new("standby.signal").exists() || Path::new("recovery.signal").exists();
+    // SAFETY: single-threaded postmaster, before forking.
+    unsafe { RESTORED_WITH_GAP = gap };
+    let ctx = Context { listed: coverage.as_ref().map(|c| c.entries.iter().map(|e| (e.gen, e)).collect()), start, copy, gap, recovering };
     // Newest generation first: an older one of the same name (replaced, its
     // files not yet removed) is skipped.
     for (gen, names) in by_gen.iter().rev() {
@@ -170,7 +198,7 @@ fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, ctx:
     r.set_confirmed(index, confirmed);
     r.set_restored(index, tip);
     let flagged = ctx.gap || r.entry_info(index).is_some_and(|i| i.reload_reason != 0);
-    if tip != confirmed && !flagged {
+    if tip != confirmed && !flagged && !ctx.recovering {
         r.mark_changed(index, LOG_BASE | NEEDS_BASE);
     }
     if ctx.copy && ctx.start.is_some_and(|s| tip < s) {
