@@ -383,40 +383,51 @@ fn coverage_bytes(c: &Coverage) -> Vec<u8> {
 /// Writes the coverage file: under a temporary name, synced, renamed into
 /// place, the directory synced (as [`FileWriter::finish`]).
 pub fn write_coverage(dir: &Path, c: &Coverage) -> Result<(), Finish> {
+    ensure_dir(dir).map_err(Finish::Unnamed)?;
+    write_coverage_as(dir, COVERAGE, c)
+}
+
+/// Writes coverage `c` as file `name` of `dir` (temporary name, sync, rename,
+/// directory sync).
+pub fn write_coverage_as(dir: &Path, name: &str, c: &Coverage) -> Result<(), Finish> {
     let before = |e: std::io::Error| Finish::Unnamed(e);
-    ensure_dir(dir).map_err(before)?;
-    let tmp = dir.join(format!("{COVERAGE}.tmp"));
+    let tmp = dir.join(format!("{name}.tmp"));
     let mut f = File::create(&tmp).map_err(before)?;
     f.write_all(&coverage_bytes(c)).map_err(before)?;
     f.sync_all().map_err(before)?;
     drop(f);
-    std::fs::rename(&tmp, dir.join(COVERAGE)).map_err(before)?;
+    std::fs::rename(&tmp, dir.join(name)).map_err(before)?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(Finish::Named)
 }
 
 /// Reads the coverage file: None if there is none (a directory written
 /// before 0.10.0), an error if it does not read back whole.
 pub fn read_coverage(dir: &Path) -> Result<Option<Coverage>, String> {
-    let b = match std::fs::read(dir.join(COVERAGE)) {
+    read_coverage_as(dir, COVERAGE)
+}
+
+/// Reads file `name` of `dir` written by [`write_coverage_as`].
+pub fn read_coverage_as(dir: &Path, name: &str) -> Result<Option<Coverage>, String> {
+    let b = match std::fs::read(dir.join(name)) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {COVERAGE}: {e}")),
+        Err(e) => return Err(format!("cannot read {name}: {e}")),
     };
     if b.len() < 8 || xxhash_rust::xxh3::xxh3_64(&b[..b.len() - 8]) != u64::from_le_bytes(b[b.len() - 8..].try_into().unwrap()) {
-        return Err(format!("{COVERAGE} is damaged (checksum mismatch)"));
+        return Err(format!("{name} is damaged (checksum mismatch)"));
     }
     let mut r = Reader { b: &b[..b.len() - 8], what: "coverage file" };
     if r.u64()? != COVERAGE_MAGIC {
-        return Err(format!("{COVERAGE} is not a cuckoo coverage file"));
+        return Err(format!("{name} is not a cuckoo coverage file"));
     }
     let version = r.u32()?;
     if version != COVERAGE_VERSION {
-        return Err(format!("{COVERAGE} has version {version}, this build reads {COVERAGE_VERSION}"));
+        return Err(format!("{name} has version {version}, this build reads {COVERAGE_VERSION}"));
     }
     let frozen = match r.u32()? {
         0 => false,
         1 => true,
-        f => return Err(format!("{COVERAGE} has bad flags {f}")),
+        f => return Err(format!("{name} has bad flags {f}")),
     };
     let stamp = r.u64()?;
     let n = r.u32()? as usize;

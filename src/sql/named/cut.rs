@@ -109,7 +109,7 @@ use crate::region::durable::UNIT_WORDS;
 use crate::region::files::{self, CoverEntry, Coverage, FileWriter, Header, Kind, Name};
 use crate::region::registry::tables::TableSpec;
 use crate::region::registry::Pin;
-use crate::region::registry::{CHANGED_META, CHANGED_WORDS, NEEDS_BASE};
+use crate::region::registry::{CHANGED_META, CHANGED_WORDS, NEEDS_BASE, UNVERIFIED};
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
 use crate::region::{EntryInfo, Region};
 
@@ -197,7 +197,16 @@ fn take(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bo
     drop(pin);
     // Files keep reasons that describe the contents, not the server's memory
     // (a filter restored without room keeps its contents in its files).
-    let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 { 0 } else { info.reload_reason };
+    // A copy that may lack changes (a base backup's, before recovery proved
+    // it whole) says so in every file replay writes of it, so that a restart
+    // still waits for the base a compaction logged.
+    let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 {
+        0
+    } else if info.reload_reason == 0 && unverified_now(r, info.index) {
+        reason::UNVERIFIED_COPY
+    } else {
+        info.reload_reason
+    };
     let header = Header {
         name: Name { gen: info.gen, stamp, kind: if base { Kind::Base } else { Kind::Delta } },
         prev: if base { 0 } else { prev },
@@ -568,6 +577,13 @@ pub(super) fn abandon_marks(r: &Region) {
 
 // ----- replay (the startup process) ----------------------------------------------------
 
+/// Whether filter `index` is a copy that may lack changes (see `UNVERIFIED`)
+/// while that still matters: in recovery, before it reached consistency.
+pub fn unverified_now(r: &Region, index: usize) -> bool {
+    // SAFETY: plain reads of this process's recovery state.
+    r.durable_flags(index) & UNVERIFIED != 0 && unsafe { pg_sys::RecoveryInProgress() && !pg_sys::reachedConsistency }
+}
+
 /// Set when a cut in replay could not be written: the coverage file is not
 /// written again until a `PASS` finds every filter's changes on file.
 static mut REPLAY_CUT_FAILED: bool = false;
@@ -617,14 +633,31 @@ pub fn replay_cut(r: &Region, gen: u64, base: bool, logged: bool, end: u64) {
 /// a reload rather than answer from files that lack changes.
 pub const UNSURE: &str = "cuckoo_unsure";
 
+/// The generations [`UNSURE`] lists as this process last wrote it.
+static mut UNSURE_LISTED: Option<Vec<u64>> = None;
+
 /// Records that this node's files may lie behind its coverage file (see
-/// [`UNSURE`]); stops the server if even that cannot be written, as
-/// PostgreSQL does when it cannot write its own state.
-fn mark_unsure() {
-    if Path::new(UNSURE).exists() {
+/// [`UNSURE`]), listing every durable filter in memory with its metadata (in
+/// the coverage file's form): a restart keeps the ones that have no files as
+/// needing a reload, rather than losing them (a filter made since the last
+/// file this node could write, whose creation is before where the restart
+/// replays from). Written again whenever that list changes. Stops the server
+/// if even this cannot be written, as PostgreSQL does when it cannot write
+/// its own state.
+fn mark_unsure(r: &Region) {
+    let entries = coverage_entries(r, |i| r.confirmed(i.index).0);
+    let gens: Vec<u64> = entries.iter().map(|e| e.gen).collect();
+    // SAFETY: only the startup process (or, at the end of recovery, the
+    // process ending it) calls this; it is single-threaded.
+    let listed = unsafe { &mut *(&raw mut UNSURE_LISTED) };
+    if listed.as_ref() == Some(&gens) && Path::new(UNSURE).exists() {
         return;
     }
-    let res = std::fs::File::create(UNSURE).and_then(|f| f.sync_all()).and_then(|()| std::fs::File::open(".")?.sync_all());
+    let c = Coverage { stamp: 0, frozen: false, entries };
+    let res = files::write_coverage_as(Path::new("."), UNSURE, &c);
+    if res.is_ok() {
+        *listed = Some(gens);
+    }
     if let Err(e) = res {
         pgrx::ereport!(
             PgLogLevel::PANIC,
@@ -637,6 +670,8 @@ fn mark_unsure() {
 /// The coverage file is written with every change on file: the files are
 /// what it says again.
 fn clear_unsure() {
+    // SAFETY: as in `mark_unsure`.
+    unsafe { *(&raw mut UNSURE_LISTED) = None };
     if Path::new(UNSURE).exists() {
         match std::fs::remove_file(UNSURE).and_then(|()| std::fs::File::open(".")?.sync_all()) {
             Ok(()) => pgrx::log!("cuckoo: the durable filters' files are complete again"),
@@ -655,7 +690,7 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64,
     let Err(e) = cut_in_replay_once(r, info, force_base, stamp, remove_older) else { return true };
     // SAFETY: the startup process is single-threaded.
     unsafe { REPLAY_CUT_FAILED = true };
-    mark_unsure();
+    mark_unsure(r);
     replay_warning(
         "cut",
         format!(
@@ -724,7 +759,7 @@ fn cut_all_changed(r: &Region, stamp: u64) -> bool {
 fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, confirmed: impl Fn(&EntryInfo) -> u64) -> bool {
     // SAFETY: the startup process is single-threaded.
     if unsafe { REPLAY_CUT_FAILED } {
-        mark_unsure();
+        mark_unsure(r);
         return false;
     }
     let c = Coverage { stamp, frozen, entries: coverage_entries(r, confirmed) };
@@ -738,7 +773,7 @@ fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, 
             if let files::Finish::Named(_) = e {
                 pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
             }
-            mark_unsure();
+            mark_unsure(r);
             replay_warning("coverage", format!("cuckoo: cannot write {}/{}: {e}; replay goes on, and a restart before it is written makes the durable filters need a reload", files::DIR, files::COVERAGE));
             false
         }
@@ -781,6 +816,10 @@ pub fn replay_pass(r: &Region, frozen: bool, began: u64, live: &[(u64, u64)], en
 /// the worker writes them before durable changes open; a crash before then
 /// finds the older coverage file and marks them as needing a reload.
 pub fn cut_after_recovery(r: &Region, end: u64) {
+    // Recovery ends only once consistent: no copy lacks changes any more.
+    for info in r.list_all().into_iter().filter(|i| i.durable) {
+        r.set_durable_flags(info.index, 0);
+    }
     let all_on_file = cut_all_changed(r, end);
     for info in r.list_all().into_iter().filter(|i| i.durable) {
         let (confirmed, _) = r.confirmed(info.index);

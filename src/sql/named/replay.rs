@@ -42,14 +42,13 @@ fn replay_wait(d: std::time::Duration) {
         }
     }
 }
-use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard, replay_pass};
+use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard, replay_pass, unverified_now};
 use super::restore::{legacy_stamp, restored_with_gap};
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
 use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
 use crate::region::registry::tables::{word_offsets, RegionTables};
-use crate::region::registry::UNVERIFIED;
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
 use crate::region::{EntryInfo, Region, RegionError};
 
@@ -283,7 +282,12 @@ impl Replay {
         if let Some(gen) = gen_of(&rec, end) {
             // Already in the filter's files (or in the contents it was made
             // from).
-            if self.stamp_of(r, gen) >= end {
+            let stamp = self.stamp_of(r, gen);
+            // A compaction's `CUT` at which replay of a copy that may lack
+            // changes wrote its own file before a restart: the base it logged
+            // is still awaited.
+            let awaited = matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.find(r, gen).is_some_and(|i| unverified_now(r, i.index));
+            if stamp >= end && !awaited {
                 return;
             }
             if let Some(w) = self.waiting.get_mut(&gen) {
@@ -544,8 +548,7 @@ impl Replay {
     fn may_be_incomplete(&mut self, r: &Region, gen: u64) -> bool {
         match self.find(r, gen) {
             None => true,
-            // SAFETY: a plain read of the startup process's own flag.
-            Some(info) => info.reload_reason != 0 || r.durable_flags(info.index) & UNVERIFIED != 0 && !unsafe { pg_sys::reachedConsistency },
+            Some(info) => info.reload_reason != 0 || unverified_now(r, info.index),
         }
     }
 
@@ -557,10 +560,6 @@ impl Replay {
     /// filter the pass does not list was dropped in the gap.
     fn reconcile(&mut self, r: &Region, live: &[(u64, u64)]) {
         let listed: HashMap<u64, u64> = live.iter().copied().collect();
-        let gapped: Vec<EntryInfo> = r.list_all().into_iter().filter(|i| i.durable && i.reload_reason == reason::RESTART_GAP).collect();
-        if gapped.is_empty() {
-            return;
-        }
         for info in r.list_all().into_iter().filter(|i| i.durable) {
             match listed.get(&info.gen) {
                 None => {

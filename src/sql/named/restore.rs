@@ -116,6 +116,16 @@ pub fn restore(r: &Region) {
             (Some(c), Some(start)) => !c.frozen && c.stamp < start,
             _ => false,
         };
+    // What the marker lists: the filters in memory when it was written,
+    // including any that have no files yet.
+    let unsure_list = if unsure {
+        files::read_coverage_as(Path::new("."), super::cut::UNSURE).unwrap_or_else(|why| {
+            pgrx::warning!("cuckoo: {why}; durable filters with no files in {} are not known to this node", files::DIR);
+            None
+        })
+    } else {
+        None
+    };
     if unsure {
         pgrx::warning!(
             "cuckoo: {} says the durable filters' files may lack changes (a cut could not be written); each filter restored from them needs a reload until recovery installs its contents from the WAL or confirms them",
@@ -154,7 +164,13 @@ pub fn restore(r: &Region) {
     }
     if let Some(listed) = &ctx.listed {
         for (gen, e) in listed {
-            if by_gen.contains_key(gen) || e.tip == 0 || r.find(e.meta.db, &e.meta.name).is_some() {
+            // Listed with no file yet (made after the coverage's position:
+            // replay makes it again), unless it needed a reload.
+            if by_gen.contains_key(gen) || e.tip == 0 && e.reason == 0 || r.find(e.meta.db, &e.meta.name).is_some() {
+                continue;
+            }
+            if e.tip == 0 {
+                keep_placeholder(r, &lk, *gen, &e.meta, e.reason, e.confirmed);
                 continue;
             }
             // Listed with files that are gone.
@@ -166,6 +182,21 @@ pub fn restore(r: &Region) {
             );
             keep_placeholder(r, &lk, *gen, &e.meta, reason::FILES_MISSING, e.confirmed);
         }
+    }
+    for e in unsure_list.iter().flat_map(|c| c.entries.iter()) {
+        if by_gen.contains_key(&e.gen) || r.find(e.meta.db, &e.meta.name).is_some() {
+            continue;
+        }
+        // In memory when this node could not write its files, and on file
+        // nowhere: its creation may be before where replay starts.
+        pgrx::warning!(
+            "cuckoo: durable filter \"{}\" (database {}) has no files in {} ({} lists it); it is kept as needing a reload",
+            e.meta.name,
+            e.meta.db,
+            files::DIR,
+            super::cut::UNSURE
+        );
+        keep_placeholder(r, &lk, e.gen, &e.meta, if e.reason != 0 { e.reason } else { reason::FILES_MISSING }, e.confirmed);
     }
     if Path::new(LEGACY_FILE).exists() {
         restore_legacy(r, &lk);
@@ -189,7 +220,7 @@ fn keep_placeholder(r: &Region, lk: &Locked, gen: u64, meta: &crate::region::wal
 /// After filter `index` was restored with its last file at `tip`: what the
 /// coverage file confirmed, whether its next base goes to the WAL, whether
 /// it needs a reload for a gap, whether a base in the WAL must replace it.
-fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, ctx: &Context<'_>) {
+fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, unverified: bool, ctx: &Context<'_>) {
     let confirmed = match &ctx.listed {
         Some(l) => l.get(&gen).map_or(0, |e| e.confirmed),
         // Files written before 0.10.0: every node's, as far as is known.
@@ -201,7 +232,7 @@ fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, ctx:
     if tip != confirmed && !flagged && !ctx.recovering {
         r.mark_changed(index, LOG_BASE | NEEDS_BASE);
     }
-    if ctx.copy && ctx.start.is_some_and(|s| tip < s) {
+    if unverified || ctx.copy && ctx.start.is_some_and(|s| tip < s) {
         r.set_durable_flags(index, UNVERIFIED);
     }
     if ctx.gap {
@@ -254,6 +285,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
                 // while a compaction removed files (recovery then installs the
                 // base the compaction logged, which clears this), or damage.
                 None if base_has_contents && c.unreachable > 0 => reason::FILES_INCOMPLETE,
+                None if base_has_contents && c.last.reason == reason::UNVERIFIED_COPY => 0,
                 None if base_has_contents => c.last.reason,
                 None => 0,
             };
@@ -263,7 +295,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
             // The files are current.
             r.take_changed(info.index);
-            after_restore(r, lk, info.index, gen, c.last.name.stamp, ctx);
+            after_restore(r, lk, info.index, gen, c.last.name.stamp, c.last.reason == reason::UNVERIFIED_COPY, ctx);
             if c.unreachable > 0 {
                 pgrx::log!(
                     "cuckoo: durable filter \"{}\" (database {}): its files as of {} are followed by {} newer file(s) that do not follow on; it needs a reload unless recovery installs a base of it",
