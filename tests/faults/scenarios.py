@@ -96,18 +96,31 @@ def case_1():
     p2.sql("SELECT cf_create('g', 1000)")
     insert(p2, "g", [7, 8, 9])
     s2.wait_replay(p2)
+    s2.stop()
     p2.crash()
     p2.break_dir()
     p2.start()
     expect_ready(p2, "f", keys, " after its crash (directory unwritable)")
-    s2.wait_replay(p2)
+    # The standby replays up to the end-of-recovery checkpoint and no
+    # further (the primary's worker logs the filters' bases right after it,
+    # before it finds it cannot write them), makes its restartpoint there and
+    # restarts from it.
+    eor = p2.one("SELECT checkpoint_lsn::text FROM pg_control_checkpoint()")
+    s2.tg.append_conf(f"recovery_target_lsn = '{eor}'\nrecovery_target_action = 'pause'\n")
+    s2.start()
+    wait_for("the standby to pause at the end-of-recovery checkpoint", lambda: s2.one("SELECT pg_get_wal_replay_pause_state()") == "paused")
+    s2.checkpoint()
     s2.stop()
     s2.start()
+    wait_for("the standby to pause again", lambda: s2.one("SELECT pg_get_wal_replay_pause_state()") == "paused")
     st = never_ready_missing(s2, "f", keys, " restarted from its primary's end-of-recovery checkpoint")
     if st[0] != "needs reload":
         raise Failure(f"s1b: expected 'needs reload' while the primary has not logged the filter again, got {st}")
     if s2.state("g") is not None and s2.state("g")[0] == "ready" and s2.found("g", [7, 8, 9]) != 3:
         raise Failure("s1b: filter g ready without its keys")
+    s2.tg.append_conf("recovery_target_lsn = ''\n")
+    s2.stop()
+    s2.start()
     p2.mend_dir()
     s2.wait_replay(p2, p2.lsn())
     wait_for("the standby to install the filter again", lambda: s2.state("f")[0] == "ready")
@@ -542,17 +555,25 @@ def case_11():
     filter and cuts its first file (not logged: the standby makes its own from
     the records), then makes a restartpoint past the filter's creation and
     restarts with the directory back: the filter is listed, needing a reload
-    (never absent), and stays listed after a promotion. Found by the review of
-    0.10.0: the filter vanished."""
+    (never absent), and stays listed after a promotion; so is one dropped and
+    made again meanwhile (its old generation's files do not stand in for it).
+    Found by the reviews of 0.10.0: the filter vanished."""
     p = node(Node.primary("p11"))
     s = node(p.standby("s11"))
     p.sql("SELECT cf_create('old', 1000)")
     insert(p, "old", [1, 2, 3])
+    p.sql("SELECT cf_create('h', 1000)")
+    insert(p, "h", [1, 2, 3])
     p.checkpoint()
     s.wait_replay(p)
     s.break_dir()
     p.sql("SELECT cf_create('g2', 100000)")
     insert(p, "g2", list(range(1, 1001)))
+    # Dropped and made again: the old generation's files stay on the
+    # standby, and must not stand in for the new one.
+    p.sql("SELECT cf_drop('h')")
+    p.sql("SELECT cf_create('h', 1000)")
+    insert(p, "h", [11, 12, 13])
     p.checkpoint()
     s.wait_replay(p)
     s.checkpoint()
@@ -563,6 +584,7 @@ def case_11():
     p.checkpoint()
     s.wait_replay(p)
     check_holds(s, "g2", list(range(1, 2001)), " (restarted)")
+    check_holds(s, "h", [11, 12, 13], " (restarted)")
     expect_ready(s, "old", [1, 2, 3], " (restarted)")
     if not grep_log(s, r'WARNING: .*"g2".*has no files'):
         raise Failure("no warning named g2 on the standby")
@@ -572,6 +594,7 @@ def case_11():
     p.stop()
     s.promote()
     check_holds(s, "g2", list(range(1, 2001)), " (promoted)")
+    check_holds(s, "h", [11, 12, 13], " (promoted)")
     expect_ready(s, "old", [1, 2, 3], " (promoted)")
 
 

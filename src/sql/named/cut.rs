@@ -200,13 +200,8 @@ fn take(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bo
     // A copy that may lack changes (a base backup's, before recovery proved
     // it whole) says so in every file replay writes of it, so that a restart
     // still waits for the base a compaction logged.
-    let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 {
-        0
-    } else if info.reload_reason == 0 && unverified_now(r, info.index) {
-        reason::UNVERIFIED_COPY
-    } else {
-        info.reload_reason
-    };
+    let kept_reason = if info.reload_reason == reason::NO_ROOM && info.blocks == 0 { 0 } else { info.reload_reason }
+        | if unverified_now(r, info.index) { reason::UNVERIFIED_COPY } else { 0 };
     let header = Header {
         name: Name { gen: info.gen, stamp, kind: if base { Kind::Base } else { Kind::Delta } },
         prev: if base { 0 } else { prev },
@@ -607,7 +602,7 @@ fn replay_warning(what: &str, msg: String) {
 /// coverage file of it) exists: a backup taken from this standby is then
 /// consistent only once it has replayed that far, so no recovery can end
 /// before a position a file of its copy claims to cover.
-fn flush_for_file(stamp: u64) {
+pub(super) fn flush_for_file(stamp: u64) {
     // SAFETY: in recovery XLogFlush updates minRecoveryPoint (up to what was
     // replayed); out of recovery it flushes the WAL.
     unsafe { pg_sys::XLogFlush(stamp) };

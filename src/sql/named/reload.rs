@@ -20,10 +20,11 @@ pub mod reason {
     pub const RESTART_GAP: u64 = 7;
     pub const FILES_MISSING: u64 = 8;
     pub const REPLAY_REFUSED: u64 = 9;
-    /// Never a filter's reason: in a file's header, the file was written by
-    /// replay of a copy (a base backup) that may lack changes, before recovery
-    /// proved it whole; restore reads it as "unverified", not as a reload.
-    pub const UNVERIFIED_COPY: u64 = 10;
+    /// Never a filter's reason: a bit of a file header's reason, set when the
+    /// file was written by replay of a copy (a base backup) that may lack
+    /// changes, before recovery proved it whole; restore reads it as
+    /// "unverified" (beside the reason in the other bits), not as a reload.
+    pub const UNVERIFIED_COPY: u64 = 1 << 32;
 
     pub fn text(code: u64) -> &'static str {
         match code {

@@ -42,7 +42,7 @@ fn replay_wait(d: std::time::Duration) {
         }
     }
 }
-use super::cut::{cut_after_recovery, cut_in_replay, replay_cut, replay_discard, replay_pass, unverified_now};
+use super::cut::{cut_after_recovery, cut_in_replay, dir, flush_for_file, replay_cut, replay_discard, replay_pass, unverified_now};
 use super::restore::{legacy_stamp, restored_with_gap};
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
@@ -50,6 +50,7 @@ use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
 use crate::region::registry::tables::{word_offsets, RegionTables};
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
+use crate::region::files;
 use crate::region::{EntryInfo, Region, RegionError};
 
 /// Registers the resource manager (from `_PG_init`, while preloading).
@@ -211,6 +212,10 @@ struct Replay {
     /// Where each generation's entry was last found (checked on every use).
     entries: HashMap<u64, usize>,
     waiting: HashMap<u64, Waiting>,
+    /// Compactions whose logged contents are being replayed for a filter
+    /// replay holds whole, by their `CONTENT_BEGIN`'s end: the generation and
+    /// the cut.
+    compacted: HashMap<u64, (u64, u64)>,
     /// Whether a `PASS` was replayed since replay began.
     passed: bool,
 }
@@ -224,6 +229,22 @@ enum Content<'w> {
     Empty,
     Words(&'w [u64]),
     Lost(u64),
+}
+
+/// The logged base of generation `gen`'s compaction at `cut` was replayed up
+/// to `end`: this node's own base of that cut (if it wrote one) replaces the
+/// older files now, after `minRecoveryPoint` passed `end`, so that a backup
+/// of this node that lacks the older files recovers at least until the
+/// logged base, which it installs.
+fn remove_before_base(gen: u64, cut: u64, end: u64) {
+    let Ok(all) = files::list(dir()) else { return };
+    let has_base = all.get(&gen).is_some_and(|names| names.iter().any(|n| n.stamp == cut && n.kind == files::Kind::Base));
+    if has_base {
+        flush_for_file(end);
+        if let Err(e) = files::remove(dir(), gen, cut) {
+            pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X} older than its base at {}: {e}", lsn(cut));
+        }
+    }
 }
 
 /// The generation a record is about (None for records about no single one).
@@ -286,7 +307,7 @@ impl Replay {
             // A compaction's `CUT` at which replay of a copy that may lack
             // changes wrote its own file before a restart: the base it logged
             // is still awaited.
-            let awaited = matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.find(r, gen).is_some_and(|i| unverified_now(r, i.index));
+            let awaited = matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.find(r, gen).is_some_and(|i| i.reload_reason != 0 || unverified_now(r, i.index));
             if stamp >= end && !awaited {
                 return;
             }
@@ -317,7 +338,10 @@ impl Replay {
             }
             Record::ContentBegin { kind: ck, gen, cut, meta } => {
                 if ck == ContentKind::Cut && self.waiting.get(&gen).is_none_or(|w| w.cut != cut) {
-                    // Contents for a filter replay has: its own are current.
+                    // Contents for a filter replay has: its own are current
+                    // (its base of that cut replaces its older files once the
+                    // contents are replayed).
+                    self.compacted.insert(end, (gen, cut));
                     return;
                 }
                 if ck == ContentKind::Publish {
@@ -352,6 +376,10 @@ impl Replay {
                 b.filled = offset + words.len() as u64;
             }
             Record::ContentEnd { begin, items } => {
+                if let Some((gen, cut)) = self.compacted.remove(&begin) {
+                    remove_before_base(gen, cut, end);
+                    return;
+                }
                 let Some(b) = self.builds.remove(&begin) else { return };
                 if b.kind != ContentKind::Cut && b.filled != b.meta.word_count() {
                     self.refuse(r, Some(b.gen), end, format!("contents end after {} of {} words", b.filled, b.meta.word_count()));
@@ -459,9 +487,11 @@ impl Replay {
                 // base's contents before the next: contents still awaited from
                 // an earlier cut will not come (its primary stopped).
                 self.give_up_waiting(gen);
+                self.compacted.retain(|_, (g, _)| *g != gen);
                 // This node's own copy goes to its files as of the cut, as
-                // the primary's did, whatever follows.
-                replay_cut(r, gen, base, logged, end);
+                // the primary's did, whatever follows. Its older files stay
+                // until the logged base is replayed (`remove_before_base`).
+                replay_cut(r, gen, base, false, end);
                 if logged && self.may_be_incomplete(r, gen) {
                     self.waiting.insert(gen, Waiting { cut: end, records: Vec::new(), kept: 0 });
                 }
@@ -521,13 +551,15 @@ impl Replay {
         // cut.
         if let Some(info) = r.find_gen(b.gen) {
             r.set_stamp(info.index, b.cut.saturating_sub(1), 0, 0, 0);
+            // Older files go: first past the contents' end (see
+            // `remove_before_base`).
+            flush_for_file(end);
             cut_in_replay(r, &info, true, b.cut, true);
         }
         self.based.insert(b.gen, b.cut);
         for (rec, at) in w.records {
             self.apply(rec, at);
         }
-        let _ = end;
     }
 
     /// The base a compaction's `CUT` announced will not come (its primary

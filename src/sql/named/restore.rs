@@ -166,7 +166,7 @@ pub fn restore(r: &Region) {
         for (gen, e) in listed {
             // Listed with no file yet (made after the coverage's position:
             // replay makes it again), unless it needed a reload.
-            if by_gen.contains_key(gen) || e.tip == 0 && e.reason == 0 || r.find(e.meta.db, &e.meta.name).is_some() {
+            if by_gen.contains_key(gen) || e.tip == 0 && e.reason == 0 || !newest_of_name(r, &lk, *gen, &e.meta) {
                 continue;
             }
             if e.tip == 0 {
@@ -184,7 +184,7 @@ pub fn restore(r: &Region) {
         }
     }
     for e in unsure_list.iter().flat_map(|c| c.entries.iter()) {
-        if by_gen.contains_key(&e.gen) || r.find(e.meta.db, &e.meta.name).is_some() {
+        if by_gen.contains_key(&e.gen) || !newest_of_name(r, &lk, e.gen, &e.meta) {
             continue;
         }
         // In memory when this node could not write its files, and on file
@@ -200,6 +200,17 @@ pub fn restore(r: &Region) {
     }
     if Path::new(LEGACY_FILE).exists() {
         restore_legacy(r, &lk);
+    }
+}
+
+/// Whether generation `gen` of `meta`'s name is to be kept: no filter of that
+/// name is restored, or only an older generation (generations are WAL
+/// positions), which goes.
+fn newest_of_name(r: &Region, lk: &Locked, gen: u64, meta: &crate::region::wal::Meta) -> bool {
+    match r.find(meta.db, &meta.name) {
+        None => true,
+        Some(i) if i.gen < gen => r.drop_filter(lk, &i).is_ok(),
+        Some(_) => false,
     }
 }
 
@@ -244,6 +255,10 @@ fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, unve
 
 fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Context<'_>) {
     let meta = &c.last.meta;
+    // The header's reason, and whether replay wrote the file of a copy that
+    // may lack changes (see `reason::UNVERIFIED_COPY`).
+    let file_reason = c.last.reason & !reason::UNVERIFIED_COPY;
+    let unverified = c.last.reason & reason::UNVERIFIED_COPY != 0;
     if r.find(meta.db, &meta.name).is_some() {
         return;
     }
@@ -270,7 +285,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             r.create(lk, &spec, &tables, Some(&fill), &mut |_, _| gen)
         }
     } else {
-        r.create_placeholder(lk, &spec, &meta.params, gen, c.last.reason.max(reason::NOT_RESTORED))
+        r.create_placeholder(lk, &spec, &meta.params, gen, file_reason.max(reason::NOT_RESTORED))
     };
     match made {
         Ok(info) => {
@@ -285,8 +300,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
                 // while a compaction removed files (recovery then installs the
                 // base the compaction logged, which clears this), or damage.
                 None if base_has_contents && c.unreachable > 0 => reason::FILES_INCOMPLETE,
-                None if base_has_contents && c.last.reason == reason::UNVERIFIED_COPY => 0,
-                None if base_has_contents => c.last.reason,
+                None if base_has_contents => file_reason,
                 None => 0,
             };
             if why != 0 {
@@ -295,7 +309,13 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
             // The files are current.
             r.take_changed(info.index);
-            after_restore(r, lk, info.index, gen, c.last.name.stamp, c.last.reason == reason::UNVERIFIED_COPY, ctx);
+            after_restore(r, lk, info.index, gen, c.last.name.stamp, unverified, ctx);
+            if file_reason != 0 {
+                // Written while this node's copy already needed a reload (by
+                // replay, at a cut of the primary's): not the primary's file
+                // of that stamp, so a PASS listing the stamp proves nothing.
+                r.set_restored(info.index, 0);
+            }
             if c.unreachable > 0 {
                 pgrx::log!(
                     "cuckoo: durable filter \"{}\" (database {}): its files as of {} are followed by {} newer file(s) that do not follow on; it needs a reload unless recovery installs a base of it",
