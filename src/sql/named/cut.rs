@@ -582,12 +582,16 @@ pub fn unverified_now(r: &Region, index: usize) -> bool {
 /// Set when a cut in replay could not be written: the coverage file is not
 /// written again until a `PASS` finds every filter's changes on file.
 static mut REPLAY_CUT_FAILED: bool = false;
-static mut LAST_REPLAY_WARNING: [Option<Instant>; 2] = [None, None];
+static mut LAST_REPLAY_WARNING: [Option<Instant>; 3] = [None, None, None];
 
-/// A warning of replay's, at most every 10 s of each kind (`cut`, or the
-/// coverage file).
+/// A warning of replay's, at most every 10 s of each kind (`cut`, the
+/// coverage file, the unsure marker).
 fn replay_warning(what: &str, msg: String) {
-    let k = if what == "cut" { 0 } else { 1 };
+    let k = match what {
+        "cut" => 0,
+        "coverage" => 1,
+        _ => 2,
+    };
     // SAFETY: the startup process is single-threaded.
     unsafe {
         let last = &mut (*(&raw mut LAST_REPLAY_WARNING))[k];
@@ -649,17 +653,28 @@ fn mark_unsure(r: &Region) {
         return;
     }
     let c = Coverage { stamp: 0, frozen: false, entries };
-    let res = files::write_coverage_as(Path::new("."), UNSURE, &c);
-    if res.is_ok() {
-        *listed = Some(gens);
+    let e = match files::write_coverage_as(Path::new("."), UNSURE, &c) {
+        Ok(()) => {
+            *listed = Some(gens);
+            return;
+        }
+        Err(e) => e,
+    };
+    let _ = std::fs::remove_file(format!("{UNSURE}.tmp"));
+    // No room for the list (a full volume): a marker without one still makes
+    // a restart treat the files as not covering (a filter with no file at all
+    // is then not known to it); an older marker is kept as it is.
+    let kept = Path::new(UNSURE).exists()
+        || std::fs::File::create(UNSURE).and_then(|f| f.sync_all()).and_then(|()| std::fs::File::open(".")?.sync_all()).is_ok();
+    if kept {
+        replay_warning("unsure", format!("cuckoo: cannot write the list of durable filters to {UNSURE}: {e}; a restart before the files are complete again treats them as incomplete, and may not know a filter that has no file yet"));
+        return;
     }
-    if let Err(e) = res {
-        pgrx::ereport!(
-            PgLogLevel::PANIC,
-            PgSqlErrorCode::ERRCODE_IO_ERROR,
-            format!("cuckoo: cannot record in {UNSURE} that the durable filters' files are incomplete: {e}")
-        );
-    }
+    pgrx::ereport!(
+        PgLogLevel::PANIC,
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("cuckoo: cannot record in {UNSURE} that the durable filters' files are incomplete: {e}")
+    );
 }
 
 /// The coverage file is written with every change on file: the files are

@@ -463,6 +463,7 @@ impl Replay {
                 }
                 self.based.remove(&gen);
                 self.waiting.remove(&gen);
+                self.compacted.retain(|_, (g, _)| *g != gen);
                 self.refusals.retain(|_, (g, _)| *g != gen);
             }
             Record::Grant { gen, readers } => {

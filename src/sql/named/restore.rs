@@ -310,10 +310,11 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             // The files are current.
             r.take_changed(info.index);
             after_restore(r, lk, info.index, gen, c.last.name.stamp, unverified, ctx);
-            if file_reason != 0 {
-                // Written while this node's copy already needed a reload (by
-                // replay, at a cut of the primary's): not the primary's file
-                // of that stamp, so a PASS listing the stamp proves nothing.
+            if file_reason != 0 || unverified {
+                // Written while this node's copy already needed a reload or
+                // may have lacked changes (by replay, at a cut of the
+                // primary's): not the primary's file of that stamp, so a PASS
+                // listing the stamp proves nothing.
                 r.set_restored(info.index, 0);
             }
             if c.unreachable > 0 {
