@@ -113,16 +113,6 @@ impl Region {
         d.deltas.store(deltas, Ordering::Relaxed);
     }
 
-    /// Whether files of dropped or replaced durable generations may be left, and
-    /// clears the mark (the caller removes them).
-    pub fn take_files_to_remove(&self) -> bool {
-        self.header().files_to_remove.swap(0, Ordering::SeqCst) != 0
-    }
-
-    pub fn note_files_to_remove(&self) {
-        self.header().files_to_remove.store(1, Ordering::SeqCst);
-    }
-
     /// Records that restoring the filters' files was not complete (see
     /// [`Self::restore_incomplete`]).
     pub fn note_restore_incomplete(&self) {

@@ -39,9 +39,6 @@ impl Region {
             }
             reset_durable(&e.checkpoint, true, gen);
         });
-        if info.durable {
-            self.note_files_to_remove();
-        }
         if info.blocks > 0 {
             self.retire(lk, info.start_block, info.blocks, info.tag, None);
         }
@@ -292,9 +289,6 @@ impl Region {
             }
             reset_durable(&e.checkpoint, durable, gen);
         });
-        if info.durable {
-            self.note_files_to_remove();
-        }
         // The old blocks stay recorded (as retired) before the new tag stops being
         // pending, so recovery can never free either.
         self.retire(lk, info.start_block, info.blocks, info.tag, None);
@@ -307,9 +301,6 @@ impl Region {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         self.rewrite(lk, e, |e| e.state.store(STATE_RETIRED, Ordering::Relaxed));
-        if info.durable {
-            self.note_files_to_remove();
-        }
         // A placeholder holds no blocks; its entry is still retired, since
         // lookups may be reading it.
         self.retire(lk, info.start_block, info.blocks, info.tag, Some(info.index));

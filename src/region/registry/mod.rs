@@ -98,9 +98,6 @@ struct RegionHeader {
     /// Whether durable filters may be changed: [`DURABLE_CLOSED`],
     /// [`DURABLE_OPEN`] or [`DURABLE_FROZEN`] (see `sql::named::cut`).
     durable_state: AtomicU64,
-    /// Set when a durable filter is dropped or replaced: files of generations
-    /// that no longer exist are waiting to be removed.
-    files_to_remove: AtomicU64,
     /// Set when restoring the filters' files met an error that may have left
     /// a filter out: no file is removed then (until a restart restores all).
     restore_incomplete: AtomicU64,

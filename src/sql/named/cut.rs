@@ -518,12 +518,7 @@ pub(super) fn pass(r: &Region, passes: &mut Passes, frozen: bool) -> Result<(), 
         passes.coverage = Some(c);
     }
     let c = passes.coverage.as_ref().expect("set above");
-    files::write_coverage(dir(), c).map_err(|e| {
-        if let files::Finish::Named(_) = e {
-            pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
-        }
-        format!("cannot write {}/{}: {e}", files::DIR, files::COVERAGE)
-    })?;
+    write_coverage(c)?;
     let live: HashSet<u64> = c.entries.iter().map(|e| e.gen).collect();
     passes.coverage = None;
     passes.began = None;
@@ -532,6 +527,19 @@ pub(super) fn pass(r: &Region, passes: &mut Passes, frozen: bool) -> Result<(), 
     crash_point("coverage-written");
     remove_dead(r, &live);
     Ok(())
+}
+
+/// Writes this node's coverage file; an error says what could not be done.
+/// A directory that cannot be synced after the rename leaves the file there
+/// or not, whatever a crash leaves: the server stops, as PostgreSQL does when
+/// it cannot sync.
+fn write_coverage(c: &Coverage) -> Result<(), String> {
+    files::write_coverage(dir(), c).map_err(|e| {
+        if let files::Finish::Named(_) = e {
+            pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
+        }
+        format!("cannot write {}/{}: {e}", files::DIR, files::COVERAGE)
+    })
 }
 
 /// Removes the files of generations that `live` (what the coverage file just
@@ -584,17 +592,19 @@ pub fn unverified_now(r: &Region, index: usize) -> bool {
 static mut REPLAY_CUT_FAILED: bool = false;
 static mut LAST_REPLAY_WARNING: [Option<Instant>; 3] = [None, None, None];
 
-/// A warning of replay's, at most every 10 s of each kind (`cut`, the
-/// coverage file, the unsure marker).
-fn replay_warning(what: &str, msg: String) {
-    let k = match what {
-        "cut" => 0,
-        "coverage" => 1,
-        _ => 2,
-    };
+/// The kinds of replay's warnings, each limited on its own.
+#[derive(Clone, Copy)]
+enum Warn {
+    Cut = 0,
+    Coverage = 1,
+    Unsure = 2,
+}
+
+/// A warning of replay's, at most every 10 s of each kind.
+fn replay_warning(what: Warn, msg: String) {
     // SAFETY: the startup process is single-threaded.
     unsafe {
-        let last = &mut (*(&raw mut LAST_REPLAY_WARNING))[k];
+        let last = &mut (*(&raw mut LAST_REPLAY_WARNING))[what as usize];
         if last.is_none_or(|t| t.elapsed().as_secs() >= 10) {
             *last = Some(Instant::now());
             pgrx::warning!("{msg}");
@@ -613,14 +623,15 @@ pub(super) fn flush_for_file(stamp: u64) {
 }
 
 /// Replay of a `CUT` record ending at `end`: writes filter `gen`'s changes
-/// since its files, if any, to its own files, as the primary did.
-/// `logged`: the primary logged this cut's base (older files may go).
-pub fn replay_cut(r: &Region, gen: u64, base: bool, logged: bool, end: u64) {
+/// since its files, if any, to its own files, as the primary did. Older
+/// files stay: a compaction's go once its logged base is replayed
+/// (`replay::remove_before_base`).
+pub fn replay_cut(r: &Region, gen: u64, base: bool, end: u64) {
     let Some(info) = r.find_gen(gen) else { return };
     if r.durable_stats(info.index).stamp >= end || r.changed(info.index) == 0 {
         return;
     }
-    cut_in_replay(r, &info, base, end, logged);
+    cut_in_replay(r, &info, base, end, false);
 }
 
 /// A file in the data directory (outside `cuckoo/`, which may be the part
@@ -667,7 +678,7 @@ fn mark_unsure(r: &Region) {
     let kept = Path::new(UNSURE).exists()
         || std::fs::File::create(UNSURE).and_then(|f| f.sync_all()).and_then(|()| std::fs::File::open(".")?.sync_all()).is_ok();
     if kept {
-        replay_warning("unsure", format!("cuckoo: cannot write the list of durable filters to {UNSURE}: {e}; a restart before the files are complete again treats them as incomplete, and may not know a filter that has no file yet"));
+        replay_warning(Warn::Unsure, format!("cuckoo: cannot write the list of durable filters to {UNSURE}: {e}; a restart before the files are complete again treats them as incomplete, and may not know a filter that has no file yet"));
         return;
     }
     pgrx::ereport!(
@@ -702,7 +713,7 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64,
     unsafe { REPLAY_CUT_FAILED = true };
     mark_unsure(r);
     replay_warning(
-        "cut",
+        Warn::Cut,
         format!(
             "cuckoo: cannot write the checkpoint cut of durable filter \"{}\" at {}: {e}; its changes stay in memory and are written at the next cut (replay goes on), and a restart before then makes the durable filters need a reload",
             info.name,
@@ -774,17 +785,14 @@ fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, 
     }
     let c = Coverage { stamp, frozen, entries: coverage_entries(r, confirmed) };
     flush_for_file(file_stamp);
-    match files::write_coverage(dir(), &c) {
+    match write_coverage(&c) {
         Ok(()) => {
             clear_unsure();
             true
         }
         Err(e) => {
-            if let files::Finish::Named(_) = e {
-                pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
-            }
             mark_unsure(r);
-            replay_warning("coverage", format!("cuckoo: cannot write {}/{}: {e}; replay goes on, and a restart before it is written makes the durable filters need a reload", files::DIR, files::COVERAGE));
+            replay_warning(Warn::Coverage, format!("cuckoo: {e}; replay goes on, and a restart before it is written makes the durable filters need a reload"));
             false
         }
     }

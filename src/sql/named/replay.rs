@@ -22,6 +22,16 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, wait_for, with_registry_lock};
+use super::cut::{cut_after_recovery, cut_in_replay, dir, flush_for_file, replay_cut, replay_discard, replay_pass, unverified_now};
+use super::restore::{legacy_stamp, restored_with_gap};
+use super::log::{lsn, RM_CUCKOO_ID};
+use super::reload::{placeholder, reason};
+use crate::filter::chain::{Chain, Deleted};
+use crate::filter::Geometry;
+use crate::region::registry::tables::{word_offsets, RegionTables};
+use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
+use crate::region::files;
+use crate::region::{EntryInfo, Region, RegionError};
 
 unsafe extern "C-unwind" {
     /// `postmaster/startup.h`: a shutdown request or a configuration reload
@@ -42,16 +52,6 @@ fn replay_wait(d: std::time::Duration) {
         }
     }
 }
-use super::cut::{cut_after_recovery, cut_in_replay, dir, flush_for_file, replay_cut, replay_discard, replay_pass, unverified_now};
-use super::restore::{legacy_stamp, restored_with_gap};
-use super::log::{lsn, RM_CUCKOO_ID};
-use super::reload::{placeholder, reason};
-use crate::filter::chain::{Chain, Deleted};
-use crate::filter::Geometry;
-use crate::region::registry::tables::{word_offsets, RegionTables};
-use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
-use crate::region::files;
-use crate::region::{EntryInfo, Region, RegionError};
 
 /// Registers the resource manager (from `_PG_init`, while preloading).
 pub fn register() {
@@ -307,7 +307,7 @@ impl Replay {
             // A compaction's `CUT` at which replay of a copy that may lack
             // changes wrote its own file before a restart: the base it logged
             // is still awaited.
-            let awaited = matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.find(r, gen).is_some_and(|i| i.reload_reason != 0 || unverified_now(r, i.index));
+            let awaited = matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.may_be_incomplete(r, gen);
             if stamp >= end && !awaited {
                 return;
             }
@@ -492,7 +492,7 @@ impl Replay {
                 // This node's own copy goes to its files as of the cut, as
                 // the primary's did, whatever follows. Its older files stay
                 // until the logged base is replayed (`remove_before_base`).
-                replay_cut(r, gen, base, false, end);
+                replay_cut(r, gen, base, end);
                 if logged && self.may_be_incomplete(r, gen) {
                     self.waiting.insert(gen, Waiting { cut: end, records: Vec::new(), kept: 0 });
                 }

@@ -228,17 +228,24 @@ fn keep_placeholder(r: &Region, lk: &Locked, gen: u64, meta: &crate::region::wal
     }
 }
 
-/// After filter `index` was restored with its last file at `tip`: what the
-/// coverage file confirmed, whether its next base goes to the WAL, whether
-/// it needs a reload for a gap, whether a base in the WAL must replace it.
-fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, unverified: bool, ctx: &Context<'_>) {
+/// After filter `index` was restored with its last file at `tip`, whose
+/// header gave `header_reason`: what the coverage file confirmed, whether its
+/// next base goes to the WAL, whether it needs a reload for a gap, whether a
+/// base in the WAL must replace it.
+fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, header_reason: u64, ctx: &Context<'_>) {
+    // Whether replay wrote the file of a copy that may lack changes (see
+    // `reason::UNVERIFIED_COPY`).
+    let unverified = header_reason & reason::UNVERIFIED_COPY != 0;
     let confirmed = match &ctx.listed {
         Some(l) => l.get(&gen).map_or(0, |e| e.confirmed),
         // Files written before 0.10.0: every node's, as far as is known.
         None => tip,
     };
     r.set_confirmed(index, confirmed);
-    r.set_restored(index, tip);
+    // A file written while this node's copy needed a reload or may have
+    // lacked changes (by replay, at a cut of the primary's) is not the
+    // primary's file of that stamp: a `PASS` listing the stamp proves nothing.
+    r.set_restored(index, if header_reason == 0 { tip } else { 0 });
     let flagged = ctx.gap || r.entry_info(index).is_some_and(|i| i.reload_reason != 0);
     if tip != confirmed && !flagged && !ctx.recovering {
         r.mark_changed(index, LOG_BASE | NEEDS_BASE);
@@ -255,10 +262,8 @@ fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, unve
 
 fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Context<'_>) {
     let meta = &c.last.meta;
-    // The header's reason, and whether replay wrote the file of a copy that
-    // may lack changes (see `reason::UNVERIFIED_COPY`).
+    // The header's reload reason, without the unverified bit.
     let file_reason = c.last.reason & !reason::UNVERIFIED_COPY;
-    let unverified = c.last.reason & reason::UNVERIFIED_COPY != 0;
     if r.find(meta.db, &meta.name).is_some() {
         return;
     }
@@ -309,14 +314,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
             // The files are current.
             r.take_changed(info.index);
-            after_restore(r, lk, info.index, gen, c.last.name.stamp, unverified, ctx);
-            if file_reason != 0 || unverified {
-                // Written while this node's copy already needed a reload or
-                // may have lacked changes (by replay, at a cut of the
-                // primary's): not the primary's file of that stamp, so a PASS
-                // listing the stamp proves nothing.
-                r.set_restored(info.index, 0);
-            }
+            after_restore(r, lk, info.index, gen, c.last.name.stamp, c.last.reason, ctx);
             if c.unreachable > 0 {
                 pgrx::log!(
                     "cuckoo: durable filter \"{}\" (database {}): its files as of {} are followed by {} newer file(s) that do not follow on; it needs a reload unless recovery installs a base of it",
