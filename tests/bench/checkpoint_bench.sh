@@ -27,42 +27,15 @@ cd "$(dirname "$0")/../.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 ROUNDS=${CKPT_BENCH_ROUNDS:-3}
 SECS=${CKPT_BENCH_SECONDS:-10}
-as_pg() { runuser -u postgres -- "$@"; }
-work=$(mktemp -d /tmp/cuckoo-ckpt-bench.XXXXXX)
-chmod 755 "$work"
-old_pkg=$(bash tests/old-build.sh 0.4.0 94ac4d7038371d5c93bb138a9f92c66fe4e060b7)
-old_bin=$(bash tests/pgtree.sh "$old_pkg" "$work/tree040")
-declare -A BIN=([old]=$old_bin [new]=$PGBIN) PORT=([old]=5491 [new]=5492)
-dir() { echo "$work/$1"; }
-q() { local v=$1; shift; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$(dir "$v")" -p "${PORT[$v]}" -U postgres "$@"; }
-cleanup() {
-  for v in old new; do [ -d "$(dir "$v")/data" ] && as_pg "${BIN[$v]}/pg_ctl" -D "$(dir "$v")/data" -m immediate -w stop >/dev/null 2>&1 || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source tests/bench/lib.sh
+pair_init ckpt 0.4.0 94ac4d7038371d5c93bb138a9f92c66fe4e060b7 5491 5492
 start() { # version
-  local v=$1 d
-  d=$(dir "$v")
-  install -d -o postgres -g postgres "$d"
-  as_pg "${BIN[$v]}/initdb" -D "$d/data" -A trust -U postgres >/dev/null
-  cat >> "$d/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'cuckoo'
-port = ${PORT[$v]}
-listen_addresses = ''
-unix_socket_directories = '$d'
-shared_buffers = 256MB
-max_wal_size = 8GB
-checkpoint_timeout = 1h
-jit = off
-CONF
-  as_pg "${BIN[$v]}/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null
-  q "$v" -c "CREATE EXTENSION cuckoo" >/dev/null
+  pair_start "$1" "max_wal_size = 8GB
+checkpoint_timeout = 1h"
+  q "$1" -c "CREATE EXTENSION cuckoo" >/dev/null
 }
-lsn() { q "$1" -c "SELECT pg_current_wal_insert_lsn()"; }
-diff_lsn() { q "$1" -c "SELECT pg_wal_lsn_diff('$3', '$2')::bigint"; }
 # The last "checkpoint complete" total time in a server's log, in ms.
 last_ckpt_ms() { grep -o 'checkpoint complete:.*total=[0-9.]* s' "$(dir "$1")/server.log" | tail -1 | sed 's/.*total=\([0-9.]*\) s/\1/' | awk '{printf "%d", $1 * 1000}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.3g", a / b }'; }
 median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 for v in old new; do start "$v"; done

@@ -20,45 +20,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 OUTAGE=${DURABLE_BENCH_OUTAGE:-20}
-as_pg() { runuser -u postgres -- "$@"; }
-work=$(mktemp -d /tmp/cuckoo-durable-bench.XXXXXX)
-chmod 755 "$work"
-old_pkg=$(bash tests/old-build.sh 0.9.0 eab3af3fbe5943cc8da26025dfb949fc4040d87d)
-old_bin=$(bash tests/pgtree.sh "$old_pkg" "$work/tree090")
-declare -A BIN=([old]=$old_bin [new]=$PGBIN) PORT=([old]=5495 [new]=5496)
-dir() { echo "$work/$1"; }
-q() { local v=$1; shift; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$(dir "$v")" -p "${PORT[$v]}" -U postgres "$@"; }
-cleanup() {
-  for v in old new; do
-    [ -d "$(dir "$v")/data/cuckoo" ] && chmod 700 "$(dir "$v")/data/cuckoo"
-    [ -d "$(dir "$v")/data" ] && as_pg "${BIN[$v]}/pg_ctl" -D "$(dir "$v")/data" -m immediate -w stop >/dev/null 2>&1 || true
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source tests/bench/lib.sh
+pair_init durable 0.9.0 eab3af3fbe5943cc8da26025dfb949fc4040d87d 5495 5496
 start() { # version
-  local v=$1 d
-  d=$(dir "$v")
-  install -d -o postgres -g postgres "$d"
-  as_pg "${BIN[$v]}/initdb" -D "$d/data" -A trust -U postgres >/dev/null
-  cat >> "$d/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'cuckoo'
-port = ${PORT[$v]}
-listen_addresses = ''
-unix_socket_directories = '$d'
-shared_buffers = 256MB
-max_wal_size = 8GB
-checkpoint_timeout = 1h
-jit = off
-CONF
-  as_pg "${BIN[$v]}/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null
-  q "$v" -c "CREATE EXTENSION cuckoo" >/dev/null
+  pair_start "$1" "max_wal_size = 8GB
+checkpoint_timeout = 1h"
+  q "$1" -c "CREATE EXTENSION cuckoo" >/dev/null
 }
-lsn() { q "$1" -c "SELECT pg_current_wal_insert_lsn()"; }
-diff_lsn() { q "$1" -c "SELECT pg_wal_lsn_diff('$3', '$2')::bigint"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "-"; else printf "%.3g", a / b }'; }
 share() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f%%", 100 * a / b }'; }
-median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 
 for v in old new; do start "$v"; done
 echo "durable bench: 0.9.0 = $(q old -c "SELECT cuckoo_library_version()"), this release = $(q new -c "SELECT cuckoo_library_version()")"

@@ -16,33 +16,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 ROUNDS=${KEYTYPE_BENCH_ROUNDS:-7}
-as_pg() { runuser -u postgres -- "$@"; }
-work=$(mktemp -d /tmp/cuckoo-keytype-bench.XXXXXX)
-chmod 755 "$work"
-old_pkg=$(bash tests/old-build.sh 0.5.0 d5657c76aff0aac3e973983b16b74bc8b2b17fed)
-old_bin=$(bash tests/pgtree.sh "$old_pkg" "$work/tree050")
-declare -A BIN=([old]=$old_bin [new]=$PGBIN) PORT=([old]=5489 [new]=5490)
-dir() { echo "$work/$1"; }
-q() { local v=$1; shift; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$(dir "$v")" -p "${PORT[$v]}" -U postgres "$@"; }
-cleanup() {
-  for v in old new; do [ -d "$(dir "$v")/data" ] && as_pg "${BIN[$v]}/pg_ctl" -D "$(dir "$v")/data" -m immediate -w stop >/dev/null 2>&1 || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source tests/bench/lib.sh
+pair_init keytype 0.5.0 d5657c76aff0aac3e973983b16b74bc8b2b17fed 5489 5490
 for v in old new; do
-  d=$(dir "$v")
-  install -d -o postgres -g postgres "$d"
-  as_pg "${BIN[$v]}/initdb" -D "$d/data" -A trust -U postgres >/dev/null
-  cat >> "$d/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'cuckoo'
-port = ${PORT[$v]}
-listen_addresses = ''
-unix_socket_directories = '$d'
-shared_buffers = 256MB
-max_parallel_workers_per_gather = 0
-jit = off
-CONF
-  as_pg "${BIN[$v]}/pg_ctl" -D "$d/data" -l "$d/server.log" -w start >/dev/null
+  pair_start "$v" "max_parallel_workers_per_gather = 0"
   q "$v" >/dev/null <<'SQL'
 CREATE EXTENSION cuckoo;
 CREATE TABLE probes AS SELECT (g::bigint * 7919 % 4000000) AS k FROM generate_series(1, 2000000) g;
