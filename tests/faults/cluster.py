@@ -269,10 +269,14 @@ class Node:
         self.close()
         subprocess.run([os.path.join(PGBIN, "pg_ctl"), "-D", self.data, "-w", "promote"], capture_output=True, text=True, check=True)
         self.wait_ready()
+        self.wait_recovery_end("did not finish promotion")
+
+    def wait_recovery_end(self, what="recovery did not end", timeout=120):
+        """Waits until the server is out of recovery (a Failure saying `what` if not in `timeout` s)."""
         t0 = time.time()
         while self.in_recovery():
-            if time.time() - t0 > 120:
-                raise Failure(f"{self.name} did not finish promotion")
+            if time.time() - t0 > timeout:
+                raise Failure(f"{self.name}: {what}")
             time.sleep(0.1)
 
     def wait_replay(self, upstream, lsn=None, timeout=300):

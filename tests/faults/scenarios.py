@@ -243,7 +243,7 @@ def case_3():
     open(os.path.join(r.data, "recovery.signal"), "w").close()
     r.tg.append_conf(f"primary_conninfo = ''\nrestore_command = 'cp {p.data}/pg_wal/%f %p'\nrecovery_target = 'immediate'\nrecovery_target_action = 'promote'\n")
     r.start()
-    wait_for("the restored backup to finish recovery", lambda: not r.in_recovery())
+    r.wait_recovery_end(timeout=300)
     new = list(range(900001, 901001))
     insert(r, "f", new, batch=False)
     r.crash()
@@ -541,7 +541,7 @@ def case_10():
     r.stop("immediate")
     shutil.move(hidden, os.path.join(arch, seg))
     r.start()
-    wait_for("the copy to finish recovery", lambda: not r.in_recovery())
+    r.wait_recovery_end(timeout=300)
     state, reason = check_holds(r, "cp", keys, " (the copy restarted)")
     if state != "ready":
         raise Failure(f"r10: cp is {state} ({reason}): the logged base was not installed")

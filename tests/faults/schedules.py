@@ -370,11 +370,7 @@ class Schedule(RuleBasedStateMachine):
         while not os.path.exists(os.path.join(self.archive, seg)) and time.time() - t0 < 60:
             time.sleep(0.1)
         r.start()
-        t0 = time.time()
-        while r.in_recovery():
-            if time.time() - t0 > 120:
-                raise Failure(f"{r.name}: recovery did not end")
-            time.sleep(0.1)
+        r.wait_recovery_end()
         # Recovery ended where the new timeline begins: what was acknowledged
         # before that point must be there.
         end = switch_point(r)
