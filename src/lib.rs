@@ -17,6 +17,7 @@ pgrx::pg_module_magic!();
 #[cfg(feature = "pgrx")]
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    sql::install_core_hooks();
     sql::named::init();
     sql::value::rewrite::init();
 }

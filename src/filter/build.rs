@@ -12,7 +12,7 @@ use super::hash::bucket_order_key;
 use super::layout::Params;
 use super::radix::{index_bits, sort_by_key_bits};
 use super::sizing::max_load;
-use super::table::{Full, OwnedFilter};
+use super::table::OwnedFilter;
 
 /// Sorts hashes into bucket order and removes repeats (repeated keys); returns the
 /// number of distinct hashes, which then fill the front of the slice. The result
@@ -29,7 +29,12 @@ pub fn sort_dedup(hashes: &mut [u64]) -> usize {
     sort_by_key_bits(hashes, k, |h| bucket_order_key(h) >> (64 - k));
     let prefix = |h: u64| bucket_order_key(h) >> (64 - k);
     let (mut out, mut start) = (0usize, 0usize);
+    let mut checked = 0usize;
     while start < n {
+        if start - checked >= super::host::CHECK_EVERY {
+            super::host::check_interrupts();
+            checked = start;
+        }
         let p = prefix(hashes[start]);
         let mut end = start + 1;
         while end < n && prefix(hashes[end]) == p {
@@ -64,9 +69,12 @@ pub fn sort_dedup(hashes: &mut [u64]) -> usize {
 /// an error (runs come from partial states, which are checked, not trusted).
 pub fn merge_dedup(runs: &[&[u64]]) -> Result<Vec<u64>, RunError> {
     let mut runs: Vec<&[u64]> = runs.iter().copied().filter(|r| !r.is_empty()).collect();
-    let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+    let mut out = super::host::vec_with_capacity(runs.iter().map(|r| r.len()).sum());
     let mut last: Option<u64> = None;
+    let mut i = 0usize;
     while !runs.is_empty() {
+        super::host::check_every(i);
+        i += 1;
         let mut best = 0;
         let mut best_key = bucket_order_key(runs[0][0]);
         for (i, r) in runs.iter().enumerate().skip(1) {
@@ -97,21 +105,72 @@ pub fn merge_dedup(runs: &[&[u64]]) -> Result<Vec<u64>, RunError> {
 /// under the fastrange mapping, whatever the bucket count) with parameters
 /// `params`, recording `capacity`. If the bulk insert does not fit (a table at
 /// its planned load rarely fails), the bucket count grows by 1% (at least one
-/// bucket) and the build starts over, up to `max_buckets`: the result depends only
-/// on the hashes, so equal inputs give equal filters.
-pub fn build_filter(hashes: &[u64], mut params: Params, mut capacity: u64, max_buckets: u64) -> Result<OwnedFilter, Full> {
+/// bucket) and the build starts over, up to `max_buckets` and at most
+/// [`MAX_BUILD_RETRIES`] times: the result depends only on the hashes, so equal
+/// inputs give equal filters.
+///
+/// Hashes that no table size separates are refused at once: more than a bucket
+/// pair holds (2·slots) with the same low 32 bits (so the same primary bucket at
+/// every size) and the same fingerprint (so the same pair). Keys hashed by xxh3
+/// never come close; only a crafted state can, and it would otherwise grow the
+/// table to its limit. A build that still fails after the retries is refused as
+/// well: honest hashes fit at the first or second try.
+pub fn build_filter(hashes: &[u64], mut params: Params, mut capacity: u64, max_buckets: u64) -> Result<OwnedFilter, BuildError> {
+    let mut tries = 0;
     loop {
+        super::host::check_interrupts();
         let f = OwnedFilter::with_capacity(params, capacity);
         if f.table().bulk_insert_exclusive(hashes).is_ok() {
             return Ok(f);
         }
-        if params.bucket_count >= max_buckets || params.mapping != super::layout::Mapping::Fastrange {
-            return Err(Full);
+        drop(f);
+        if let Some(n) = inseparable(hashes, &params) {
+            return Err(BuildError::Inseparable(n));
+        }
+        tries += 1;
+        if tries > MAX_BUILD_RETRIES || params.bucket_count >= max_buckets || params.mapping != super::layout::Mapping::Fastrange {
+            return Err(BuildError::Full);
         }
         params.bucket_count = (params.bucket_count + 1).max(params.bucket_count * 101 / 100).min(max_buckets);
         let slots = params.slot_count() as f64;
         capacity = capacity.max((slots * max_load(params.slots_per_bucket)).floor() as u64).min(params.slot_count());
     }
+}
+
+/// How many times [`build_filter`] grows the table before it gives up.
+pub const MAX_BUILD_RETRIES: u32 = 32;
+
+/// Why [`build_filter`] built nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError {
+    /// The hashes did not fit, even grown.
+    Full,
+    /// This many hashes share a primary bucket at every table size and a
+    /// fingerprint: no table holds them.
+    Inseparable(usize),
+}
+
+/// The largest group of hashes (in bucket order) that share their low 32
+/// bits and their fingerprint under `params`, if it is more than a bucket
+/// pair holds.
+fn inseparable(hashes: &[u64], params: &Params) -> Option<usize> {
+    let g = super::Geometry::new(params);
+    let limit = 2 * params.slots_per_bucket as usize;
+    let mut worst = 0usize;
+    let mut i = 0;
+    while i < hashes.len() {
+        super::host::check_every(i);
+        // Equal low bits are adjacent in bucket order, their high bits
+        // ascending, so equal fingerprints among them are adjacent too.
+        let (lo, fp) = (hashes[i] as u32, g.fingerprint(hashes[i]));
+        let mut j = i + 1;
+        while j < hashes.len() && hashes[j] as u32 == lo && g.fingerprint(hashes[j]) == fp {
+            j += 1;
+        }
+        worst = worst.max(j - i);
+        i = j;
+    }
+    (worst > limit).then_some(worst)
 }
 
 /// A sorted run of distinct hashes, Rice-coded: the bucket-order keys ascend, so
@@ -182,7 +241,7 @@ pub fn encode_run(hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;
     if n <= RAW_RUN_MAX {
         assert!(hashes.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])), "run not in bucket order without repeats");
-        let mut out = Vec::with_capacity(RUN_HEADER_BYTES + 8 * hashes.len());
+        let mut out = super::host::vec_with_capacity(RUN_HEADER_BYTES + 8 * hashes.len());
         out.extend_from_slice(&n.to_le_bytes());
         out.push(RAW);
         out.extend_from_slice(&[0; 7]);
@@ -198,7 +257,7 @@ pub fn encode_run(hashes: &[u64]) -> Vec<u8> {
 pub fn encode_rice(hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;
     let l = rice_param(n);
-    let mut w = BitWriter { words: Vec::with_capacity((rice_size_bound(n) / 8) as usize), acc: 0, used: 0 };
+    let mut w = BitWriter { words: super::host::vec_with_capacity((rice_size_bound(n) / 8) as usize), acc: 0, used: 0 };
     let mut prev: Option<u64> = None;
     for &h in hashes {
         let k = bucket_order_key(h);
@@ -221,7 +280,7 @@ pub fn encode_rice(hashes: &[u64]) -> Vec<u8> {
     if w.used > 0 {
         w.words.push(w.acc);
     }
-    let mut out = Vec::with_capacity(RUN_HEADER_BYTES + 8 * w.words.len());
+    let mut out = super::host::vec_with_capacity(RUN_HEADER_BYTES + 8 * w.words.len());
     out.extend_from_slice(&n.to_le_bytes());
     out.push(l as u8);
     out.extend_from_slice(&[0; 7]);
@@ -253,7 +312,12 @@ pub fn check_run(bytes: &[u8]) -> Result<u64, RunError> {
 pub fn run_hashes(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u64]>, RunError> {
     let n = check_run(bytes)?;
     if bytes[8] != RAW {
-        return Ok(std::borrow::Cow::Owned(RunReader::new(bytes)?.collect::<Result<Vec<u64>, RunError>>()?));
+        let mut out = super::host::vec_with_capacity(n as usize);
+        for (i, h) in RunReader::new(bytes)?.enumerate() {
+            super::host::check_every(i);
+            out.push(h?);
+        }
+        return Ok(std::borrow::Cow::Owned(out));
     }
     let words = &bytes[RUN_HEADER_BYTES..];
     if cfg!(target_endian = "little") && words.as_ptr() as usize % std::mem::align_of::<u64>() == 0 {
@@ -262,7 +326,9 @@ pub fn run_hashes(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u64]>, RunError>
         // target is little-endian, the order the words were written in.
         return Ok(std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u64, n as usize) }));
     }
-    Ok(std::borrow::Cow::Owned(words.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()))
+    let mut out = super::host::vec_with_capacity(n as usize);
+    out.extend(words.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())));
+    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// The hashes of a run, checked: in bucket order without repeats, exactly as many

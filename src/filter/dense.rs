@@ -447,6 +447,7 @@ impl<'a> Dense<'a> {
         let g = &self.l.g;
         let mut counted = 0u64;
         for i in 0..g.bucket_count {
+            super::host::check_every(i as usize);
             let raw = self.raw_bucket(i);
             if self.l.semi && (raw & 0xfff) as usize >= SEMI_TUPLES {
                 return Err(FormatError::BadBucket { bucket: i, why: "prefix index out of range" });

@@ -7,6 +7,7 @@ pub mod build;
 pub mod chain;
 pub mod dense;
 pub mod hash;
+pub mod host;
 pub mod layout;
 pub mod multi;
 pub mod packed;

@@ -216,7 +216,7 @@ pub fn contains_checked(bytes: &[u8], hash: u64) -> bool {
 /// [`contains`] for many hashes: each table answers them all, prefetching ahead.
 pub fn contains_many(tables: &[Dense<'_>], hashes: &[u64], out: &mut [bool]) {
     out.iter_mut().for_each(|o| *o = false);
-    let mut one = vec![false; hashes.len()];
+    let mut one = super::host::vec_filled(hashes.len(), false);
     for t in tables {
         t.contains_many(hashes, &mut one);
         out.iter_mut().zip(&one).for_each(|(o, &a)| *o |= a);
@@ -313,9 +313,10 @@ pub fn union(a: Vec<OwnedFilter>, b: Vec<OwnedFilter>) -> Result<Vec<OwnedFilter
 
 /// Inserts a key into a value's tables (newest first, then older ones that
 /// have room); when all are full and the value grows, adds a table as a named
-/// filter that grows would. `Err(Full)` leaves the tables as they were, with
-/// perhaps an empty table added.
-pub fn insert(tables: &mut Vec<OwnedFilter>, growth: Option<Growth>, hash: u64) -> Result<(), Full> {
+/// filter that grows would, if the value then still takes at most
+/// `max_len` bytes ([`serialized_len`]). `Err(Full)` leaves the tables as they
+/// were, with perhaps an empty table added.
+pub fn insert(tables: &mut Vec<OwnedFilter>, growth: Option<Growth>, hash: u64, max_len: u64) -> Result<(), Full> {
     if tables.iter().rev().any(|t| t.table().insert(hash).is_ok()) {
         return Ok(());
     }
@@ -327,6 +328,12 @@ pub fn insert(tables: &mut Vec<OwnedFilter>, growth: Option<Growth>, hash: u64) 
     let s = g.next(&before, super::layout::MAX_BUCKET_COUNT).map_err(|_| Full)?;
     let mut p = s.params;
     p.seed = before[0].0.seed;
+    // Sized before anything is allocated: the next table of a large value can
+    // be many times its size.
+    let after: Vec<Params> = before.iter().map(|(q, _)| *q).chain([p]).collect();
+    if serialized_len(&after) > max_len {
+        return Err(Full);
+    }
     let t = OwnedFilter::with_capacity(p, s.capacity);
     t.table().insert(hash)?;
     tables.push(t);
@@ -443,7 +450,7 @@ mod tests {
         let first = g.first(100, u64::MAX).unwrap();
         let mut ts = vec![OwnedFilter::with_capacity(first.params, first.capacity)];
         for k in 0..5000 {
-            insert(&mut ts, Some(g), h(k)).unwrap();
+            insert(&mut ts, Some(g), h(k), u64::MAX).unwrap();
         }
         assert!(ts.len() >= 5);
         assert!((0..5000).all(|k| ts.iter().any(|t| t.table().contains(h(k)))));
@@ -456,7 +463,7 @@ mod tests {
         assert_eq!(delete(&ts, h(3)), super::super::chain::Deleted::Removed);
         // Without growth a full single table refuses.
         let mut fixed = vec![OwnedFilter::with_capacity(first.params, first.capacity)];
-        let refused = (0..1000).filter(|&k| insert(&mut fixed, None, h(k)).is_err()).count();
+        let refused = (0..1000).filter(|&k| insert(&mut fixed, None, h(k), u64::MAX).is_err()).count();
         assert!(refused > 0 && fixed.len() == 1);
     }
 

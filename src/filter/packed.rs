@@ -172,6 +172,7 @@ pub fn decode_into(bytes: &[u8], out: &mut [u64]) -> Result<(), String> {
     let mut r = BitReader { bytes, pos: 0 };
     let mut next = 0u64;
     for (i, slot) in out.iter_mut().enumerate() {
+        super::host::check_every(i);
         if i > 0 && next == 0 {
             return Err("keys beyond the largest 64-bit value".into());
         }

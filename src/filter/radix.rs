@@ -34,7 +34,7 @@ pub fn sort_by_key_bits(items: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) 
     for i in 1..starts.len() {
         starts[i] += starts[i - 1];
     }
-    let mut scratch: Vec<u64> = Vec::with_capacity(n);
+    let mut scratch: Vec<u64> = super::host::vec_with_capacity(n);
     let mut next = starts.clone();
     // SAFETY: the prefix sums give each high digit a disjoint range of indices below
     // `n` whose sizes equal the digit counts, so every slot of `scratch` is written
@@ -56,6 +56,9 @@ pub fn sort_by_key_bits(items: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) 
     let low_mask = (1u64 << low_bits) - 1;
     for p in 0..(1usize << high_bits) {
         let (a, b) = (starts[p], starts[p + 1]);
+        if b - a > super::host::CHECK_EVERY || p % 64 == 63 {
+            super::host::check_interrupts();
+        }
         lsd_sort_into(&mut scratch[a..b], &mut items[a..b], low_bits, |h| key(h) & low_mask);
     }
 }

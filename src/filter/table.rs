@@ -411,21 +411,23 @@ impl<'a> Table<'a> {
         };
         let mut placed = 0u64;
         let mut left: Vec<u64> = Vec::new();
-        for &h in hashes {
+        for (i, &h) in hashes.iter().enumerate() {
+            super::host::check_every(i);
             if place(g.primary(h), g.fingerprint(h)) {
                 placed += 1;
             } else {
-                left.push(h);
+                super::host::push(&mut left, h);
             }
         }
         let alternate = |h: u64| g.alternate(g.primary(h), g.fingerprint(h));
         super::radix::sort_by_key_bits(&mut left, super::radix::index_bits(g.bucket_count), alternate);
         let mut rest: Vec<u64> = Vec::new();
-        for &h in &left {
+        for (i, &h) in left.iter().enumerate() {
+            super::host::check_every(i);
             if place(alternate(h), g.fingerprint(h)) {
                 placed += 1;
             } else {
-                rest.push(h);
+                super::host::push(&mut rest, h);
             }
         }
         // Third pass, for keys whose two buckets are both full (about a tenth at
@@ -438,7 +440,10 @@ impl<'a> Table<'a> {
         placed += self.place_by_short_paths(&hard, 2, 16, &place, &mut harder);
         self.item_count.fetch_add(placed, Ordering::Relaxed);
         // The rest take the general insert (breadth-first path search).
-        harder.iter().try_for_each(|&h| self.insert(h))
+        harder.iter().enumerate().try_for_each(|(i, &h)| {
+            super::host::check_every(i);
+            self.insert(h)
+        })
     }
 
     /// For [`Table::bulk_insert_exclusive`]: places each key by a path of at most
@@ -458,7 +463,10 @@ impl<'a> Table<'a> {
             [i1, g.alternate(i1, g.fingerprint(h))]
         };
         let mut placed = 0;
-        for batch in keys.chunks(batch) {
+        for (n, batch) in keys.chunks(batch).enumerate() {
+            if n % 1024 == 1023 {
+                super::host::check_interrupts();
+            }
             for &h in batch {
                 pair(h).into_iter().for_each(|b| self.prefetch(b));
             }
@@ -521,7 +529,7 @@ impl<'a> Table<'a> {
                         }
                     }
                 }
-                left.push(h);
+                super::host::push(left, h);
             }
         }
         placed
@@ -735,6 +743,7 @@ impl<'a> Table<'a> {
             Mapping::PowerOfTwoXor => j & self.g.bucket_mask,
         };
         for (j, w) in words.enumerate() {
+            super::host::check_every(j);
             for s in 0..og.slots {
                 let fp = og.slot(w, s);
                 if fp != 0 {
@@ -761,15 +770,20 @@ impl OwnedFilter {
 
     pub fn with_capacity(params: Params, capacity: u64) -> OwnedFilter {
         params.check().expect("valid parameters");
-        let buckets = (0..params.bucket_count).map(|_| AtomicU64::new(0)).collect();
+        let buckets = super::host::zeroed_words(params.bucket_count as usize);
         OwnedFilter { header: WordsHeader::new(&params, capacity, 0), buckets }
     }
 
     /// A filter holding these bucket words (counters are kept as they are).
     pub fn from_words(params: Params, capacity: u64, words: impl Iterator<Item = u64>) -> OwnedFilter {
         params.check().expect("valid parameters");
-        let buckets: Box<[AtomicU64]> = words.map(AtomicU64::new).collect();
+        let mut buckets = super::host::vec_with_capacity::<AtomicU64>(params.bucket_count as usize);
+        for (i, w) in words.enumerate() {
+            super::host::check_every(i);
+            buckets.push(AtomicU64::new(w));
+        }
         assert_eq!(buckets.len() as u64, params.bucket_count);
+        let buckets = buckets.into_boxed_slice();
         let items = Geometry::new(&params).occupied_total(buckets.iter().map(|w| w.load(Ordering::Relaxed)));
         OwnedFilter { header: WordsHeader::new(&params, capacity, items), buckets }
     }

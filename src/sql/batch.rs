@@ -366,7 +366,7 @@ v1_functions! {
                 if i % 65536 == 65535 {
                     pgrx::check_for_interrupts!();
                 }
-                if multi::insert(&mut tables, growth, h).is_err() {
+                if multi::insert(&mut tables, growth, h, crate::sql::value::datatype::MAX_MADE_BODY_BYTES).is_err() {
                     let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
                     let items: u64 = tables.iter().map(|t| t.table().item_count()).sum();
                     full_error("cuckoo filter is full", format!("it holds {items} items in {slots} slots, with {} of the array's keys still to add", hs.len() - i));

@@ -40,3 +40,19 @@ pub mod value;
 pub mod named;
 pub mod batch;
 pub mod planner;
+
+/// What the filter core does on a pending interrupt or a failed allocation
+/// (`filter::host`): this backend's cancel, `statement_timeout` and
+/// termination end a long build, union or decode; memory that cannot be had
+/// is an ERROR (53200) in this backend, as PostgreSQL's own allocations are.
+pub fn install_core_hooks() {
+    fn interrupts() {
+        pgrx::check_for_interrupts!();
+    }
+    fn out_of_memory(bytes: u64) -> ! {
+        use pgrx::prelude::*;
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, "out of memory", format!("Failed on request of size {bytes} bytes."));
+    }
+    crate::filter::host::set_interrupt_check(interrupts);
+    crate::filter::host::set_out_of_memory(out_of_memory);
+}

@@ -28,7 +28,7 @@ use super::cache::call_cache;
 use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
 use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
 use crate::filter::dense::KeyType;
-use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup};
+use crate::filter::build::{build_filter, check_run, BuildError, encode_run, merge_dedup, run_hashes, sort_dedup};
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
 
@@ -383,7 +383,11 @@ pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -
     s.params.seed = DEFAULT_SEED;
     match build_filter(hashes, s.params, s.capacity, max_buckets) {
         Ok(f) => value_from_filter(&f, key).as_datum(),
-        Err(_) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
+        Err(BuildError::Full) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
+        Err(BuildError::Inseparable(k)) => full_error(
+            "the keys cannot be stored in a cuckoofilter value",
+            format!("{k} of the {n} distinct key hashes share a bucket and a fingerprint at every size, more than a bucket pair holds (keys hashed here never do: the state was crafted)"),
+        ),
     }
 }
 

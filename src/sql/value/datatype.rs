@@ -32,8 +32,17 @@ use crate::filter::{FormatError, OwnedFilter, Params, Table};
 pub const VALUE_PREFIX: usize = 8;
 /// Format-1 values were limited to 2^26 buckets (512 MB).
 pub const MAX_V1_BUCKET_LOG2: u8 = 26;
-/// The largest value: PostgreSQL's allocation limit (1 GB − 1).
+/// The largest value input reads: PostgreSQL's allocation limit (1 GB − 1).
 pub const MAX_VALUE_BYTES: u64 = 0x3fff_ffff;
+/// The largest value this release makes: one whose text form (base64, 4/3 of
+/// its size) still fits PostgreSQL's 1 GB limit with room to spare, so that
+/// every value made can be written out, by `COPY` and so by `pg_dump`. Releases
+/// before 0.11.0 made values up to [`MAX_VALUE_BYTES`]; such a value still
+/// loads and answers, and its binary form (`COPY ... (FORMAT binary)`) carries
+/// it, but its text form is refused (54000).
+pub const MAX_MADE_VALUE_BYTES: u64 = 767 << 20;
+/// The largest body (the serialized filter after the prefix) of a value made.
+pub const MAX_MADE_BODY_BYTES: u64 = MAX_MADE_VALUE_BYTES - VALUE_PREFIX as u64;
 
 /// A filter value in memory: a 4-byte-header, uncompressed varlena whose header
 /// has been checked against its length (8-aligned if format 1).
@@ -69,7 +78,7 @@ impl FilterValue {
             Some(Ok(FORMAT_V2)) if dense::parse_v2(bytes.unwrap()).is_ok() => FORMAT_V2,
             Some(Ok(FORMAT_V3)) if multi::parse_v3(bytes.unwrap()).is_ok() => FORMAT_V3,
             Some(Ok(FORMAT_V1)) if ptr as usize % 8 == 0 && check_v1_in_place(bytes.unwrap()) => FORMAT_V1,
-            _ => corrupted(len, ptr),
+            _ => corrupted(len),
         };
         FilterValue { ptr, version }
     }
@@ -266,14 +275,16 @@ impl FilterValue {
         VALUE_PREFIX + self.body().len()
     }
 
-    /// The serialized filter (little-endian).
-    pub fn serialize(&self) -> Vec<u8> {
+    /// The serialized filter (little-endian): the value's own bytes, or for
+    /// format 1 a copy in the current memory context.
+    pub fn serialize_palloc(&self) -> &[u8] {
         let body = self.body();
         if self.version != FORMAT_V1 {
-            return body.to_vec();
+            return body;
         }
         // Format 1 keeps its words in native order in memory.
-        let mut out = body.to_vec();
+        let out = palloc_slice::<u8>(body.len());
+        out.copy_from_slice(body);
         out[16..24].copy_from_slice(&self.seed().to_le_bytes());
         out[24..32].copy_from_slice(&self.item_count().to_le_bytes());
         for (chunk, w) in out[V1_HEADER_BYTES..].chunks_exact_mut(8).zip(self.table_words(0)) {
@@ -283,12 +294,12 @@ impl FilterValue {
     }
 }
 
-fn corrupted(len: usize, ptr: *mut pg_sys::varlena) -> ! {
+fn corrupted(len: usize) -> ! {
     ereport!(
         ERROR,
         PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         "corrupted cuckoofilter value",
-        format!("{len}-byte value at {ptr:p} does not match its header")
+        format!("a {len}-byte value does not match its header")
     );
 }
 
@@ -308,7 +319,8 @@ fn check_v1_in_place(body: &[u8]) -> bool {
     matches!(layout::parse_v1_header(&h), Ok((_, _, len)) if len == body.len() as u64 && h[8] <= MAX_V1_BUCKET_LOG2)
 }
 
-/// The largest bucket count a value of this shape can have (1 GB).
+/// The largest bucket count a value of this shape can have
+/// ([`MAX_MADE_VALUE_BYTES`]).
 pub fn max_value_buckets(shape: &crate::filter::sizing::Shape) -> u64 {
     let p = Params {
         fingerprint_bits: shape.bits,
@@ -318,18 +330,18 @@ pub fn max_value_buckets(shape: &crate::filter::sizing::Shape) -> u64 {
         mapping: BucketMapping::Fastrange,
     };
     let bits = dense::bucket_bits(&p) as u64;
-    ((MAX_VALUE_BYTES - VALUE_PREFIX as u64 - 64) * 8 / bits).min(layout::MAX_BUCKET_COUNT)
+    ((MAX_MADE_VALUE_BYTES - VALUE_PREFIX as u64 - 64) * 8 / bits).min(layout::MAX_BUCKET_COUNT)
 }
 
 /// Raises 54000 when a value with these parameters would be too large.
 pub fn check_value_size(params: &Params) {
     let len = VALUE_PREFIX as u64 + dense::serialized_len(params);
-    if len > MAX_VALUE_BYTES {
+    if len > MAX_MADE_VALUE_BYTES {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             "cuckoofilter value would be too large",
-            format!("{} buckets take {len} bytes; a value holds at most {MAX_VALUE_BYTES}", params.bucket_count)
+            format!("{} buckets take {len} bytes; a value holds at most {MAX_MADE_VALUE_BYTES}", params.bucket_count)
         );
     }
 }
@@ -341,12 +353,12 @@ pub fn check_tables_value_size(params: &[Params]) {
         return check_value_size(&params[0]);
     }
     let len = VALUE_PREFIX as u64 + multi::serialized_len(params);
-    if len > MAX_VALUE_BYTES || params.len() > multi::MAX_VALUE_TABLES {
+    if len > MAX_MADE_VALUE_BYTES || params.len() > multi::MAX_VALUE_TABLES {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             "cuckoofilter value would be too large",
-            format!("{} tables take {len} bytes; a value holds at most {} tables and {MAX_VALUE_BYTES} bytes", params.len(), multi::MAX_VALUE_TABLES)
+            format!("{} tables take {len} bytes; a value holds at most {} tables and {MAX_MADE_VALUE_BYTES} bytes", params.len(), multi::MAX_VALUE_TABLES)
         );
     }
 }
@@ -566,7 +578,13 @@ v1_functions! {
     fn cuckoofilter_out(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        prefixed_base64(text_prefix(v.format_version()), &v.serialize())
+        if v.total_len() as u64 > MAX_MADE_VALUE_BYTES {
+            pgrx::pg_sys::panic::ErrorReport::new(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, "cuckoofilter value is too large for its text form", "cuckoo")
+                .set_detail(format!("The value takes {} bytes; its text form would pass PostgreSQL's 1 GB limit.", v.total_len()))
+                .set_hint("Values this large were made by releases before 0.11.0; COPY ... (FORMAT binary) carries them.")
+                .report(PgLogLevel::ERROR);
+        }
+        prefixed_base64(text_prefix(v.format_version()), &v.serialize_palloc())
     }
 
     /// `cuckoofilter_recv(internal)`: the serialized filter, exactly.
@@ -582,7 +600,7 @@ v1_functions! {
     fn cuckoofilter_send(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        bytea_datum(&v.serialize())
+        bytea_datum(&v.serialize_palloc())
     }
 }
 

@@ -127,7 +127,7 @@ v1_functions! {
             let v = filter_arg_once(fcinfo, 0);
             let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else { no_equal_key_error() };
             let mut tables = v.to_owned_tables();
-            if multi::insert(&mut tables, v.growth(), h).is_err() {
+            if multi::insert(&mut tables, v.growth(), h, super::datatype::MAX_MADE_BODY_BYTES).is_err() {
                 let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
                 full_error("cuckoo filter is full", format!("it holds {} items in {slots} slots", v.item_count()));
             }
