@@ -89,7 +89,9 @@ CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8, bigint) R
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 -- Every cf_sharded_agg switches to them in place: its dependencies first, then
--- its pg_aggregate row, then its comment.
+-- its pg_aggregate row, then its comment. Only the extension's own (a role
+-- with CREATE on this schema may have made an aggregate of that name: it is
+-- left as it is).
 WITH switch AS (
     SELECT a.aggfnoid AS agg, a.aggtransfn AS old_trans, a.aggcombinefn AS old_combine, a.aggfinalfn AS old_final,
            pg_catalog.format('@extschema@.cf_sharded_state_trans(@extschema@.cf_sharded_state, %s)',
@@ -98,7 +100,11 @@ WITH switch AS (
            '@extschema@.cf_sharded_state_final(@extschema@.cf_sharded_state)'::pg_catalog.regprocedure AS new_final
       FROM pg_catalog.pg_aggregate a JOIN pg_catalog.pg_proc p ON p.oid = a.aggfnoid
      WHERE p.proname = 'cf_sharded_agg' AND p.pronamespace = '@extschema@'::pg_catalog.regnamespace
-       AND a.aggtranstype = 'pg_catalog.bytea'::pg_catalog.regtype)
+       AND a.aggtranstype = 'pg_catalog.bytea'::pg_catalog.regtype
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend m
+                    WHERE m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND m.objid = a.aggfnoid
+                      AND m.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND m.deptype = 'e'
+                      AND m.refobjid = (SELECT x.oid FROM pg_catalog.pg_extension x WHERE x.extname = 'cuckoo')))
 UPDATE pg_catalog.pg_depend d
    SET refobjid = CASE d.refobjid WHEN s.old_trans THEN s.new_trans WHEN s.old_combine THEN s.new_combine ELSE s.new_final END
   FROM switch s
@@ -113,12 +119,20 @@ UPDATE pg_catalog.pg_aggregate a
        aggtransspace = 200
   FROM pg_catalog.pg_proc p
  WHERE p.oid = a.aggfnoid AND p.proname = 'cf_sharded_agg' AND p.pronamespace = '@extschema@'::pg_catalog.regnamespace
-   AND a.aggtranstype = 'pg_catalog.bytea'::pg_catalog.regtype;
+   AND a.aggtranstype = 'pg_catalog.bytea'::pg_catalog.regtype
+   AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend m
+                    WHERE m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND m.objid = a.aggfnoid
+                      AND m.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND m.deptype = 'e'
+                      AND m.refobjid = (SELECT x.oid FROM pg_catalog.pg_extension x WHERE x.extname = 'cuckoo'));
 UPDATE pg_catalog.pg_description d
    SET description = pg_catalog.replace(d.description, 'with a bytea state', 'with a compact state (cf_sharded_state)')
   FROM pg_catalog.pg_proc p
  WHERE d.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objoid = p.oid AND d.objsubid = 0
-   AND p.proname = 'cf_sharded_agg' AND p.pronamespace = '@extschema@'::pg_catalog.regnamespace;
+   AND p.proname = 'cf_sharded_agg' AND p.pronamespace = '@extschema@'::pg_catalog.regnamespace
+   AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend m
+                    WHERE m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND m.objid = p.oid
+                      AND m.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND m.deptype = 'e'
+                      AND m.refobjid = (SELECT x.oid FROM pg_catalog.pg_extension x WHERE x.extname = 'cuckoo'));
 
 -- cf_sharded_agg of keys of any type through one declaration that Citus can run
 -- on its workers: cf_sharded_agg(cf_sharded_key(key)). On a cluster with Citus,

@@ -72,6 +72,15 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0; do
     -c "CREATE VIEW v1_probe AS SELECT id, cf_contains(f, 7) AS has7, cf_contains(f, 'seven'::text) AS has_seven FROM v1" \
     -c "CREATE VIEW v1_change AS SELECT id, cf_count(cf_delete(cf_insert(f, 7), 8)) AS ins7 FROM v1"
   [ "$(q -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "$from" ] || fail "$from not installed"
+  if [ "$from" = 0.8.0 ]; then
+    # A role with CREATE on the extension's schema makes an aggregate of the
+    # name the 0.8.0 -> 0.9.0 step changes in place in pg_aggregate (for the
+    # extension's own, with a bytea state): the update must leave it alone.
+    q -d "$db" -c "DROP ROLE IF EXISTS up_intruder" -c "CREATE ROLE up_intruder" -c "GRANT CREATE ON SCHEMA public TO up_intruder" \
+      -c "SET ROLE up_intruder" \
+      -c "CREATE FUNCTION intruder_trans(bytea, circle) RETURNS bytea LANGUAGE sql IMMUTABLE AS 'SELECT \$1'" \
+      -c "CREATE AGGREGATE cf_sharded_agg(circle) (sfunc = intruder_trans, stype = bytea, initcond = '')" -c "RESET ROLE"
+  fi
   before=$(q -d "$db" -c "$answers")
   view_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")
   change_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")
@@ -93,6 +102,12 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0; do
   fi
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")" = "$change_before" ] \
     || fail "a view calling cf_insert and cf_delete answers differently after the update from $from"
+  if [ "$from" = 0.8.0 ]; then
+    [ "$(q -d "$db" -c "SELECT aggtransfn::text || ' ' || aggtranstype::regtype::text || ' ' || pg_get_userbyid(p.proowner) FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid WHERE a.aggfnoid = 'cf_sharded_agg(circle)'::regprocedure")" = "intruder_trans bytea up_intruder" ] \
+      || fail "the update from 0.8.0 changed an aggregate cf_sharded_agg the extension does not own"
+    q -d "$db" -c "DROP AGGREGATE cf_sharded_agg(circle)" -c "DROP FUNCTION intruder_trans(bytea, circle)" -c "REVOKE CREATE ON SCHEMA public FROM up_intruder" -c "DROP ROLE up_intruder"
+    echo "upgrade: the update from 0.8.0 leaves another role's cf_sharded_agg(circle) as it was"
+  fi
   q -d "$db" -c "DROP VIEW v1_probe" -c "DROP VIEW v1_change"
   # New values are format 2 and combine with each other after the update.
   [ "$(q -d "$db" -c "SELECT cf_info(cf_union(cf_agg(g, 0.01, 100), cf_agg(g + 50, 0.01, 100))) ->> 'format_version' FROM generate_series(1, 50) g")" = 2 ] \

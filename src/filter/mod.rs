@@ -20,6 +20,8 @@ pub mod table;
 pub(crate) mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod stress_tests;
+#[cfg(all(test, not(loom)))]
+mod decode_props;
 
 pub use layout::{FormatError, Geometry, Mapping, Params};
 pub use table::newkey::NewKey;

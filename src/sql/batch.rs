@@ -267,9 +267,10 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
             // Durable: the keys to add are logged before any takes effect;
             // those that changed nothing after (see `named::log`). Keys that
             // an insert-if-new finds there already are not logged at all.
-            let mut todo: Vec<usize> = (0..hs.len()).collect();
+            let mut todo: Vec<usize> = crate::filter::host::vec_with_capacity(hs.len());
+            todo.extend(0..hs.len());
             if new && gen != 0 {
-                let mut there = vec![false; hs.len()];
+                let mut there = crate::filter::host::vec_filled(hs.len(), false);
                 c.contains_many(hs, &mut there);
                 todo.retain(|&i| !there[i]);
                 t.looked += (hs.len() - todo.len()) as u64;
@@ -285,7 +286,7 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
                 &picked
             };
             let insert_end = (gen != 0 && !logged.is_empty()).then(|| log(&batch_record(gen, logged, true)));
-            let mut done = vec![Err(Full); logged.len()];
+            let mut done = crate::filter::host::vec_filled(logged.len(), Err(Full));
             c.insert_many(logged, new, &mut done, &mut t.op);
             let mut refused = Vec::new();
             for (at, (&i, d)) in todo.iter().zip(&done).enumerate() {

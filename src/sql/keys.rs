@@ -97,6 +97,37 @@ pub fn builtin_key_type_ok(oid: u32) -> bool {
     }
 }
 
+/// Whether a value or state made here may record `key`: nothing, a pending
+/// type, a built-in type that can be a key (what input requires of a value),
+/// or (`local`: a state, whose types are resolved on this node) an enum or
+/// type of this database of the recorded kind that can be a key. Says why
+/// not.
+pub fn recorded_key_ok(key: KeyType, local: bool) -> Result<(), String> {
+    match key.kind {
+        0 | KEY_PENDING => Ok(()),
+        KEY_BUILTIN if builtin_key_type_ok(key.oid) => Ok(()),
+        KEY_BUILTIN => Err(format!("key type OID {} is not a built-in type with a hash function", key.oid)),
+        KEY_ENUM | KEY_LOCAL if !local => Ok(()),
+        KEY_ENUM | KEY_LOCAL => {
+            let t = pg_sys::Oid::from(key.oid);
+            // SAFETY: catalog lookups; get_typtype returns 0 for no type.
+            let exists = unsafe { pg_sys::get_typtype(t) != 0 };
+            if !exists || key_type_of(t) != key {
+                return Err(format!("key type OID {} is not a type of this database of the kind recorded", key.oid));
+            }
+            // SAFETY: as above, for a type that exists.
+            let hashes = unsafe {
+                kind_of(t) != EXTENDED || (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc != pg_sys::InvalidOid
+            };
+            if key.kind == KEY_LOCAL && !hashes {
+                return Err(format!("key type {} has no extended hash function", type_name(t)));
+            }
+            Ok(())
+        }
+        k => Err(format!("unknown key type kind {k}")),
+    }
+}
+
 /// The key type a filter declared for keys of type `typid` records; raises
 /// the error a key of that type raises if it cannot be a key (42883).
 pub fn declared_key_type(typid: pg_sys::Oid) -> KeyType {
@@ -125,6 +156,11 @@ pub enum PrepareError {
     NoSuchType,
     /// The recorded type has no hash function here.
     NoHash,
+    /// The caller may not use the key type, whose input function or a cast
+    /// to which the probe would call (42501).
+    NoUsage(pg_sys::Oid),
+    /// The caller may not execute the cast function to the key type (42501).
+    NoExecute(pg_sys::Oid),
 }
 
 /// Why a type cannot be a filter key.
@@ -492,6 +528,27 @@ impl KeyHasher {
                         "The value was built in another database over a type of that database; rebuild it here."
                     );
                 }
+                PrepareError::NoUsage(t) => {
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                        format!("permission denied for type {}", type_name(t)),
+                        "The cuckoo filter's keys are of this type; probing it with text reads the text as that type, which needs USAGE on it."
+                    );
+                }
+                PrepareError::NoExecute(f) => {
+                    // SAFETY: get_func_name returns a palloc'd name or NULL.
+                    let name = unsafe {
+                        let p = pg_sys::get_func_name(f);
+                        if p.is_null() { format!("OID {f:?}") } else { std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned() }
+                    };
+                    ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                        format!("permission denied for function {name}"),
+                        format!("The probe casts its key to the cuckoo filter's key type {} with this function.", type_name(k))
+                    );
+                }
                 PrepareError::NoHash => {
                     ereport!(
                         ERROR,
@@ -558,6 +615,12 @@ impl KeyHasher {
             } else if tk == EXTENDED && kk == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k) {
                 DIRECT
             } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
+                // Text is read with the key type's input function: only for a
+                // caller who may use that type (a value can name a type its
+                // reader was never granted).
+                if pg_sys::pg_type_aclcheck(k, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
+                    return Err(PrepareError::NoUsage(k));
+                }
                 self.read_text_as(k, mcxt);
                 INPUT
             } else if is_int(kk) && (t == pg_sys::NUMERICOID || t == pg_sys::FLOAT4OID || t == pg_sys::FLOAT8OID) {
@@ -569,6 +632,11 @@ impl KeyHasher {
                 let mut func = pg_sys::InvalidOid;
                 match pg_sys::find_coercion_pathway(k, t, pg_sys::CoercionContext::COERCION_IMPLICIT, &mut func) {
                     pg_sys::CoercionPathType::COERCION_PATH_FUNC => {
+                        // The cast runs as the caller's own cast would: only
+                        // if the caller may execute its function.
+                        if pg_sys::pg_proc_aclcheck(func, pg_sys::GetUserId(), pg_sys::ACL_EXECUTE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
+                            return Err(PrepareError::NoExecute(func));
+                        }
                         pg_sys::fmgr_info_cxt(func, &mut self.convert, mcxt);
                         CAST
                     }

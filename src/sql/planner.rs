@@ -102,7 +102,7 @@ impl Known {
             Known::Named(name) => probe_named_for_plan(name, hashes),
             Known::Value(v) => {
                 let hs = hashes(v.seed());
-                let mut answers = vec![false; hs.len()];
+                let mut answers = crate::filter::host::vec_filled(hs.len(), false);
                 v.contains_many(&hs, &mut answers);
                 let items = v.item_count();
                 Some(PlanProbe {

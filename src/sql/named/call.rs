@@ -445,7 +445,7 @@ pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u
     let seed = tables.seed();
     drop(pin);
     let hs = hashes(seed);
-    let mut answers = vec![false; hs.len()];
+    let mut answers = crate::filter::host::vec_filled(hs.len(), false);
     let pin = pin_current(r, info.index, info.seq)?;
     tables.chain().contains_many(&hs, &mut answers);
     // A delete overtaking its insert can leave the shared count briefly below

@@ -364,6 +364,11 @@ pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
 /// Builds the filter of `hashes` (distinct, in bucket order) for the rows' fpp
 /// (unset: the default) and at least their capacity (unset: sized for the keys).
 pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -> pg_sys::Datum {
+    // The key type comes from the executor (cf_agg) or from a state, which
+    // any role can write: checked once, here, before it is recorded.
+    if let Err(why) = crate::sql::keys::recorded_key_ok(key, true) {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION, "malformed cf_sharded_agg state", why);
+    }
     let fpp = if settings.fpp == 0.0 { DEFAULT_FPP } else { settings.fpp };
     let capacity = settings.capacity;
     let n = hashes.len() as u64;
@@ -383,7 +388,10 @@ pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -
     s.params.seed = DEFAULT_SEED;
     match build_filter(hashes, s.params, s.capacity, max_buckets) {
         Ok(f) => value_from_filter(&f, key).as_datum(),
-        Err(BuildError::Full) => full_error("too many distinct keys for one cuckoofilter value", format!("{n} distinct keys")),
+        Err(BuildError::Full) => full_error(
+            "too many distinct keys for one cuckoofilter value",
+            format!("{n} distinct keys did not fit, even with the table grown {} times", crate::filter::build::MAX_BUILD_RETRIES),
+        ),
         Err(BuildError::Inseparable(k)) => full_error(
             "the keys cannot be stored in a cuckoofilter value",
             format!("{k} of the {n} distinct key hashes share a bucket and a fingerprint at every size, more than a bucket pair holds (keys hashed here never do: the state was crafted)"),
@@ -459,7 +467,7 @@ v1_functions! {
                 format!("{} distinct keys in one parallel worker take {} bytes", distinct.as_slice().len(), run.len()),
             );
         }
-        let mut out = Vec::with_capacity(PARTIAL_HEADER + run.len());
+        let mut out = crate::filter::host::vec_with_capacity(PARTIAL_HEADER + run.len());
         out.extend_from_slice(&PARTIAL_MAGIC);
         out.extend_from_slice(&fpp.to_le_bytes());
         out.extend_from_slice(&capacity.to_le_bytes());

@@ -363,6 +363,14 @@ pub fn check_tables_value_size(params: &[Params]) {
     }
 }
 
+/// Raises 22023 when a value would record a key type that input refuses:
+/// what a value made here records, input must read back.
+fn check_recorded_key(key: KeyType) {
+    if let Err(why) = crate::sql::keys::recorded_key_ok(key, false) {
+        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cannot make a cuckoofilter value of this key type", why);
+    }
+}
+
 /// A format-2 value holding the filter `f` (bucket words) with keys of type
 /// `key`, in the current memory context.
 pub fn value_from_filter(f: &OwnedFilter, key: KeyType) -> FilterValue {
@@ -382,6 +390,9 @@ pub fn value_from_tables(tables: &[OwnedFilter], key: KeyType, growth: Option<Gr
 /// A format-3 value of tables with these headers, whose bucket words `words(i)`
 /// gives, in the current memory context; 54000 if it would be too large.
 pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(headers: &[DenseHeader], growth: Option<Growth>, words: impl FnMut(usize) -> I) -> FilterValue {
+    if let Some(h) = headers.first() {
+        check_recorded_key(h.key);
+    }
     let params: Vec<Params> = headers.iter().map(|h| h.params).collect();
     check_tables_value_size(&params);
     let len = VALUE_PREFIX + multi::serialized_len(&params) as usize;
@@ -399,6 +410,7 @@ pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(headers: &[DenseHead
 /// A format-2 value with header `h` and these bucket words, in the current memory
 /// context.
 pub fn value_from_words(h: &DenseHeader, words: impl Iterator<Item = u64>) -> FilterValue {
+    check_recorded_key(h.key);
     check_value_size(&h.params);
     let len = VALUE_PREFIX + dense::serialized_len(&h.params) as usize;
     // SAFETY: palloc0 returns zeroed memory of `len` bytes (at most MaxAllocSize,

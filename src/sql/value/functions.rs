@@ -6,7 +6,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::cache::{call_cache, probe_arg};
-use super::datatype::{filter_arg_once, max_value_buckets, value_from_filter, value_from_tables, FilterValue};
+use super::datatype::{filter_arg_once, max_value_buckets, value_from_tables, FilterValue};
 use crate::filter::layout::FORMAT_V1;
 use crate::filter::multi::{self, UnionError};
 use crate::filter::sizing::{self, size_for_capacity, SizingError};
@@ -182,7 +182,10 @@ v1_functions! {
                 KeyType::NONE
             }
         };
-        value_from_filter(&OwnedFilter::with_capacity(s.params, s.capacity), key).as_datum()
+        // Written straight into the value: no table of bucket words (8 bytes
+        // a bucket) for a filter that holds nothing.
+        let header = crate::filter::dense::DenseHeader { params: s.params, items: 0, capacity: s.capacity, key };
+        super::datatype::value_from_words(&header, std::iter::repeat_n(0, s.params.bucket_count as usize)).as_datum()
     }
 
     /// `cf_count(cuckoofilter) -> bigint`: occupied slots.

@@ -486,6 +486,10 @@ impl Sharded {
             KeyType { kind, oid }
         };
         KeyType::check_parts(key.kind, key.oid).map_err(|e| e.to_string())?;
+        // A built-in key type must be one that can be a key (a value that
+        // named another would be refused when read back); a local one was
+        // resolved by name above.
+        crate::sql::keys::recorded_key_ok(key, false)?;
         if flags & FLAG_V1 != 0 && key.is_recorded() {
             return Err("a 0.5.0 state with a key type".into());
         }
