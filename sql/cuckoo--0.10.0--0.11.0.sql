@@ -20,3 +20,33 @@ BEGIN
     END IF;
 END
 $check$;
+
+-- Each role's and database's use of the shared region, with the caps
+-- (as in cuckoo.sql).
+CREATE FUNCTION "cuckoo_usage_rows"() RETURNS TABLE (
+    "role" TEXT,
+    "database" TEXT,
+    "filters" bigint,
+    "bytes" bigint,
+    "max_filters_per_role" bigint,
+    "max_bytes_per_role" bigint,
+    "max_filters_per_database" bigint,
+    "max_bytes_per_database" bigint
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'cuckoo_usage_rows_wrapper';
+-- What each role owns in each database of the cluster (the region serves
+-- them all; filters of dropped databases are left out): filters and region
+-- bytes, every table included; a superuser sees every role, others the roles
+-- whose privileges they have (and a row of their own for this database even
+-- without filters); with the caps
+-- (cuckoo.max_filters_per_role, cuckoo.max_bytes_per_role,
+-- cuckoo.max_filters_per_database, cuckoo.max_bytes_per_database) in effect
+-- in this session, NULL for none.
+CREATE VIEW cuckoo_usage AS
+    SELECT role, database, filters, bytes, max_filters_per_role, max_bytes_per_role,
+           max_filters_per_database, max_bytes_per_database
+    FROM cuckoo_usage_rows();
+GRANT SELECT ON cuckoo_usage TO PUBLIC;
+COMMENT ON VIEW cuckoo_usage IS 'named cuckoo filters and shared memory bytes each role owns in each database (of the roles whose privileges the current role has: its own, those it is a member of, every role for a superuser), with the caps per role and per database in effect in this session (NULL: none)';

@@ -294,7 +294,11 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
                 match d {
                     Ok(true) => t.stored += 1,
                     Ok(false) => t.looked += 1,
-                    Err(Full) => t.refused += 1,
+                    Err(Full) => {
+                        t.refused += 1;
+                        // If a cap kept it from growing, the call fails after.
+                        c.tables.note_full();
+                    }
                 }
                 out[i] = ok;
                 if !ok {

@@ -12,6 +12,7 @@
 
 use super::*;
 use super::durable_state::reset_durable;
+use super::limits::pack_grown;
 use super::tables::{TableSpec, HEAD_BYTES};
 
 impl Region {
@@ -27,6 +28,7 @@ impl Region {
             e.start_block.store(0, Ordering::Relaxed);
             e.blocks.store(0, Ordering::Relaxed);
             e.tag.store(0, Ordering::Relaxed);
+            e.grown.store(0, Ordering::Relaxed);
             e.capacity.store(capacity, Ordering::Relaxed);
             e.fpp_bits.store(fpp.to_bits(), Ordering::Relaxed);
             e.gen.store(gen, Ordering::Relaxed);
@@ -49,6 +51,7 @@ impl Region {
     pub(super) fn rewrite(&self, _lk: &Locked, e: &Entry, f: impl FnOnce(&Entry)) {
         let seq = e.seq.load(Ordering::Relaxed);
         debug_assert_eq!(seq & 1, 0);
+        self.header().changes.fetch_add(1, Ordering::Relaxed);
         e.seq.store(seq + 1, Ordering::Relaxed);
         fence(Ordering::Release);
         f(e);
@@ -147,7 +150,8 @@ impl Region {
         let index = self.free_entry(lk)?;
         let (start, blocks, tag) = self.fill(lk, tables, spec.durable, contents)?;
         let gen = self.stamp(lk, start, stamp);
-        self.link_entry(lk, index, spec, &tables[0].params, name, (start, blocks, tag), gen, 0);
+        let others = Self::bytes_for_tables(tables, spec.durable) / BLOCK_BYTES - blocks;
+        self.link_entry(lk, index, spec, &tables[0].params, name, (start, blocks, tag), others, gen, 0);
         self.linked(lk);
         Ok(self.entry_info(index).expect("just linked"))
     }
@@ -163,7 +167,7 @@ impl Region {
         }
         let index = self.free_entry(lk)?;
         self.recover_pending(lk);
-        self.link_entry(lk, index, spec, params, name, (0, 0, 0), gen, reason);
+        self.link_entry(lk, index, spec, params, name, (0, 0, 0), 0, gen, reason);
         Ok(self.entry_info(index).expect("just linked"))
     }
 
@@ -186,8 +190,10 @@ impl Region {
         stamp(&words, items)
     }
 
+    /// Links entry `index` to the head at `start` (`blocks` long, tagged
+    /// `tag`) and `others` blocks of tables outside the head.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn link_entry(&self, lk: &Locked, index: usize, spec: &NewFilter<'_>, params: &Params, name: [u64; NAME_WORDS], (start, blocks, tag): (u64, u64, u64), gen: u64, reason: u64) {
+    pub(super) fn link_entry(&self, lk: &Locked, index: usize, spec: &NewFilter<'_>, params: &Params, name: [u64; NAME_WORDS], (start, blocks, tag): (u64, u64, u64), others: u64, gen: u64, reason: u64) {
         let e = &self.entries()[index];
         self.rewrite(lk, e, |e| {
             e.db.store(spec.db as u64, Ordering::Relaxed);
@@ -199,6 +205,7 @@ impl Region {
             e.start_block.store(start, Ordering::Relaxed);
             e.blocks.store(blocks, Ordering::Relaxed);
             e.tag.store(tag, Ordering::Relaxed);
+            e.grown.store(pack_grown(tag, others), Ordering::Relaxed);
             e.capacity.store(spec.capacity, Ordering::Relaxed);
             e.fpp_bits.store(spec.fpp.to_bits(), Ordering::Relaxed);
             e.durable.store(spec.durable as u64, Ordering::Relaxed);
@@ -273,10 +280,12 @@ impl Region {
         let (start, blocks, tag) = self.fill(lk, tables, durable, Some(contents))?;
         let gen = self.stamp(lk, start, stamp);
         let params = &tables[0].params;
+        let others = Self::bytes_for_tables(tables, durable) / BLOCK_BYTES - blocks;
         self.rewrite(lk, e, |e| {
             e.start_block.store(start, Ordering::Relaxed);
             e.blocks.store(blocks, Ordering::Relaxed);
             e.tag.store(tag, Ordering::Relaxed);
+            e.grown.store(pack_grown(tag, others), Ordering::Relaxed);
             e.capacity.store(capacity, Ordering::Relaxed);
             e.fpp_bits.store(fpp.to_bits(), Ordering::Relaxed);
             e.gen.store(gen, Ordering::Relaxed);
@@ -420,6 +429,7 @@ impl Region {
                     let e = &self.entries()[entry as usize - 1];
                     self.rewrite(lk, e, |e| {
                         e.tag.store(0, Ordering::Relaxed);
+                        e.grown.store(0, Ordering::Relaxed);
                         e.state.store(STATE_FREE, Ordering::Relaxed);
                     });
                 }

@@ -48,7 +48,8 @@
 //! (lookups by name, statistics, the consistency check); `pins` the pins,
 //! writer pauses and consistent copies; `lifecycle` the changes made under
 //! the registry lock and reclamation; `durable_state` the checkpoint
-//! bookkeeping of durable filters; `tests` their tests.
+//! bookkeeping of durable filters; `limits` what each role and database uses
+//! and the caps on it; `tests` their tests.
 
 use std::ptr::NonNull;
 
@@ -73,7 +74,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 6;
+const REGION_VERSION: u64 = 7;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -101,6 +102,9 @@ struct RegionHeader {
     /// Set when restoring the filters' files met an error that may have left
     /// a filter out: no file is removed then (until a restart restores all).
     restore_incomplete: AtomicU64,
+    /// Advanced by every change of an entry (under the registry lock): a
+    /// growth refused by a cap is not tried again until it moves (`limits`).
+    changes: AtomicU64,
     epoch: CachePadded<AtomicU64>,
 }
 
@@ -139,6 +143,10 @@ struct Entry {
     start_block: AtomicU64,
     blocks: AtomicU64,
     tag: AtomicU64,
+    /// The blocks of the filter's tables outside its head, with the low bits
+    /// of the tag they belong to (see `limits`): set by the lock holder with
+    /// the contents, then changed by growth without the lock.
+    grown: AtomicU64,
     capacity: AtomicU64,
     fpp_bits: AtomicU64,
     /// 1 for a durable (WAL-logged) filter.
@@ -327,6 +335,9 @@ pub enum RegionError {
     /// Durable filters cannot be changed now (nobody is logging their
     /// checkpoint images).
     Closed,
+    /// The change would take a role or a database over a cap the caller set
+    /// ([`Limits`]).
+    OverLimit(LimitHit),
 }
 
 impl std::fmt::Display for RegionError {
@@ -346,8 +357,87 @@ impl std::fmt::Display for RegionError {
             RegionError::BadParams(why) => write!(f, "bad filter parameters: {why}"),
             RegionError::Busy => write!(f, "old copies of filters are still being read; try again"),
             RegionError::Closed => write!(f, "durable filters cannot be changed while the cuckoo durability worker is not running"),
+            RegionError::OverLimit(hit) => write!(f, "{hit}"),
         }
     }
+}
+
+// What the caps per role and per database are made of (the checks are in
+// `limits`).
+
+/// Caps on what one role (over every database) and one database (over every
+/// role) may hold in the region; `None`: no cap. Set by the caller of a
+/// change; recovery and replay set none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub role_filters: Option<u64>,
+    pub role_bytes: Option<u64>,
+    pub database_filters: Option<u64>,
+    pub database_bytes: Option<u64>,
+}
+
+impl Limits {
+    /// Whether any byte cap is set (the only kind growth can pass).
+    pub fn caps_bytes(&self) -> bool {
+        self.role_bytes.is_some() || self.database_bytes.is_some()
+    }
+}
+
+/// Which cap a change would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LimitKind {
+    RoleFilters,
+    RoleBytes,
+    DatabaseFilters,
+    DatabaseBytes,
+}
+
+/// A change refused by a cap: whose (the filter's owner and database), what
+/// they use now (filters or bytes; `replacing`: without the contents the
+/// change replaces), what the change asked for on top, and the cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitHit {
+    pub kind: LimitKind,
+    pub owner: u32,
+    pub db: u32,
+    pub used: u64,
+    pub requested: u64,
+    pub cap: u64,
+    pub replacing: bool,
+}
+
+impl std::fmt::Display for LimitHit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (whose, what) = match self.kind {
+            LimitKind::RoleFilters => (format!("role {}", self.owner), "filters"),
+            LimitKind::RoleBytes => (format!("role {}", self.owner), "bytes"),
+            LimitKind::DatabaseFilters => (format!("database {}", self.db), "filters"),
+            LimitKind::DatabaseBytes => (format!("database {}", self.db), "bytes"),
+        };
+        write!(f, "{whose} uses {} {what}, asks for {} more, and may use {}", self.used, self.requested, self.cap)
+    }
+}
+
+/// Filters and region bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub filters: u64,
+    pub bytes: u64,
+}
+
+impl Usage {
+    fn add(&mut self, bytes: u64) {
+        self.filters += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// What one role uses in one database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsageRow {
+    pub owner: u32,
+    pub db: u32,
+    pub usage: Usage,
 }
 
 /// Proof that the caller holds the registry lock (an exclusive lock shared by all
@@ -809,6 +899,7 @@ pub fn published_fpp(params: &Params, capacity: u64) -> f64 {
 
 mod durable_state;
 mod lifecycle;
+mod limits;
 mod pins;
 pub mod tables;
 #[cfg(all(test, not(loom)))]

@@ -27,8 +27,16 @@
 //! that running statements may still read is not reclaimed for it (that needs
 //! the registry lock), so such an insert may fail until the next create, drop
 //! or publish reclaims it.
+//!
+//! The caller may set caps on the bytes of the filter's owner and database
+//! ([`RegionTables::set_limits`]); a table that would pass one is not made
+//! (the insert is full, and [`RegionTables::refused_by_cap`] says which cap).
+//! Only then is the registry read (see `limits`); a refusal is remembered
+//! until the caps or the registry change, so inserts into a filter at its
+//! cap do not read the registry again and again.
 
 use super::*;
+use std::cell::Cell;
 use crate::filter::chain::{Chain, Directory, Growth, Tables, DIRECTORY_BYTES};
 use crate::region::durable::ChainUnits;
 
@@ -174,6 +182,12 @@ impl Region {
             index: info.index,
             tag: info.tag,
             growth: info.growth,
+            owner: info.owner,
+            db: info.db,
+            limits: Cell::new(Limits::default()),
+            refused: Cell::new(None),
+            hit: Cell::new(None),
+            full: Cell::new(false),
         })
     }
 
@@ -231,6 +245,19 @@ pub struct RegionTables<'r> {
     index: usize,
     tag: u64,
     growth: Option<Growth>,
+    /// The filter's owner and database, charged for its tables.
+    owner: u32,
+    db: u32,
+    /// The caps growth keeps to (none unless the caller sets them).
+    limits: Cell<Limits>,
+    /// The last growth refused by a cap, while the registry and the caps are
+    /// as they were then: the table it was for, the caps, the registry's
+    /// change count, and the cap passed.
+    refused: Cell<Option<(usize, Limits, u64, LimitHit)>>,
+    /// A growth refused by a cap since the caps were set, and whether an
+    /// insert found the filter full since.
+    hit: Cell<Option<LimitHit>>,
+    full: Cell<bool>,
 }
 
 impl<'r> RegionTables<'r> {
@@ -290,6 +317,43 @@ impl<'r> RegionTables<'r> {
     pub fn growth(&self) -> Option<Growth> {
         self.growth
     }
+
+    /// The caps on the bytes of the filter's owner and database that the
+    /// tables it adds from now on must keep to (recovery and replay set none),
+    /// and a fresh start for [`Self::refused_by_cap`].
+    pub fn set_limits(&self, limits: Limits) {
+        self.limits.set(limits);
+        self.hit.set(None);
+        self.full.set(false);
+    }
+
+    /// For an insert that found the filter full (`Err(Full)`).
+    pub fn note_full(&self) {
+        self.full.set(true);
+    }
+
+    /// Since [`Self::set_limits`]: the cap that kept the filter from adding a
+    /// table, if an insert then found it full ([`Self::note_full`]).
+    pub fn refused_by_cap(&self) -> Option<LimitHit> {
+        if self.full.get() { self.hit.get() } else { None }
+    }
+
+    /// Whether the caps leave room for table `index` of `blocks` blocks.
+    fn within_caps(&self, index: usize, blocks: u64) -> Result<(), LimitHit> {
+        let limits = self.limits.get();
+        if !limits.caps_bytes() {
+            return Ok(());
+        }
+        let changes = self.r.changes();
+        if let Some((table, caps, seen, hit)) = self.refused.get() {
+            // Nothing was dropped or replaced since (other filters' growth
+            // only adds): still no room.
+            if (table, caps, seen) == (index, limits, changes) {
+                return Err(hit);
+            }
+        }
+        self.r.room_to_grow(&limits, self.owner, self.db, blocks * BLOCK_BYTES).inspect_err(|&hit| self.refused.set(Some((index, limits, changes, hit))))
+    }
 }
 
 impl Tables for RegionTables<'_> {
@@ -325,20 +389,27 @@ impl Tables for RegionTables<'_> {
         let mut params = sized.params;
         params.seed = shapes[0].0.seed;
         let spec = TableSpec { params, capacity: sized.capacity };
-        let bytes = Region::table_bytes(&params, self.durable);
-        let start = self.r.allocator().alloc(bytes.div_ceil(BLOCK_BYTES), self.tag)?;
+        let blocks = Region::table_bytes(&params, self.durable).div_ceil(BLOCK_BYTES);
+        if let Err(hit) = self.within_caps(index, blocks) {
+            self.hit.set(Some(hit));
+            return None;
+        }
+        let start = self.r.allocator().alloc(blocks, self.tag)?;
+        // Charged to the owner and database as soon as claimed (given back in
+        // `release` if it is never published).
+        self.r.add_grown(self.index, self.tag, blocks as i64);
         let at = self.r.lay.data_at + start * BLOCK_BYTES;
         // SAFETY: the allocator just gave these blocks to this process; the
         // handle is published only after this returns.
         let words = unsafe { self.r.fresh_table(at, &spec, self.durable) };
         words.fill(0);
-        let _ = index;
         Some(start * BLOCK_BYTES + HANDLE_BIAS)
     }
 
     fn release(&self, handle: u64) {
         let (start, n) = self.r.table_blocks(handle);
         self.r.allocator().free(start, n, self.tag);
+        self.r.add_grown(self.index, self.tag, -(n as i64));
     }
 
     fn grows(&self) -> bool {

@@ -1,6 +1,8 @@
 //! Attaching to the shared region that holds named filters: the
 //! `cuckoo.shared_memory` setting (and a hidden test setting of the
-//! durability worker), the shared-memory hooks that size and set up the region,
+//! durability worker), the caps per role and per database
+//! (`cuckoo.max_filters_per_role` and the like), the shared-memory hooks that
+//! size and set up the region,
 //! the registry lock, and this process's epoch slot. Everything else in
 //! `named` reaches the region through [`region`] and [`with_registry_lock`].
 //! The region itself is `crate::region` (no pgrx).
@@ -13,10 +15,19 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::errors::fail;
+use crate::region::registry::Limits;
 use crate::region::{Locked, Region};
 
 /// `cuckoo.shared_memory`, in megabytes.
 static SHARED_MEMORY_MB: GucSetting<i32> = GucSetting::<i32>::new(64);
+/// The caps per role (over every database) and per database (over every
+/// role): `cuckoo.max_filters_per_role`, `cuckoo.max_bytes_per_role` (in kB),
+/// `cuckoo.max_filters_per_database`, `cuckoo.max_bytes_per_database` (in kB);
+/// -1: no cap.
+static MAX_FILTERS_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static MAX_KB_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static MAX_FILTERS_PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(-1);
+static MAX_KB_PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(-1);
 /// `cuckoo.debug_cut_write_delay`, in milliseconds (see `cut`).
 pub(super) static CUT_WRITE_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `cuckoo.debug_crash_point`: for tests, a named point inside a cut or a
@@ -58,6 +69,40 @@ pub fn init(on_new_region: fn(&Region)) -> bool {
         GucContext::Postmaster,
         GucFlags::UNIT_MB,
     );
+    // The caps: superusers only (also through ALTER ROLE or ALTER DATABASE
+    // ... SET), so that a role cannot lift its own.
+    for (name, short, long, setting, flags) in [
+        (
+            c"cuckoo.max_filters_per_role",
+            c"Most named cuckoo filters one role may own, over every database; -1: no limit.",
+            c"Checked when a filter is created (cf_create, cf_publish of a new name, cf_restore_saved), against the filters the new filter's owner owns in the whole shared region.",
+            &MAX_FILTERS_PER_ROLE,
+            GucFlags::default(),
+        ),
+        (
+            c"cuckoo.max_bytes_per_role",
+            c"Most shared memory the named cuckoo filters of one role may take, over every database; -1: no limit.",
+            c"Counts every table of the role's filters, those growth adds included; checked when a filter is created or published and when a filter grows.",
+            &MAX_KB_PER_ROLE,
+            GucFlags::UNIT_KB,
+        ),
+        (
+            c"cuckoo.max_filters_per_database",
+            c"Most named cuckoo filters one database may hold, over every role; -1: no limit.",
+            c"Checked when a filter is created (cf_create, cf_publish of a new name, cf_restore_saved).",
+            &MAX_FILTERS_PER_DATABASE,
+            GucFlags::default(),
+        ),
+        (
+            c"cuckoo.max_bytes_per_database",
+            c"Most shared memory the named cuckoo filters of one database may take, over every role; -1: no limit.",
+            c"Counts every table of the database's filters, those growth adds included; checked when a filter is created or published and when a filter grows.",
+            &MAX_KB_PER_DATABASE,
+            GucFlags::UNIT_KB,
+        ),
+    ] {
+        GucRegistry::define_int_guc(name, short, long, setting, -1, i32::MAX, GucContext::Suset, flags);
+    }
     GucRegistry::define_int_guc(
         c"cuckoo.debug_cut_write_delay",
         c"For tests: the durability worker pauses this long in the middle of writing each checkpoint-cut file.",
@@ -94,6 +139,17 @@ pub fn init(on_new_region: fn(&Region)) -> bool {
         ON_NEW_REGION = Some(on_new_region);
     }
     true
+}
+
+/// The caps in effect in this session (see `registry::limits`).
+pub(super) fn session_limits() -> Limits {
+    let cap = |s: &GucSetting<i32>, unit: u64| u64::try_from(s.get()).ok().map(|v| v * unit);
+    Limits {
+        role_filters: cap(&MAX_FILTERS_PER_ROLE, 1),
+        role_bytes: cap(&MAX_KB_PER_ROLE, 1024),
+        database_filters: cap(&MAX_FILTERS_PER_DATABASE, 1),
+        database_bytes: cap(&MAX_KB_PER_DATABASE, 1024),
+    }
 }
 
 fn region_bytes() -> u64 {

@@ -1,8 +1,8 @@
 //! How a function call reaches a named filter: the name resolved once per call
 //! site (`fn_extra`) and checked again under a pin on every call, the role's
 //! right to read or change it, the checks before a change (read-only
-//! transactions, standbys, durable changes open), and the read-only probe the
-//! planner uses.
+//! transactions, standbys, durable changes open), the caps a growing filter
+//! keeps to, and the read-only probe the planner uses.
 
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
@@ -10,9 +10,9 @@ use std::mem::MaybeUninit;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::attach::{my_slot, region, wait_for, REGION};
+use super::attach::{my_slot, region, session_limits, wait_for, REGION};
 use super::citus;
-use super::errors::{closed_error, fail, not_found};
+use super::errors::{closed_error, fail, not_found, over_limit};
 use super::reload::needs_reload;
 use crate::filter::chain::Chain;
 use crate::filter::dense::{KeyType, KEY_PENDING};
@@ -35,6 +35,21 @@ pub(super) fn pin_current(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>>
 fn pin_current_writer(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
     let Some(pin) = r.pin_writer(my_slot()) else { error!("cuckoo: process slot out of range") };
     r.still_current(index, seq).then_some(pin)
+}
+
+/// Whether database `db` exists (a filter of a dropped one can never be
+/// reached again; the next create or publish drops it).
+pub(super) fn database_exists(db: u32) -> bool {
+    // SAFETY: a syscache probe by OID.
+    unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::DATABASEOID as i32,
+            pg_sys::Datum::from(db),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    }
 }
 
 pub(super) fn db() -> u32 {
@@ -150,6 +165,22 @@ fn wait_while(busy: impl Fn() -> bool) {
         } else {
             backoff.snooze();
         }
+    }
+}
+
+/// The caps a filter's growth keeps to in this session: the byte caps per
+/// role and per database (a filter's count does not change when it grows).
+fn growth_limits() -> crate::region::registry::Limits {
+    let l = session_limits();
+    crate::region::registry::Limits { role_filters: None, database_filters: None, ..l }
+}
+
+/// After an insert (unpinned): an insert that found the filter full because a
+/// cap kept it from adding a table fails (53200), rather than answering false
+/// as a filter that cannot grow does.
+fn refuse_if_capped(name: &str, tables: &RegionTables<'_>) {
+    if let Some(hit) = tables.refused_by_cap() {
+        over_limit(name, &hit, true);
     }
 }
 
@@ -276,8 +307,14 @@ impl NamedCall {
                 // SAFETY: `resolved` implies `tables` was written; the entry is
                 // unchanged and we are pinned, so its memory cannot be reused.
                 let tables = unsafe { self.tables.assume_init_ref() };
+                if self.write {
+                    tables.set_limits(growth_limits());
+                }
                 let out = op(&tables.chain(), h, r, self.index, slot, self.gen);
                 drop(pin);
+                if self.write {
+                    refuse_if_capped(name, tables);
+                }
                 return out;
             }
             self.resolve(r, name, who);
@@ -412,8 +449,11 @@ impl NamedCall {
             let Some(pin) = self.go_ahead(r, pin) else { continue };
             // SAFETY: resolved, unchanged and pinned (see `run`).
             let tables = unsafe { self.tables.assume_init_ref() };
+            tables.set_limits(growth_limits());
             op(&tables.chain(), &hs[done..end], &mut out[done..end], r, self.index, slot, self.gen);
             drop(pin);
+            // The keys of this chunk and those before stay stored.
+            refuse_if_capped(name, tables);
             done = end;
         }
         out

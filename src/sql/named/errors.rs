@@ -1,9 +1,14 @@
 //! The errors of named filters that more than one place raises: a filter that
-//! does not exist, a registry change that failed, durable changes not open.
-//! Each has its SQLSTATE and, where the user can act, a hint.
+//! does not exist, a registry change that failed, a cap per role or database
+//! passed, durable changes not open. Each has its SQLSTATE and, where the user
+//! can act, a hint.
 
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::region::registry::{LimitHit, LimitKind};
 use crate::region::RegionError;
 
 /// Raises an ERROR with a SQLSTATE, a message and an optional hint.
@@ -44,7 +49,62 @@ pub(super) fn region_error(name: &str, e: RegionError) -> ! {
             None,
         ),
         RegionError::Closed => closed_error(),
+        RegionError::OverLimit(hit) => over_limit(name, &hit, false),
     }
+}
+
+/// A role's name, or how to name one that no longer exists.
+pub(super) fn role_text(oid: u32) -> String {
+    // SAFETY: noerr lookup; null for a role that does not exist.
+    unsafe {
+        let p = pg_sys::GetUserNameFromId(pg_sys::Oid::from(oid), true);
+        if p.is_null() { format!("role with OID {oid}") } else { format!("role \"{}\"", CStr::from_ptr(p).to_string_lossy()) }
+    }
+}
+
+/// A database's name, or how to name one that no longer exists.
+pub(super) fn database_text(oid: u32) -> String {
+    // SAFETY: a syscache lookup; null for a database that does not exist.
+    unsafe {
+        let p = pg_sys::get_database_name(pg_sys::Oid::from(oid));
+        if p.is_null() { format!("database with OID {oid}") } else { format!("database \"{}\"", CStr::from_ptr(p).to_string_lossy()) }
+    }
+}
+
+/// A change to filter `name` that would pass a cap (`growing`: an insert
+/// whose filter is full and could not add a table): 53200, the message
+/// naming whose cap, the hint the setting and the figures.
+pub(super) fn over_limit(name: &str, hit: &LimitHit, growing: bool) -> ! {
+    let (whose, setting, scope) = match hit.kind {
+        LimitKind::RoleFilters => (role_text(hit.owner), "cuckoo.max_filters_per_role", "in all databases"),
+        LimitKind::RoleBytes => (role_text(hit.owner), "cuckoo.max_bytes_per_role", "in all databases"),
+        LimitKind::DatabaseFilters => (database_text(hit.db), "cuckoo.max_filters_per_database", "of all roles"),
+        LimitKind::DatabaseBytes => (database_text(hit.db), "cuckoo.max_bytes_per_database", "of all roles"),
+    };
+    let bytes = matches!(hit.kind, LimitKind::RoleBytes | LimitKind::DatabaseBytes);
+    let what = if bytes { "shared memory" } else { "filters" };
+    let message = if growing {
+        format!("cuckoo filter \"{name}\" is full and cannot grow: a new table would exceed the cap on {what} of {whose}")
+    } else {
+        format!("cuckoo filter \"{name}\" would exceed the cap on {what} of {whose}")
+    };
+    let mut whose = whose;
+    whose[..1].make_ascii_uppercase();
+    let verb = if matches!(hit.kind, LimitKind::RoleFilters | LimitKind::RoleBytes) { "owns" } else { "holds" };
+    let usage = if bytes {
+        let needs = if growing { "the filter's next table needs" } else { "this needs" };
+        let besides = if hit.replacing { format!(" besides \"{name}\"") } else { String::new() };
+        format!("{whose} {verb} {} bytes of filters{besides} ({scope}), {needs} {} more, and {setting} allows {} bytes.", hit.used, hit.requested, hit.cap)
+    } else {
+        let filters = |n: u64| if n == 1 { "1 filter".to_string() } else { format!("{n} filters") };
+        format!("{whose} {verb} {} ({scope}) and {setting} allows {}.", filters(hit.used), hit.cap)
+    };
+    let hint = if growing {
+        format!("{usage} The keys inserted before stay. Drop filters with cf_drop, or ask a superuser to raise {setting}.")
+    } else {
+        format!("{usage} Drop filters with cf_drop, make a smaller one, or ask a superuser to raise {setting}.")
+    };
+    fail(PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, message, Some(&hint))
 }
 
 pub(super) fn closed_error() -> ! {

@@ -5,8 +5,8 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::attach::{my_slot, region, with_registry_lock};
-use super::call::{db, named_call, pin_current, user, prepare_write, require_access, text_arg, wait_durable_open};
+use super::attach::{my_slot, region, session_limits, with_registry_lock};
+use super::call::{database_exists, db, named_call, pin_current, user, prepare_write, require_access, text_arg, wait_durable_open};
 use super::citus;
 use super::errors::{fail, not_found, region_error};
 use super::log::{flush_at_commit_to_now, log, log_content};
@@ -81,6 +81,10 @@ v1_functions! {
                 let logged = (gen != 0).then(|| log(&Record::Insert { gen, hash: h }));
                 let mut st = OpStats::default();
                 let ok = t.insert_counted(h, &mut st).is_ok();
+                if !ok {
+                    // Full: if a cap kept it from growing, the call fails after.
+                    t.tables.note_full();
+                }
                 if let (false, Some(insert_end)) = (ok, logged) {
                     log(&Record::Refused { gen, hash: h, insert_end });
                 }
@@ -199,9 +203,14 @@ v1_functions! {
         citus::check_task(name, true, true);
         citus::check_change(name);
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key, growth };
+        let bytes = Region::bytes_for_tables(&tables, durable);
+        let limits = session_limits();
         purge_dropped_databases();
-        registry_change(name, |_| {}, |r, lk, _| {
+        registry_change(name, |_| {}, |r, lk, found| {
             durable_open(r, durable)?;
+            if found.is_none() {
+                r.admit(lk, &limits, spec.owner, spec.db, bytes, None)?;
+            }
             r.create(lk, &spec, &tables, None, &mut |_, _| {
                 if !durable {
                     return 0;
@@ -265,11 +274,38 @@ v1_functions! {
         // The rate a filter that grows keeps; else the tables' bound at their
         // capacity.
         let fpp = growth.map_or_else(|| tables.iter().map(|t| published_fpp(&t.params, t.capacity)).sum::<f64>().min(1.0), |g| g.fpp);
+        // Nothing larger than the region is expanded (a dense value's words
+        // take up to eight times its size).
+        let bytes = Region::bytes_for_tables(&tables, durable);
+        let room = region().layout().data_bytes();
+        if bytes > room {
+            fail(
+                PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+                format!("not enough cuckoo shared memory for filter \"{name}\": it needs {bytes} bytes, the whole region holds {room} bytes of filters"),
+                Some("Publish a smaller value, or raise cuckoo.shared_memory (takes effect at restart)."),
+            );
+        }
         // The value's buckets expanded into bucket words before the registry lock
-        // is taken (decoding a large value takes a while), then copied under it.
-        let words: Vec<Vec<u64>> = (0..tables.len()).map(|i| v.table_words(i).collect()).collect();
-        let contents = |i: usize, out: &mut [u64]| out.copy_from_slice(&words[i]);
+        // is taken (decoding a large value takes a while), then copied under it;
+        // in this call's memory context (freed with it, also on error).
+        let counts: Vec<usize> = tables.iter().map(|t| t.params.bucket_count as usize).collect();
+        let offsets = word_offsets(counts.iter().map(|&m| m as u64));
+        let buffer = PgWords::new(counts.iter().sum());
+        // SAFETY: the fresh buffer is ours alone.
+        let all = unsafe { buffer.as_mut_slice() };
+        for (i, (&at, &m)) in offsets.iter().zip(&counts).enumerate() {
+            let mut words = v.table_words(i);
+            for chunk in all[at..at + m].chunks_mut(1 << 20) {
+                pgrx::check_for_interrupts!();
+                for (o, w) in chunk.iter_mut().zip(&mut words) {
+                    *o = w;
+                }
+            }
+        }
+        let all: &[u64] = all;
+        let contents = |i: usize, out: &mut [u64]| out.copy_from_slice(&all[offsets[i]..offsets[i] + counts[i]]);
         let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable, key: v.key_type(), growth };
+        let limits = session_limits();
         purge_dropped_databases();
         registry_change(
             name,
@@ -281,6 +317,9 @@ v1_functions! {
             },
             |r, lk, found| {
                 durable_open(r, durable || found.is_some_and(|i| i.durable))?;
+                // New contents count against the caps of the owner (a replaced
+                // filter keeps its owner) and of the database, the old released.
+                r.admit(lk, &limits, found.map_or(spec.owner, |i| i.owner), spec.db, bytes, found)?;
                 // A durable publish logs the contents before they are linked;
                 // the generation is the end of their first record.
                 let mut stamp = |words: &[&[u64]], items: u64| {
@@ -418,7 +457,10 @@ fn insert_new_one(t: &Chain<'_, RegionTables<'_>>, h: u64, r: &Region, index: us
     match added {
         Ok(true) => r.count_insert(index, slot, true, &st),
         Ok(false) => r.count_lookup(index, slot, &st),
-        Err(_) => r.count_insert(index, slot, false, &st),
+        Err(_) => {
+            t.tables.note_full();
+            r.count_insert(index, slot, false, &st)
+        }
     }
     added == Ok(true)
 }
@@ -549,17 +591,7 @@ fn purge_dropped_databases() {
     dbs.sort_unstable();
     dbs.dedup();
     for db in dbs {
-        // SAFETY: a syscache probe by OID.
-        let exists = unsafe {
-            pg_sys::SearchSysCacheExists(
-                pg_sys::SysCacheIdentifier::DATABASEOID as i32,
-                pg_sys::Datum::from(db),
-                pg_sys::Datum::from(0),
-                pg_sys::Datum::from(0),
-                pg_sys::Datum::from(0),
-            )
-        };
-        if !exists {
+        if !database_exists(db) {
             with_registry_lock(|r, lk| {
                 for info in r.list(db) {
                     // A durable one is dropped only while its drop can be logged

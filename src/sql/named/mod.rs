@@ -11,9 +11,12 @@
 //! - `worker`: the durability background worker;
 //! - `citus`: on a Citus cluster, which filter a by-name call in a
 //!   distributed query may use;
-//! - `call`: how a function call reaches a filter (name, rights, pins);
+//! - `call`: how a function call reaches a filter (name, rights, pins, the
+//!   caps a growing filter keeps to);
+//! - `roles`: `DROP ROLE` of a role that owns filters is refused;
 //! - `functions`: the SQL functions over filter names;
-//! - `view`: the rows of the `cuckoo_filters` view.
+//! - `view`: the rows of the `cuckoo_filters`, `cuckoo_region` and
+//!   `cuckoo_usage` views.
 //!
 //! Each module uses only modules listed above it. The region itself is
 //! `crate::region` (no pgrx).
@@ -28,17 +31,20 @@ pub mod replay;
 pub mod worker;
 pub mod citus;
 pub mod call;
+pub mod roles;
 pub mod functions;
 pub mod view;
 
-/// From `_PG_init`: when loaded at server start, the settings and hooks, the
-/// WAL resource manager, the commit callback and the durability worker.
+/// From `_PG_init`: when loaded at server start, the settings and hooks (the
+/// `DROP ROLE` check among them), the WAL resource manager, the commit
+/// callback and the durability worker.
 /// Loaded on first use instead, values work and named filters explain what is
 /// missing.
 pub fn init() {
     if !attach::init(restore::restore) {
         return;
     }
+    roles::register();
     replay::register();
     log::register_commit_flush();
     worker::register();

@@ -1,13 +1,15 @@
 //! The rows of the `cuckoo_filters` view: the current database's named
 //! filters that the caller may look up, with their statistics and, for durable
-//! ones, what their last checkpoint wrote.
+//! ones, what their last checkpoint wrote; of `cuckoo_region`, the region's
+//! space; of `cuckoo_usage`, what each role uses in each database, with the
+//! caps in effect.
 
 use std::ffi::CStr;
 
 use pgrx::prelude::*;
 
-use super::attach::region;
-use super::call::{db, may_access, pin_current, user};
+use super::attach::{region, session_limits};
+use super::call::{database_exists, db, may_access, pin_current, user};
 use super::reload::reason;
 use crate::region::registry::{BLOCK_BYTES, READERS_NONE, READERS_PUBLIC};
 
@@ -144,4 +146,67 @@ fn cuckoo_region_rows() -> TableIterator<
         s.entries_used as i32,
         s.entries as i32,
     )])
+}
+
+/// Rows of the `cuckoo_usage` view: the filters and region bytes each role
+/// owns in each database (every database that exists: the region serves the
+/// cluster),
+/// for the roles whose privileges the caller has (a superuser: all; others
+/// their own and those they are members of), and always a row for the
+/// current role in this database; with the caps in effect in this session
+/// (NULL: none).
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+fn cuckoo_usage_rows() -> TableIterator<
+    'static,
+    (
+        name!(role, Option<String>),
+        name!(database, Option<String>),
+        name!(filters, i64),
+        name!(bytes, i64),
+        name!(max_filters_per_role, Option<i64>),
+        name!(max_bytes_per_role, Option<i64>),
+        name!(max_filters_per_database, Option<i64>),
+        name!(max_bytes_per_database, Option<i64>),
+    ),
+> {
+    let r = region();
+    let who = user();
+    // Filters of dropped databases are nobody's (the next create or publish
+    // drops them).
+    let mut usage: Vec<_> = r.usage_rows().into_iter().filter(|u| database_exists(u.db)).collect();
+    let here = (who.to_u32(), db());
+    if !usage.iter().any(|u| (u.owner, u.db) == here) {
+        usage.push(crate::region::registry::UsageRow { owner: here.0, db: here.1, usage: Default::default() });
+    }
+    let caps = session_limits();
+    let cap = |c: Option<u64>| c.map(|v| v.min(i64::MAX as u64) as i64);
+    let mut rows: Vec<_> = usage
+        .into_iter()
+        // SAFETY: a catalog check on valid role ids (a dropped owner's OID
+        // is a member of nothing; a superuser has every role's privileges).
+        .filter(|u| unsafe { pg_sys::has_privs_of_role(who, pg_sys::Oid::from(u.owner)) })
+        .map(|u| {
+            (
+                role_name(u.owner as u64),
+                database_name(u.db),
+                u.usage.filters as i64,
+                u.usage.bytes as i64,
+                cap(caps.role_filters),
+                cap(caps.role_bytes),
+                cap(caps.database_filters),
+                cap(caps.database_bytes),
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    TableIterator::new(rows)
+}
+
+fn database_name(oid: u32) -> Option<String> {
+    // SAFETY: a syscache lookup; null for a database that does not exist.
+    unsafe {
+        let p = pg_sys::get_database_name(pg_sys::Oid::from(oid));
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
 }
