@@ -16,12 +16,13 @@
 -- tests/upgrade.sh checks that.
 \echo Use "ALTER EXTENSION cuckoo UPDATE TO '0.10.0'" to load this file. \quit
 
--- The server must run 0.10.0's library (it is preloaded: restart after
--- installing), or nothing changes.
+-- The server must run 0.10.0's library or a later one (it is preloaded:
+-- restart after installing), or nothing changes. (A later library runs this
+-- step on the way to its own version.)
 DO $check$
 BEGIN
-    IF @extschema@.cuckoo_library_version() <> '0.10.0' THEN
-        RAISE EXCEPTION 'cuckoo: this session runs the library of cuckoo %, not 0.10.0', @extschema@.cuckoo_library_version()
+    IF pg_catalog.string_to_array(@extschema@.cuckoo_library_version(), '.')::int[] < '{0,10,0}'::int[] THEN
+        RAISE EXCEPTION 'cuckoo: this session runs the library of cuckoo %, older than 0.10.0', @extschema@.cuckoo_library_version()
             USING HINT = 'Install 0.10.0''s files, restart the server (the library is preloaded), then update.';
     END IF;
 END
