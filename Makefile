@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-durable test-faults soak test-citus bench bench-core
+.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-security test-durable test-faults soak test-citus bench bench-core
 
 setup:
 	bash tests/setup.sh
@@ -16,7 +16,7 @@ install: setup
 demo: install
 	bash tests/demo.sh
 
-test: setup test-core loom test-isolation test-regress test-clients test-shared test-durable test-faults test-citus
+test: setup test-core loom test-isolation test-regress test-clients test-shared test-security test-durable test-faults test-citus
 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
@@ -59,6 +59,14 @@ test-clients: install
 test-shared: install
 	bash tests/concurrency/run.sh
 
+# What one unprivileged role sends costs only that role (issue 29): each case
+# of the issue as a fixed test, then a seeded mutation fuzzer over every input
+# that crosses the trust boundary (fixed seed and count; a failure prints its
+# seed and iteration), on a cluster whose server processes are limited to
+# 4 GiB of address space (tests/security).
+test-security: install
+	bash tests/security/run.sh
+
 # Durable filters: restarts, crashes, standbys and switchover, base backups,
 # point-in-time recovery, the checkpoint files (half written, damaged, not
 # writable), corrupt WAL, and a server that ran 0.4.0 (built once from this
@@ -72,9 +80,11 @@ test-durable: install
 test-faults: install
 	bash tests/faults/run.sh
 
-# The fault-schedule tester with new seeds for SOAK_MINUTES (default 60).
+# The fault-schedule tester with new seeds for SOAK_MINUTES (default 60), then
+# the security fuzzer with new seeds for as long.
 soak: install
 	bash tests/faults/run.sh soak
+	bash tests/security/run.sh soak
 
 # A Citus coordinator and two workers (Citus 13.2.2 built and installed by the
 # shared tools' build-citus.sh if missing): cf_sharded_agg pushed down for every

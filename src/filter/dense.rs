@@ -513,6 +513,7 @@ pub fn encode_into(h: &DenseHeader, words: impl Iterator<Item = u64>, out: &mut 
     let data = &mut out[V2_HEADER_BYTES..];
     let mut n = 0u64;
     for (i, w) in words.enumerate() {
+        super::host::check_every(i);
         let raw = encode_bucket(&g, semi, low_bits, w);
         let bit = i as u64 * bb;
         let at = (bit / 8) as usize;

@@ -12,10 +12,11 @@ trap 'tests/cluster.sh stop' EXIT
 # from 1,000 to 10M keys against filters made for 10M) and setops (setops_bench.sh: 1M keys loaded by one
 # batched call against 1M one-key calls, time and WAL) and citus (citus_bench.sh: cf_sharded_agg pushed down
 # on a Citus cluster against cf_agg's row-gather, its own cluster) and durable (durable_bench.sh: checkpoint WAL
-# and files, an outage of cuckoo/, the first pass after a crash, against 0.9.0); all by default.
-parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large exists batched shared checkpoint keytype growth setops citus durable)
+# and files, an outage of cuckoo/, the first pass after a crash, against 0.9.0) and tenant (tenant_bench.sh:
+# what issue 29's guards cost, against 0.10.0); all by default.
+parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=(probe build space sweep large exists batched shared checkpoint keytype growth setops citus durable tenant)
 sql_parts=()
-for p in "${parts[@]}"; do [ "$p" = shared ] || [ "$p" = checkpoint ] || [ "$p" = keytype ] || [ "$p" = growth ] || [ "$p" = setops ] || [ "$p" = citus ] || [ "$p" = durable ] || sql_parts+=("$p"); done
+for p in "${parts[@]}"; do [ "$p" = shared ] || [ "$p" = checkpoint ] || [ "$p" = keytype ] || [ "$p" = growth ] || [ "$p" = setops ] || [ "$p" = citus ] || [ "$p" = durable ] || [ "$p" = tenant ] || sql_parts+=("$p"); done
 [ ${#sql_parts[@]} -eq 0 ] || python3 tests/bench/sql_bench.py "${sql_parts[@]}"
 # Part space also wrote its rows to target/bench/space.tsv: draw them.
 if [[ " ${sql_parts[*]} " == *" space "* ]]; then
@@ -29,3 +30,4 @@ if [[ " ${parts[*]} " == *" growth "* ]]; then bash tests/bench/growth_bench.sh;
 if [[ " ${parts[*]} " == *" setops "* ]]; then bash tests/bench/setops_bench.sh; fi
 if [[ " ${parts[*]} " == *" citus "* ]]; then bash tests/bench/citus_bench.sh; fi
 if [[ " ${parts[*]} " == *" durable "* ]]; then bash tests/bench/durable_bench.sh; fi
+if [[ " ${parts[*]} " == *" tenant "* ]]; then bash tests/bench/tenant_bench.sh; fi

@@ -616,6 +616,9 @@ v1_functions! {
     }
 }
 
+/// Bytes base64 coded between interrupt checks (whole 3-byte groups).
+const BASE64_CHUNK: usize = 3 << 20;
+
 /// A type's text output: `prefix` and `bytes` in base64, as a C string in the
 /// current memory context.
 pub fn prefixed_base64(prefix: &str, bytes: &[u8]) -> pg_sys::Datum {
@@ -627,10 +630,14 @@ pub fn prefixed_base64(prefix: &str, bytes: &[u8]) -> pg_sys::Datum {
         let p = pg_sys::MemoryContextAllocHuge(pg_sys::CurrentMemoryContext, len + 1) as *mut u8;
         let out = std::slice::from_raw_parts_mut(p, len + 1);
         out[..prefix.len()].copy_from_slice(prefix.as_bytes());
-        let n = base64::engine::general_purpose::STANDARD
-            .encode_slice(bytes, &mut out[prefix.len()..len])
-            .expect("room for the padded base64");
-        debug_assert_eq!(prefix.len() + n, len);
+        // In chunks of whole 3-byte groups (no padding inside), checking for
+        // interrupts between them: the text of a large value takes seconds.
+        let mut at = prefix.len();
+        for chunk in bytes.chunks(BASE64_CHUNK) {
+            pgrx::check_for_interrupts!();
+            at += base64::engine::general_purpose::STANDARD.encode_slice(chunk, &mut out[at..len]).expect("room for the padded base64");
+        }
+        debug_assert_eq!(at, len);
         out[len] = 0;
         pg_sys::Datum::from(p)
     }
@@ -646,7 +653,13 @@ pub fn base64_palloc<'a>(body: &[u8]) -> Result<&'a [u8], String> {
     unsafe {
         let p = pg_sys::MemoryContextAllocHuge(pg_sys::CurrentMemoryContext, room.max(1)) as *mut u8;
         let out = std::slice::from_raw_parts_mut(p, room);
-        let n = base64::engine::general_purpose::STANDARD.decode_slice(body, out).map_err(|e| e.to_string())?;
+        // In chunks of whole 4-character groups, checking for interrupts
+        // between them; padding can only end the last one.
+        let mut n = 0;
+        for chunk in body.chunks(BASE64_CHUNK / 3 * 4) {
+            pgrx::check_for_interrupts!();
+            n += base64::engine::general_purpose::STANDARD.decode_slice(chunk, &mut out[n..]).map_err(|e| e.to_string())?;
+        }
         Ok(&out[..n])
     }
 }
