@@ -15,7 +15,7 @@
 -- step on the way to its own version.)
 DO $check$
 BEGIN
-    IF pg_catalog.string_to_array(@extschema@.cuckoo_library_version(), '.')::int[] < '{0,11,0}'::int[] THEN
+    IF pg_catalog.string_to_array(@extschema@.cuckoo_library_version(), '.')::int[] OPERATOR(pg_catalog.<) '{0,11,0}'::int[] THEN
         RAISE EXCEPTION 'cuckoo: this session runs the library of cuckoo %, older than 0.11.0', @extschema@.cuckoo_library_version()
             USING HINT = 'Install 0.11.0''s files, restart the server (the library is preloaded), then update.';
     END IF;
@@ -51,3 +51,24 @@ CREATE VIEW cuckoo_usage AS
     FROM cuckoo_usage_rows();
 GRANT SELECT ON cuckoo_usage TO PUBLIC;
 COMMENT ON VIEW cuckoo_usage IS 'named cuckoo filters and shared memory bytes each role owns in each database (of the roles whose privileges the current role has: its own, those it is a member of, every role for a superuser), with the caps per role and per database in effect in this session (NULL: none)';
+
+-- cuckoo_filters again, with pg_catalog.format written out: a view's calls
+-- are bound when it is made, and an update script runs with the extension's
+-- schema in search_path, where a role with CREATE on it could have made a
+-- format() that matches better than pg_catalog's (which then ran for whoever
+-- read the view).
+CREATE OR REPLACE VIEW cuckoo_filters AS
+    SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
+           failed_inserts, lookup_retries, kicks, owner, lookup_grantee, durable, state, reason,
+           checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type, expansion, tables
+    FROM cuckoo_filters_rows()
+    UNION ALL
+    SELECT s.name, (s.info ->> 'capacity')::bigint, 0::bigint, 0::float8, 0::bigint,
+           (s.info ->> 'fpp')::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
+           s.owner, s.lookup_grantee, s.durable, 'needs reload',
+           pg_catalog.format('it is not in shared memory; a copy saved at %s is in cuckoo_saved_filters: restore it with SELECT cf_restore_saved(%L)', s.saved_at, s.name),
+           NULL::bigint, NULL::bigint, NULL::bigint, s.info ->> 'key_type', NULL::integer, (s.info ->> 'tables')::integer
+    FROM (SELECT v.*, cf_info(v.filter) AS info FROM cuckoo_saved_filters v
+          WHERE v.name NOT IN (SELECT f.name FROM cuckoo_filters_rows() f)
+            AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = v.owner AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))
+          OFFSET 0) s;

@@ -43,10 +43,10 @@ BEGIN
     LOOP
         SELECT proacl INTO acl FROM pg_catalog.pg_proc WHERE oid = pair[1]::regprocedure;
         CONTINUE WHEN acl IS NULL;
-        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair[2]::regprocedure);
-        FOR g IN SELECT grantee, bool_or(is_grantable) AS grantable FROM pg_catalog.aclexplode(acl)
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair[2]::regprocedure);
+        FOR g IN SELECT grantee, pg_catalog.bool_or(is_grantable) AS grantable FROM pg_catalog.aclexplode(acl)
                   WHERE privilege_type = 'EXECUTE' GROUP BY grantee LOOP
-            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', pair[2]::regprocedure,
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', pair[2]::regprocedure,
                            CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
                            CASE WHEN g.grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;
@@ -116,16 +116,16 @@ BEGIN
     IF view_acl IS NOT NULL AND view_acl IS DISTINCT FROM (SELECT relacl FROM pg_catalog.pg_class WHERE oid = 'cuckoo_filters'::regclass) THEN
         REVOKE ALL ON cuckoo_filters FROM PUBLIC;
         FOR g IN SELECT grantee, privilege_type, is_grantable FROM pg_catalog.aclexplode(view_acl) WHERE grantee <> owner LOOP
-            EXECUTE format('GRANT %s ON cuckoo_filters TO %s%s', g.privilege_type,
+            EXECUTE pg_catalog.format('GRANT %s ON cuckoo_filters TO %s%s', g.privilege_type,
                            CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
                            CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;
     END IF;
     IF fn_acl IS NOT NULL THEN
         REVOKE ALL ON FUNCTION cuckoo_filters_rows() FROM PUBLIC;
-        FOR g IN SELECT grantee, bool_or(is_grantable) AS grantable FROM pg_catalog.aclexplode(fn_acl)
+        FOR g IN SELECT grantee, pg_catalog.bool_or(is_grantable) AS grantable FROM pg_catalog.aclexplode(fn_acl)
                   WHERE privilege_type = 'EXECUTE' GROUP BY grantee LOOP
-            EXECUTE format('GRANT EXECUTE ON FUNCTION cuckoo_filters_rows() TO %s%s',
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION cuckoo_filters_rows() TO %s%s',
                            CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE g.grantee::regrole::text END,
                            CASE WHEN g.grantable THEN ' WITH GRANT OPTION' ELSE '' END);
         END LOOP;

@@ -32,7 +32,7 @@ DO $$
 DECLARE
     n bigint;
 BEGIN
-    SELECT count(DISTINCT (d.classid, d.objid)) INTO n FROM pg_catalog.pg_depend d
+    SELECT pg_catalog.count(DISTINCT (d.classid, d.objid)) INTO n FROM pg_catalog.pg_depend d
      WHERE d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.deptype = 'n'
        AND d.refobjid IN ('@extschema@.cf_insert(@extschema@.cuckoofilter, pg_catalog.anyelement)'::pg_catalog.regprocedure,
                           '@extschema@.cf_delete(@extschema@.cuckoofilter, pg_catalog.anyelement)'::pg_catalog.regprocedure,

@@ -21,7 +21,7 @@
 -- step on the way to its own version.)
 DO $check$
 BEGIN
-    IF pg_catalog.string_to_array(@extschema@.cuckoo_library_version(), '.')::int[] < '{0,10,0}'::int[] THEN
+    IF pg_catalog.string_to_array(@extschema@.cuckoo_library_version(), '.')::int[] OPERATOR(pg_catalog.<) '{0,10,0}'::int[] THEN
         RAISE EXCEPTION 'cuckoo: this session runs the library of cuckoo %, older than 0.10.0', @extschema@.cuckoo_library_version()
             USING HINT = 'Install 0.10.0''s files, restart the server (the library is preloaded), then update.';
     END IF;
@@ -56,7 +56,7 @@ CREATE OR REPLACE VIEW cuckoo_filters AS
     SELECT s.name, (s.info ->> 'capacity')::bigint, 0::bigint, 0::float8, 0::bigint,
            (s.info ->> 'fpp')::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
            s.owner, s.lookup_grantee, s.durable, 'needs reload',
-           format('it is not in shared memory; a copy saved at %s is in cuckoo_saved_filters: restore it with SELECT cf_restore_saved(%L)', s.saved_at, s.name),
+           pg_catalog.format('it is not in shared memory; a copy saved at %s is in cuckoo_saved_filters: restore it with SELECT cf_restore_saved(%L)', s.saved_at, s.name),
            NULL::bigint, NULL::bigint, NULL::bigint, s.info ->> 'key_type', NULL::integer, (s.info ->> 'tables')::integer
     FROM (SELECT v.*, cf_info(v.filter) AS info FROM cuckoo_saved_filters v
           WHERE v.name NOT IN (SELECT f.name FROM cuckoo_filters_rows() f)

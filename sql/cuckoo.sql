@@ -644,7 +644,7 @@ CREATE VIEW cuckoo_filters AS
     SELECT s.name, (s.info ->> 'capacity')::bigint, 0::bigint, 0::float8, 0::bigint,
            (s.info ->> 'fpp')::float8, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
            s.owner, s.lookup_grantee, s.durable, 'needs reload',
-           format('it is not in shared memory; a copy saved at %s is in cuckoo_saved_filters: restore it with SELECT cf_restore_saved(%L)', s.saved_at, s.name),
+           pg_catalog.format('it is not in shared memory; a copy saved at %s is in cuckoo_saved_filters: restore it with SELECT cf_restore_saved(%L)', s.saved_at, s.name),
            NULL::bigint, NULL::bigint, NULL::bigint, s.info ->> 'key_type', NULL::integer, (s.info ->> 'tables')::integer
     FROM (SELECT v.*, cf_info(v.filter) AS info FROM cuckoo_saved_filters v
           WHERE v.name NOT IN (SELECT f.name FROM cuckoo_filters_rows() f)

@@ -81,6 +81,18 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0; do
       -c "CREATE FUNCTION intruder_trans(bytea, circle) RETURNS bytea LANGUAGE sql IMMUTABLE AS 'SELECT \$1'" \
       -c "CREATE AGGREGATE cf_sharded_agg(circle) (sfunc = intruder_trans, stype = bytea, initcond = '')" -c "RESET ROLE"
   fi
+  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ]; then
+    # A role with CREATE on the extension's schema defines an operator that
+    # matches the update scripts' version check better than pg_catalog's, and
+    # a format() for the view: run by the superuser's update, either would
+    # make the role a superuser. The scripts name pg_catalog's.
+    q -d "$db" -c "DROP ROLE IF EXISTS up_evil" -c "CREATE ROLE up_evil" -c "GRANT CREATE ON SCHEMA public TO up_evil" \
+      -c "SET ROLE up_evil" \
+      -c "CREATE FUNCTION evil_lt(a int[], b int[]) RETURNS bool LANGUAGE plpgsql AS \$\$ BEGIN IF current_setting('is_superuser') = 'on' THEN EXECUTE 'ALTER ROLE up_evil SUPERUSER'; END IF; RETURN a OPERATOR(pg_catalog.<) b; END \$\$" \
+      -c "CREATE OPERATOR public.< (leftarg = int[], rightarg = int[], function = evil_lt)" \
+      -c "CREATE FUNCTION format(f text, a timestamptz, b text) RETURNS text LANGUAGE plpgsql AS \$\$ BEGIN IF current_setting('is_superuser') = 'on' THEN EXECUTE 'ALTER ROLE up_evil SUPERUSER'; END IF; RETURN pg_catalog.format(f, a, b); END \$\$" \
+      -c "RESET ROLE"
+  fi
   before=$(q -d "$db" -c "$answers")
   view_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")
   change_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")
@@ -102,6 +114,15 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0; do
   fi
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")" = "$change_before" ] \
     || fail "a view calling cf_insert and cf_delete answers differently after the update from $from"
+  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ]; then
+    [ "$(q -d "$db" -c "SELECT count(*) FROM pg_depend d JOIN pg_rewrite w ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid WHERE w.ev_class = 'cuckoo_filters'::regclass AND d.refobjid = 'public.format(text, timestamptz, text)'::regprocedure")" = 0 ] \
+      || fail "after the update from $from, cuckoo_filters calls another role's format()"
+    [ "$(q -d "$db" -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'up_evil'")" = f ] \
+      || fail "the update from $from ran another role's operator or function as superuser"
+    q -d "$db" -c "DROP OPERATOR public.< (int[], int[])" -c "DROP FUNCTION evil_lt(int[], int[])" -c "DROP FUNCTION format(text, timestamptz, text)" \
+      -c "REVOKE CREATE ON SCHEMA public FROM up_evil" -c "DROP ROLE up_evil"
+    echo "upgrade: the update from $from runs none of another role's operators or functions"
+  fi
   if [ "$from" = 0.8.0 ]; then
     [ "$(q -d "$db" -c "SELECT aggtransfn::text || ' ' || aggtranstype::regtype::text || ' ' || pg_get_userbyid(p.proowner) FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid WHERE a.aggfnoid = 'cf_sharded_agg(circle)'::regprocedure")" = "intruder_trans bytea up_intruder" ] \
       || fail "the update from 0.8.0 changed an aggregate cf_sharded_agg the extension does not own"

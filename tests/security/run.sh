@@ -30,7 +30,7 @@ run() {
 }
 # The seed and count `make test-security` runs: the same inputs every time.
 SEED=${SECURITY_SEED:-29}
-COUNT=${SECURITY_COUNT:-3000}
+COUNT=${SECURITY_COUNT:-2000}
 case "${1:-all}" in
   cases) shift; run tests/security/cases.py "$@" ;;
   fuzz) shift; run tests/security/fuzz.py "$@" ;;

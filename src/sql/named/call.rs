@@ -70,6 +70,23 @@ pub(super) fn user() -> pg_sys::Oid {
     unsafe { get_user_id() }
 }
 
+/// The current role, as the owner of a filter being made: refused (42704) if
+/// it was dropped while this session ran (a filter it made would be owned by
+/// an OID no role has, until a later role is given it). The check and the
+/// filter's creation are not atomic with a `DROP ROLE` running at the same
+/// moment in another session.
+pub(super) fn new_owner() -> u32 {
+    let me = user();
+    // SAFETY: a syscache probe by OID.
+    let exists = unsafe {
+        pg_sys::SearchSysCacheExists(pg_sys::SysCacheIdentifier::AUTHOID as i32, pg_sys::Datum::from(me), pg_sys::Datum::from(0), pg_sys::Datum::from(0), pg_sys::Datum::from(0))
+    };
+    if !exists {
+        fail(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("role with OID {} does not exist", me.to_u32()), Some("The role this session runs as was dropped; a cuckoo filter needs an owner that exists."));
+    }
+    me.to_u32()
+}
+
 /// Checks that this session may change filters now: like `nextval` on a
 /// logged sequence, a change to a durable filter is refused in a read-only
 /// transaction, on a standby and in parallel mode (its commit is made durable
@@ -388,17 +405,40 @@ impl NamedCall {
         loop {
             let hs = hashes(&mut self.key, self.seed, self.filter_key);
             let out = crate::sql::value::datatype::palloc_slice::<bool>(hs.len());
-            if let Some(pin) = pin_current(r, self.index, self.seq) {
+            // In chunks, each under its own pin, with cancel requests answered
+            // between them: a pin held for a whole large array would keep
+            // retired space from being reclaimed, and the call from being
+            // cancelled, for as long as the array takes.
+            let mut done = 0;
+            let mut current = true;
+            while done < hs.len() {
+                if done > 0 {
+                    pg_sys::check_for_interrupts!();
+                }
+                let end = (done + LOOKUP_CHUNK).min(hs.len());
+                let Some(pin) = pin_current(r, self.index, self.seq) else {
+                    current = false;
+                    break;
+                };
                 // SAFETY: resolved, unchanged and pinned (see `run`).
-                unsafe { self.tables.assume_init_ref() }.chain().contains_many(hs, out);
-                r.count_lookups(self.index, slot, hs.len() as u64);
+                unsafe { self.tables.assume_init_ref() }.chain().contains_many(&hs[done..end], &mut out[done..end]);
+                r.count_lookups(self.index, slot, (end - done) as u64);
                 drop(pin);
+                done = end;
+            }
+            if current {
                 return out;
             }
+            // Replaced or dropped meanwhile: the keys are hashed again for the
+            // filter now under the name (or the call fails if there is none),
+            // and every key is looked up in it.
             self.resolve(r, name, who);
         }
     }
 }
+
+/// Keys a batched lookup looks up under one pin.
+const LOOKUP_CHUNK: usize = 1 << 16;
 
 impl NamedCall {
     /// Changes the named filter (argument 0) for many keys: `hashes` gives

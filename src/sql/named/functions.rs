@@ -6,7 +6,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, session_limits, with_registry_lock};
-use super::call::{database_exists, db, named_call, pin_current, user, prepare_write, require_access, text_arg, wait_durable_open};
+use super::call::{database_exists, db, named_call, new_owner, pin_current, prepare_write, require_access, text_arg, wait_durable_open};
 use super::citus;
 use super::errors::{fail, not_found, region_error};
 use super::log::{flush_at_commit_to_now, log, log_content};
@@ -202,7 +202,7 @@ v1_functions! {
         prepare_write(durable, c"cf_create()");
         citus::check_task(name, true, true);
         citus::check_change(name);
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity: sized.capacity, fpp, durable, key, growth };
+        let spec = NewFilter { db: db(), owner: new_owner(), name, capacity: sized.capacity, fpp, durable, key, growth };
         let bytes = Region::bytes_for_tables(&tables, durable);
         let limits = session_limits();
         purge_dropped_databases();
@@ -304,7 +304,7 @@ v1_functions! {
         }
         let all: &[u64] = all;
         let contents = |i: usize, out: &mut [u64]| out.copy_from_slice(&all[offsets[i]..offsets[i] + counts[i]]);
-        let spec = NewFilter { db: db(), owner: user().to_u32(), name, capacity, fpp, durable, key: v.key_type(), growth };
+        let spec = NewFilter { db: db(), owner: new_owner(), name, capacity, fpp, durable, key: v.key_type(), growth };
         let limits = session_limits();
         purge_dropped_databases();
         registry_change(

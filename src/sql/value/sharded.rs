@@ -540,13 +540,17 @@ fn type_named(kind: u8, name: &[u8]) -> Result<KeyType, String> {
     }
     // SAFETY: parseTypeString reads the string; missing_ok reports an unknown
     // type as InvalidOid; a syntax error it still raises (a reserved word
-    // left unquoted) is caught and reported as this input's.
+    // left unquoted) is caught and reported as this input's. Any other error
+    // (a cancel, memory) goes on as it is.
     let parsed = pgrx::PgTryBuilder::new(|| unsafe {
         let (mut typid, mut typmod) = (pg_sys::InvalidOid, 0i32);
         pg_sys::parseTypeString(c.as_ptr(), &mut typid, &mut typmod, true);
         Some(typid)
     })
-    .catch_others(|_| None)
+    .catch_when(PgSqlErrorCode::ERRCODE_SYNTAX_ERROR, |_| None)
+    .catch_when(PgSqlErrorCode::ERRCODE_INVALID_NAME, |_| None)
+    .catch_when(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, |_| None)
+    .catch_when(PgSqlErrorCode::ERRCODE_INVALID_SCHEMA_NAME, |_| None)
     .execute();
     let Some(typid) = parsed else { return Err(format!("its key type name {name:?} does not parse as a type name")) };
     if typid == pg_sys::InvalidOid {
