@@ -14,6 +14,7 @@
 //! Without hooks (the core's own tests and benches), interrupts are never
 //! pending and running out of memory panics.
 
+#[cfg(not(loom))]
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
 
@@ -86,6 +87,7 @@ pub fn vec_filled<T: Clone>(n: usize, x: T) -> Vec<T> {
 /// `n` zeroed words (bucket words of an empty table), or [`out_of_memory`].
 /// Zeroed memory from the allocator: pages of a large table are not touched
 /// until they are written.
+#[cfg(not(loom))]
 pub fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
     if n == 0 {
         return Box::new([]);
@@ -104,7 +106,16 @@ pub fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
     }
 }
 
-#[cfg(test)]
+/// Under loom, the model checker's atomics, which have state of their own
+/// (not all-zero memory): made one by one (the models' tables are tiny).
+#[cfg(loom)]
+pub fn zeroed_words(n: usize) -> Box<[super::sync::AtomicU64]> {
+    let mut v = vec_with_capacity(n);
+    v.extend((0..n).map(|_| super::sync::AtomicU64::new(0)));
+    v.into_boxed_slice()
+}
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
