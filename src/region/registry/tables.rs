@@ -322,9 +322,15 @@ impl<'r> RegionTables<'r> {
     /// tables it adds from now on must keep to (recovery and replay set none),
     /// and a fresh start for [`Self::refused_by_cap`].
     pub fn set_limits(&self, limits: Limits) {
-        self.limits.set(limits);
-        self.hit.set(None);
-        self.full.set(false);
+        // Called before every insert: writes only what changed (an insert
+        // that grows nothing leaves them as they were; `make` clears `hit`).
+        if self.limits.get() != limits {
+            self.limits.set(limits);
+        }
+        if self.full.get() {
+            self.full.set(false);
+            self.hit.set(None);
+        }
     }
 
     /// For an insert that found the filter full (`Err(Full)`).
@@ -336,6 +342,12 @@ impl<'r> RegionTables<'r> {
     /// table, if an insert then found it full ([`Self::note_full`]).
     pub fn refused_by_cap(&self) -> Option<LimitHit> {
         if self.full.get() { self.hit.get() } else { None }
+    }
+
+    /// Whether an insert found the filter full since the caps were set (the
+    /// cheap test before [`Self::refused_by_cap`]).
+    pub fn found_full(&self) -> bool {
+        self.full.get()
     }
 
     /// Whether the caps leave room for table `index` of `blocks` blocks.
@@ -384,6 +396,9 @@ impl Tables for RegionTables<'_> {
 
     fn make(&self, index: usize, before: &[u64]) -> Option<u64> {
         let growth = self.growth?;
+        // What stopped the latest attempt (none yet): an insert that then
+        // finds the filter full reports a cap only if this attempt met one.
+        self.hit.set(None);
         let shapes: Vec<(Params, u64)> = before.iter().map(|&h| (self.r.header_of(h).params(), self.r.header_of(h).capacity)).collect();
         let sized = growth.next(&shapes, crate::filter::layout::MAX_BUCKET_COUNT).ok()?;
         let mut params = sized.params;

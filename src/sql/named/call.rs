@@ -195,7 +195,11 @@ fn growth_limits() -> crate::region::registry::Limits {
 /// After an insert (unpinned): an insert that found the filter full because a
 /// cap kept it from adding a table fails (53200), rather than answering false
 /// as a filter that cannot grow does.
+#[inline]
 fn refuse_if_capped(name: &str, tables: &RegionTables<'_>) {
+    if !tables.found_full() {
+        return;
+    }
     if let Some(hit) = tables.refused_by_cap() {
         over_limit(name, &hit, true);
     }
