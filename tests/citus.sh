@@ -2,7 +2,7 @@
 # cuckoo on a real Citus cluster (`make test-citus`, part of `make test`):
 # builds Citus 13.2.2 if it is not installed (build-citus.sh of the shared
 # tools, which installs its build dependencies), starts a coordinator and two
-# workers on local ports with shared_preload_libraries = 'citus,cuckoo',
+# workers on local ports with shared_preload_libraries = 'citus,cuckoo' (spelled '$libdir/citus,cuckoo' on two of the nodes),
 # distributes tables over 32 shards and checks:
 #   - cf_sharded_agg is pushed down (worker_partial_agg) and gives cf_agg's
 #     filter byte for byte: whole table, GROUP BY, with fpp and capacity, and

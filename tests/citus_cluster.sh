@@ -15,6 +15,9 @@ done
 [ -n "$builder" ] || fail "build-citus.sh not found in ../shared/tools (set CUCKOO_SHARED)"
 bash "$builder" >&2
 citus_nodes=(coord w1 w2)
+# Citus as shared_preload_libraries may spell it: by name on w1, by path on
+# the coordinator and w2 (cuckoo must recognise it either way; issue 30).
+preload_of() { case $1 in w1) echo "citus,cuckoo" ;; *) echo "\$libdir/citus,cuckoo" ;; esac; }
 port_of() { case $1 in coord) echo "$PORT" ;; w1) echo $((PORT + 1)) ;; w2) echo $((PORT + 2)) ;; esac; }
 q() { local n=$1; shift; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$BASE/$n" -p "$(port_of "$n")" -U postgres -d postgres "$@"; }
 stop_all() { for n in "${citus_nodes[@]}"; do [ -d "$BASE/$n/data" ] && as_pg "$PGBIN/pg_ctl" -D "$BASE/$n/data" -m fast -w stop >/dev/null 2>&1 || true; done; }
@@ -25,7 +28,7 @@ for n in "${citus_nodes[@]}"; do
   install -d -o postgres -g postgres "$BASE/$n"
   as_pg "$PGBIN/initdb" -D "$BASE/$n/data" -A trust -U postgres >/dev/null
   cat >> "$BASE/$n/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'citus,cuckoo'
+shared_preload_libraries = '$(preload_of "$n")'
 port = $(port_of "$n")
 listen_addresses = ''
 unix_socket_directories = '$BASE/$n'

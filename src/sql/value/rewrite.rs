@@ -22,17 +22,18 @@ use pgrx::pg_sys;
 
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
-/// Whether Citus is preloaded into this server (it must be, to run). The
-/// setting only changes at a restart, so it is read once per process: the
-/// named-filter checks ask on every resolve.
+/// Whether Citus is loaded into this server (preloaded: it must be, to run,
+/// and first, before cuckoo). Recognised by what its library registers, a
+/// function every Citus release exports, not by how `shared_preload_libraries`
+/// spells it (`citus`, `$libdir/citus`, a full path). Libraries load only at
+/// server start, so this is asked once per process: the named-filter checks
+/// ask on every resolve.
 pub(crate) fn citus_loaded() -> bool {
     static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    // SAFETY: GetConfigOption returns the setting's current string (NULL only
-    // when missing_ok and unknown), valid until the setting changes.
-    *LOADED.get_or_init(|| unsafe {
-        let v = pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false);
-        !v.is_null() && CStr::from_ptr(v).to_string_lossy().split(',').any(|l| l.trim().trim_matches('"') == "citus")
-    })
+    // SAFETY: dlsym reads the process's global symbol table (PostgreSQL loads
+    // libraries with RTLD_GLOBAL); the name is a NUL-terminated constant, and
+    // the symbol is only compared with NULL, never called.
+    *LOADED.get_or_init(|| unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"pg_finfo_citus_version".as_ptr()).is_null() })
 }
 
 /// From `_PG_init` while preloading: installs the hook if Citus is preloaded too.
