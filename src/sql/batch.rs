@@ -119,9 +119,7 @@ impl Keys {
             let out = palloc_slice::<u64>(self.n);
             let mut len = 0;
             for i in 0..self.n {
-                if i % 65536 == 65535 {
-                    pg_sys::check_for_interrupts!();
-                }
+                crate::filter::host::check_every(i);
                 if !self.is_null(i) {
                     match hasher.hash_datum_for(*self.elems.add(i), seed) {
                         Some(h) => {
@@ -368,9 +366,7 @@ v1_functions! {
             let mut tables = v.to_owned_tables();
             let growth = v.growth();
             for (i, &h) in hs.iter().enumerate() {
-                if i % 65536 == 65535 {
-                    pgrx::check_for_interrupts!();
-                }
+                crate::filter::host::check_every(i);
                 if multi::insert(&mut tables, growth, h, crate::sql::value::datatype::MAX_MADE_BODY_BYTES).is_err() {
                     let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
                     let items: u64 = tables.iter().map(|t| t.table().item_count()).sum();

@@ -86,15 +86,16 @@ pub fn builtin_key_type_ok(oid: u32) -> bool {
         return false;
     }
     let t = pg_sys::Oid::from(oid);
-    // SAFETY: catalog lookups; get_typtype returns 0 for an OID that is no type.
-    unsafe {
-        if pg_sys::get_typtype(t) == 0 {
-            return false;
-        }
-        let kind = kind_of(t);
-        kind != EXTENDED
-            || (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc != pg_sys::InvalidOid
-    }
+    // SAFETY: a catalog lookup; get_typtype returns 0 for an OID that is no type.
+    let exists = unsafe { pg_sys::get_typtype(t) != 0 };
+    exists && hashes_as_key(t)
+}
+
+/// Whether keys of type `t` (which exists) can be hashed: natively, or by its
+/// extended hash function.
+fn hashes_as_key(t: pg_sys::Oid) -> bool {
+    // SAFETY: a type-cache lookup of a type that exists.
+    kind_of(t) != EXTENDED || unsafe { (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc != pg_sys::InvalidOid }
 }
 
 /// Whether a value or state made here may record `key`: nothing, a pending
@@ -115,11 +116,7 @@ pub fn recorded_key_ok(key: KeyType, local: bool) -> Result<(), String> {
             if !exists || key_type_of(t) != key {
                 return Err(format!("key type OID {} is not a type of this database of the kind recorded", key.oid));
             }
-            // SAFETY: as above, for a type that exists.
-            let hashes = unsafe {
-                kind_of(t) != EXTENDED || (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc != pg_sys::InvalidOid
-            };
-            if key.kind == KEY_LOCAL && !hashes {
+            if key.kind == KEY_LOCAL && !hashes_as_key(t) {
                 return Err(format!("key type {} has no extended hash function", type_name(t)));
             }
             Ok(())

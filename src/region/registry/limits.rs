@@ -68,30 +68,12 @@ impl Region {
     /// live (a consistent read of the entry; the count of its other tables
     /// is read after, for the contents the entry held).
     fn charge(&self, index: usize) -> Option<(u32, u32, u64)> {
-        let e = &self.entries()[index];
-        if e.state.load(Ordering::Relaxed) != STATE_LIVE {
+        // Cheap unsynchronised prefilter; the seqlock read decides.
+        if self.entries()[index].state.load(Ordering::Relaxed) != STATE_LIVE {
             return None;
         }
-        let backoff = crossbeam_utils::Backoff::new();
-        loop {
-            let seq = e.seq.load(Ordering::Acquire);
-            if seq & 1 == 1 {
-                spin(&backoff);
-                continue;
-            }
-            let state = e.state.load(Ordering::Relaxed);
-            let [db, owner, blocks, tag] = [&e.db, &e.owner, &e.blocks, &e.tag].map(|w| w.load(Ordering::Relaxed));
-            fence(Ordering::Acquire);
-            if e.seq.load(Ordering::Relaxed) != seq {
-                spin(&backoff);
-                continue;
-            }
-            if state != STATE_LIVE {
-                return None;
-            }
-            let others = if blocks == 0 { 0 } else { grown_blocks(e.grown.load(Ordering::Acquire), tag).unwrap_or(0) };
-            return Some((db as u32, owner as u32, (blocks + others) * BLOCK_BYTES));
-        }
+        let info = self.entry_info(index)?;
+        Some((info.db, info.owner, self.charged_bytes(&info)))
     }
 
     /// What role `owner` uses over every database, and what database `db`

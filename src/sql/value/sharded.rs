@@ -177,7 +177,7 @@ impl Sharded {
 
     /// The state's distinct hashes, in bucket order (a copy).
     fn distinct_hashes(&self) -> Vec<u64> {
-        let mut hs = fallible_vec::<u64>(self.used());
+        let mut hs = crate::filter::host::vec_with_capacity::<u64>(self.used());
         hs.extend(self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)));
         let n = sort_dedup(&mut hs);
         hs.truncate(n);
@@ -372,21 +372,6 @@ const FLAG_V1: u8 = 4;
 /// Room for a key type's qualified name (two identifiers, quoted).
 const TYPE_NAME_ROOM: usize = 2 * 64 + 8;
 
-/// An empty vector with room for `n` items, or an ERROR (53200) when the
-/// memory cannot be had (a failed allocation of Rust's own would abort the
-/// backend).
-fn fallible_vec<T>(n: usize) -> Vec<T> {
-    let mut v = Vec::new();
-    if v.try_reserve_exact(n).is_err() {
-        ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
-            format!("out of memory for a cf_sharded_state of {n} items")
-        );
-    }
-    v
-}
-
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
@@ -423,7 +408,7 @@ impl Sharded {
         for k in keys.iter_mut() {
             *k = crate::filter::hash::bucket_order_key(*k);
         }
-        let mut out = fallible_vec::<u8>(64 + TYPE_NAME_ROOM + crate::filter::packed::encoded_len(&keys));
+        let mut out = crate::filter::host::vec_with_capacity::<u8>(64 + TYPE_NAME_ROOM + crate::filter::packed::encoded_len(&keys));
         out.extend_from_slice(&COMPACT_MAGIC);
         let v1 = self.header() == SHARDED_HEADER_V1;
         out.push(if fpp != 0.0 { FLAG_FPP } else { 0 } | if capacity != 0 { FLAG_CAPACITY } else { 0 } | if v1 { FLAG_V1 } else { 0 });
