@@ -93,6 +93,11 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0;
       -c "CREATE FUNCTION format(f text, a timestamptz, b text) RETURNS text LANGUAGE plpgsql AS \$\$ BEGIN IF current_setting('is_superuser') = 'on' THEN EXECUTE 'ALTER ROLE up_evil SUPERUSER'; END IF; RETURN pg_catalog.format(f, a, b); END \$\$" \
       -c "RESET ROLE"
   fi
+  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ] || [ "$from" = 0.11.0 ]; then
+    # A cluster copy and a node-local filter listed on this node (Citus
+    # tables work without Citus): the copy carries no publish version.
+    q -d "$db" -c "INSERT INTO cuckoo_cluster_filters (name, scope, digest) VALUES ('old_copy', 'cluster', 'd'), ('old_local', 'node', NULL)"
+  fi
   before=$(q -d "$db" -c "$answers")
   view_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")
   change_before=$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")
@@ -122,6 +127,14 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0;
     q -d "$db" -c "DROP OPERATOR public.< (int[], int[])" -c "DROP FUNCTION evil_lt(int[], int[])" -c "DROP FUNCTION format(text, timestamptz, text)" \
       -c "REVOKE CREATE ON SCHEMA public FROM up_evil" -c "DROP ROLE up_evil"
     echo "upgrade: the update from $from runs none of another role's operators or functions"
+  fi
+  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ] || [ "$from" = 0.11.0 ]; then
+    grep -q "cluster copies listed by an earlier release are unlisted on this node: old_copy" "$work/update.err" \
+      || fail "the update from $from did not warn that it unlists the cluster copy it cannot version"
+    [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', name, scope, coalesce(owner, '-')), ',' ORDER BY name) FROM cuckoo_cluster_filters")" = "old_local:node:-" ] \
+      || fail "after the update from $from the cluster listing is not the node-local row alone"
+    q -d "$db" -c "DELETE FROM cuckoo_cluster_filters"
+    echo "upgrade: the update from $from unlists (with a warning) the cluster copy it cannot version and keeps the node-local row"
   fi
   if [ "$from" = 0.8.0 ]; then
     [ "$(q -d "$db" -c "SELECT aggtransfn::text || ' ' || aggtranstype::regtype::text || ' ' || pg_get_userbyid(p.proowner) FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid WHERE a.aggfnoid = 'cf_sharded_agg(circle)'::regprocedure")" = "intruder_trans bytea up_intruder" ] \

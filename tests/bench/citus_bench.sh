@@ -10,6 +10,8 @@
 #   groups   ... GROUP BY grp, GROUPS groups on a non-distribution column
 #   big      BIG distinct keys: the same, and through a materialized CTE (an
 #            intermediate result, limited by citus.max_intermediate_result_size)
+#   lookups  one cf_contains by name per statement (pgbench): a cluster copy,
+#            an unlisted filter, and a database without citus
 #
 # and the characters shipped: each shard's partial state as text (what Citus
 # sends), per key and against the shards' own finished filters. Goals (issue
@@ -18,6 +20,7 @@
 #
 # Env: CITUS_BENCH_KEYS (1000000), CITUS_BENCH_GROUPS (10000),
 #      CITUS_BENCH_BIG (34000000; 0 skips), CITUS_BENCH_ROUNDS (3),
+#      CITUS_BENCH_LOOKUP_SECS (5),
 #      CITUS_BENCH_DIR (/tmp/cuckoo-citus-bench), CITUS_BENCH_PORT (5475).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,8 +36,9 @@ CITUS_CONF="shared_buffers = 256MB
 work_mem = 256MB
 max_wal_size = 8GB
 synchronous_commit = off"
-source tests/citus_cluster.sh
+# (lib.sh first: its median is used here, its q is replaced by the cluster's.)
 source tests/bench/lib.sh
+source tests/citus_cluster.sh
 
 # Seconds one statement takes, run on the coordinator.
 timed() {
@@ -84,6 +88,28 @@ by_name=$(q coord -c "SELECT count(*) FROM orders WHERE cf_contains('acc', accou
 t_exact=$(timed "SELECT count(*) FROM orders WHERE account IN (SELECT account FROM ev)")
 read -r t_ref t_name < <(pair "SELECT count(*) FROM orders o, acc_filter a WHERE cf_contains(a.f, o.account)" "SELECT count(*) FROM orders WHERE cf_contains('acc', account)")
 echo "citus bench: pre-screen of $KEYS orders ($exact members): exact semi-join ${t_exact}s; the filter alone (passes $by_ref) from a reference table ${t_ref}s ($(ratio "$t_ref" "$t_exact")x faster), as a cluster copy by name ${t_name}s ($(ratio "$t_name" "$t_exact")x)"
+
+# What checking a cluster copy costs a one-lookup statement (issue 30): on
+# the coordinator, pgbench (1 client, LOOKUP_SECS seconds a run, ROUNDS
+# interleaved runs, median statements per second) of cf_contains by name of
+# the cluster copy 'acc' (each statement reads the node's listing and the
+# cluster's record), of an unlisted filter of the same value (reads the
+# listing), and of that filter in a database of the same server without the
+# citus extension (reads nothing).
+q coord -c "SELECT cf_publish('plain', (SELECT f FROM acc_filter), false)" -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS nocitus" -c "CREATE DATABASE nocitus" >/dev/null
+q coord -d nocitus -c "CREATE EXTENSION cuckoo" -c "SELECT cf_publish('plain', cf_agg(g::bigint), false) FROM generate_series(1, $KEYS) g" >/dev/null
+lookup_tps() { # database filter
+  printf '\\set k random(1, %s)\nSELECT cf_contains(%s, :k::bigint);\n' "$((4 * KEYS))" "'$2'" > "$BASE/lookup.sql"
+  "$PGBIN/pgbench" -n -h "$BASE/coord" -p "$PORT" -U postgres -c 1 -T "${CITUS_BENCH_LOOKUP_SECS:-5}" -f "$BASE/lookup.sql" "$1" 2>/dev/null \
+    | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+}
+copy_tps=() plain_tps=() bare_tps=()
+for _ in $(seq "$ROUNDS"); do
+  copy_tps+=("$(lookup_tps postgres acc)") plain_tps+=("$(lookup_tps postgres plain)") bare_tps+=("$(lookup_tps nocitus plain)")
+done
+t_copy=$(echo "${copy_tps[@]}" | median) t_plain=$(echo "${plain_tps[@]}" | median) t_bare=$(echo "${bare_tps[@]}" | median)
+ms() { awk -v t="$1" 'BEGIN { printf "%.3f", 1000 / t }'; }
+echo "citus bench: one-lookup statements on the coordinator: a cluster copy $(ms "$t_copy") ms, an unlisted filter $(ms "$t_plain") ms, the same in a database without citus $(ms "$t_bare") ms: the cluster copy's checks cost $(ratio "$t_copy" "$t_bare")x a lookup without Citus, $(ratio "$t_copy" "$t_plain")x an unlisted filter's"
 
 if [ "$BIG" -gt 0 ]; then
   q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE big (id bigint, account bigint)" -c "SELECT create_distributed_table('big', 'id')" \

@@ -272,9 +272,11 @@ impl Region {
     }
 
     /// Replaces live filter `info`'s contents with the bucket words `contents`
-    /// writes: readers see the old filter or the new one.
+    /// writes, and its owner and lookup grant with `owner` and `readers`:
+    /// readers see the old filter or the new one, never the new contents under
+    /// the old owner.
     #[allow(clippy::too_many_arguments)]
-    pub fn replace(&self, lk: &Locked, info: &EntryInfo, tables: &[TableSpec], contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, key: KeyType, growth: Option<Growth>, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
+    pub fn replace(&self, lk: &Locked, info: &EntryInfo, tables: &[TableSpec], contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, key: KeyType, growth: Option<Growth>, (owner, readers): (u32, u64), stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         let (start, blocks, tag) = self.fill(lk, tables, durable, Some(contents))?;
@@ -289,6 +291,8 @@ impl Region {
             e.capacity.store(capacity, Ordering::Relaxed);
             e.fpp_bits.store(fpp.to_bits(), Ordering::Relaxed);
             e.gen.store(gen, Ordering::Relaxed);
+            e.owner.store(owner as u64, Ordering::Relaxed);
+            e.readers.store(readers, Ordering::Relaxed);
             e.durable.store(durable as u64, Ordering::Relaxed);
             e.reload_reason.store(0, Ordering::Relaxed);
             e.key.store(pack_key(key), Ordering::Relaxed);

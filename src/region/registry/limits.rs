@@ -132,6 +132,14 @@ impl Region {
             Some(info) => (0, self.charged_bytes(info)),
             None => (1, 0),
         };
+        // Contents that pass to another owner are a new filter of `owner`'s:
+        // nothing it held is released.
+        if replacing.is_some_and(|i| i.owner != owner) {
+            let role_only = Limits { database_filters: None, database_bytes: None, ..*limits };
+            if let Some(hit) = over(&role_only, (owner, db), role, database, 1, bytes, 0) {
+                return Err(RegionError::OverLimit(hit));
+            }
+        }
         match over(limits, (owner, db), role, database, filters, bytes, released) {
             Some(hit) => Err(RegionError::OverLimit(hit)),
             None => Ok(()),

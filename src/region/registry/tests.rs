@@ -196,7 +196,7 @@ fn replace_keeps_the_name_and_retires_the_old_copy() {
     src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
     let words = words_of(&src);
     let pin = r.pin(0).unwrap();
-    let b = r.replace(&lk, &a, &one_of(p), &copy_from(&words), 1000, 0.001, false, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 0).unwrap();
+    let b = r.replace(&lk, &a, &one_of(p), &copy_from(&words), 1000, 0.001, false, crate::filter::dense::KeyType::NONE, None, (a.owner, a.readers), &mut |_, _| 0).unwrap();
     assert_eq!(a.index, b.index);
     assert!(!r.still_current(a.index, a.seq));
     assert!(tbl(&r, &b).contains(hash_i64(DEFAULT_SEED, 42)));
@@ -239,7 +239,7 @@ fn generations_placeholders_and_reload_marks() {
     let marked = r.find(1, "d").unwrap();
     assert!(!marked.usable() && marked.blocks > 0 && marked.seq != d.seq);
     // A replace gives a new generation and clears the mark.
-    let e = r.replace(&lk, &marked, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 90).unwrap();
+    let e = r.replace(&lk, &marked, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, (marked.owner, marked.readers), &mut |_, _| 90).unwrap();
     assert_eq!((e.gen, e.reload_reason, e.usable()), (90, 0, true));
     assert!(r.find_gen(77).is_none());
     // A placeholder: a name, parameters, no blocks; it can be replaced
@@ -248,7 +248,7 @@ fn generations_placeholders_and_reload_marks() {
     assert_eq!((ph.blocks, ph.reload_reason, ph.params, ph.usable()), (0, 2, Some(p), false));
     assert_eq!(r.create_placeholder(&lk, &spec(1, "lost"), &p, 56, 2), Err(RegionError::Exists));
     r.check().unwrap();
-    let back = r.replace(&lk, &ph, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 60).unwrap();
+    let back = r.replace(&lk, &ph, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, (ph.owner, ph.readers), &mut |_, _| 60).unwrap();
     assert!(back.usable() && tbl(&r, &back).contains(hash_i64(DEFAULT_SEED, 7)));
     let ph2 = r.create_placeholder(&lk, &spec(1, "gone"), &p, 57, 3).unwrap();
     r.drop_filter(&lk, &ph2).unwrap();
@@ -392,7 +392,7 @@ fn reclamation_waits_for_readers_under_churn() {
     while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
         round += 1;
         if round % 2 == 0 {
-            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &one_of(p), &contents, 5000, DEFAULT_FPP, false, crate::filter::dense::KeyType::NONE, None, &mut |_, _| 0));
+            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &one_of(p), &contents, 5000, DEFAULT_FPP, false, crate::filter::dense::KeyType::NONE, None, (1, 0), &mut |_, _| 0));
         } else {
             change(&|lk| {
                 let hot = r.find(1, "hot").unwrap();
@@ -622,7 +622,7 @@ fn usage_counts_every_table_by_owner_and_database() {
         ]
     );
     // A publish over b with one table: b's two tables are released.
-    let b2 = r.replace(&lk, &b, &one(1000), &|_, w: &mut [u64]| w.fill(0), 1000, DEFAULT_FPP, false, KeyType::NONE, None, &mut |_, _| 0).unwrap();
+    let b2 = r.replace(&lk, &b, &one(1000), &|_, w: &mut [u64]| w.fill(0), 1000, DEFAULT_FPP, false, KeyType::NONE, None, (b.owner, b.readers), &mut |_, _| 0).unwrap();
     assert_eq!(r.charged_bytes(&b2), a_bytes);
     assert_eq!(r.usage(10, 2, None).0, Usage { filters: 2, bytes: 2 * a_bytes });
     // A dropped filter is charged to nobody (its blocks may still be read).
@@ -674,9 +674,20 @@ fn admit_keeps_to_the_caps_of_owner_and_database() {
     assert_eq!(r.admit(&lk, &cap, 12, 5, bigger, Some(&f)), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleBytes, owner: 12, db: 5, used: bytes, requested: bigger, cap: 2 * bytes, replacing: true })));
     // An owner over a cap lowered since may still shrink a filter, not grow it.
     let lowered = Limits { role_bytes: Some(bytes), ..Limits::default() };
-    let g = r.replace(&lk, &f, &one(50_000), &|_, w: &mut [u64]| w.fill(0), 50_000, DEFAULT_FPP, false, KeyType::NONE, None, &mut |_, _| 0).unwrap();
+    let g = r.replace(&lk, &f, &one(50_000), &|_, w: &mut [u64]| w.fill(0), 50_000, DEFAULT_FPP, false, KeyType::NONE, None, (f.owner, f.readers), &mut |_, _| 0).unwrap();
     assert!(r.admit(&lk, &lowered, 12, 5, bytes, Some(&g)).is_ok());
     assert!(r.admit(&lk, &lowered, 12, 5, bigger + BLOCK_BYTES, Some(&g)).is_err());
+    // Contents that pass to another owner are a new filter of that owner's:
+    // its filter cap counts them, and nothing it held is released.
+    let one_each = Limits { role_filters: Some(0), ..Limits::default() };
+    assert!(r.admit(&lk, &one_each, 12, 5, bytes, Some(&g)).is_ok());
+    assert!(matches!(r.admit(&lk, &one_each, 99, 5, bytes, Some(&g)), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleFilters, owner: 99, .. }))));
+    let small = Limits { role_bytes: Some(bytes - 1), ..Limits::default() };
+    assert!(matches!(r.admit(&lk, &small, 99, 5, bytes, Some(&g)), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleBytes, owner: 99, .. }))));
+    // The replace itself gives the contents, owner and grant at once.
+    let h = r.replace(&lk, &g, &one(1000), &|_, w: &mut [u64]| w.fill(0), 1000, DEFAULT_FPP, false, KeyType::NONE, None, (99, READERS_NONE), &mut |_, _| 0).unwrap();
+    assert_eq!((h.owner, h.readers, h.index), (99, READERS_NONE, g.index));
+    assert_eq!(r.usage(99, 5, None).0.filters, 1);
     // No caps: nothing refused.
     assert!(r.admit(&lk, &Limits::default(), 12, 5, u64::MAX / 2, None).is_ok());
     r.check().unwrap();

@@ -33,6 +33,10 @@ pub(super) static CUT_WRITE_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0
 /// `cuckoo.debug_crash_point`: for tests, a named point inside a cut or a
 /// pass where the process stops the server (see `cut::crash_point`).
 pub(super) static CRASH_POINT: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+/// `cuckoo.debug_stop_publish`: for tests, `node:NAME` or `record:NAME`, a
+/// point in a cluster publish of filter NAME where it waits until cancelled
+/// (see `citus::debug_stop`).
+pub(super) static STOP_PUBLISH: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
 /// `cuckoo.debug_compact`: for tests, every cut of a filter that has files
 /// is a compaction.
 pub(super) static ALWAYS_COMPACT: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -118,6 +122,14 @@ pub fn init(on_new_region: fn(&Region)) -> bool {
         c"For tests: a named point inside a checkpoint cut or pass where the durability worker stops the server.",
         c"Lets tests crash at a chosen moment (cut-logged, compaction-contents, pass-logged, coverage-written). Leave empty.",
         &CRASH_POINT,
+        GucContext::Sighup,
+        GucFlags::NO_SHOW_ALL,
+    );
+    GucRegistry::define_string_guc(
+        c"cuckoo.debug_stop_publish",
+        c"For tests: a point in a cluster publish where it waits until it is cancelled.",
+        c"node:NAME stops a node's copy of filter NAME after it is published and before it is listed; record:NAME stops cf_publish_cluster on the coordinator after every node took its copy and before the publish is recorded. Leave empty.",
+        &STOP_PUBLISH,
         GucContext::Sighup,
         GucFlags::NO_SHOW_ALL,
     );

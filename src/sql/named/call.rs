@@ -249,13 +249,13 @@ impl NamedCall {
         let mut checked = false;
         loop {
             let Some(info) = r.find(db(), name) else {
-                citus::check_task(name, false, self.write);
+                citus::check_task(name, None, self.write);
                 not_found(name)
             };
             require_access(&info, self.write);
             if !checked {
                 // On a Citus cluster: whether this node's filter is the one meant.
-                citus::check_task(name, true, self.write);
+                citus::check_task(name, Some(&info), self.write);
                 if self.write {
                     citus::check_change(name);
                 }

@@ -8,24 +8,36 @@
 //! use this node's filter only if the node's table `cuckoo_cluster_filters`
 //! says which filter it is:
 //!
-//! - `cluster`: a copy that `cf_publish_cluster()` made on every node from one
-//!   value (the nodes' copies were checked identical then). It only answers
-//!   lookups there; changes go through `cf_publish_cluster()`, and outside
-//!   such backends too a cluster copy is not changed, replaced or made again
-//!   under its name by anything else, so that the nodes' copies stay equal;
+//! - `cluster`: this node's copy of a value `cf_publish_cluster()` published
+//!   to every node. It only answers lookups, and only while it is the copy the
+//!   cluster last published: the listing row carries the publish's version and
+//!   which filter in this node's shared memory the copy is, and the cluster's
+//!   record, `cuckoo_cluster_copies` (a Citus reference table, written in the
+//!   publishing transaction), the version every node must have. A node that
+//!   missed a publish (inactive, unreachable, added later, or a coordinator
+//!   that stopped half way) fails such lookups with an error that names it and
+//!   says how to catch it up; it never answers from another publish's copy.
+//!   Lookups outside distributed queries are held to the same rule.
+//!   Outside such backends too a cluster copy is not changed, replaced or made
+//!   again under its name by anything but the cluster functions;
 //! - `node`: `cf_node_local()` declared that this node's own filter is the
 //!   right one (its keys are co-located with the distribution column), for
 //!   lookups and changes.
 //!
 //! Anything else fails with an error that says how to publish the filter.
-//! Outside Citus nothing here runs: the checks need Citus preloaded.
+//! Listing rows and the cluster's record are written only through the SQL
+//! functions in `cluster`, each of which checks the caller's right on that
+//! name (the tables grant nothing but SELECT). Outside Citus nothing here runs: the
+//! checks need Citus loaded.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
+
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::errors::fail;
+use crate::region::EntryInfo;
 use crate::sql::value::rewrite::citus_loaded;
 
 /// How `cuckoo_cluster_filters` lists a filter name on this node.
@@ -35,6 +47,17 @@ pub(super) enum Scope {
     Unlisted,
     Cluster,
     Node,
+}
+
+/// A row of this node's `cuckoo_cluster_filters`.
+pub(super) struct Listing {
+    pub(super) scope: Scope,
+    /// For a cluster copy: the publish it is (`cuckoo_cluster_copies.version`).
+    pub(super) version: Option<i64>,
+    /// For a cluster copy: which filter in shared memory it is ([`identity`]).
+    pub(super) copy: Option<String>,
+    /// The role that listed it (None: listed before 0.12.0; superusers only).
+    pub(super) owner: Option<String>,
 }
 
 /// Whether this backend runs a piece of a distributed query for another node.
@@ -47,58 +70,99 @@ pub(super) fn in_task() -> bool {
     }
 }
 
-/// This database's `cuckoo_cluster_filters` (in cuckoo's schema), found
-/// through the catalog, never the search path: its OID and quoted name, kept
-/// per backend while that OID still names it.
-static mut TABLE: Option<(pg_sys::Oid, String)> = None;
+/// Which filter in this node's shared memory `info` is, as a listing row
+/// records it: a durable filter's generation (the WAL position of the publish
+/// that made its contents, the same after a restart and on a standby), or a
+/// filter's allocation tag within this run of the server. A copy replaced or
+/// made again under the name (a publish whose transaction then aborted) has
+/// another.
+pub(super) fn identity(info: &EntryInfo) -> String {
+    if info.durable && info.gen != 0 {
+        format!("g{}", info.gen)
+    } else {
+        // SAFETY: plain read of a global set once at postmaster start.
+        let started = unsafe { pg_sys::PgStartTime };
+        format!("t{}@{started}", info.tag)
+    }
+}
 
-fn table() -> Option<String> {
-    // SAFETY: backends are single-threaded; TABLE is only touched here.
+/// The extension's schema (quoted) and the OID of its table `table`, found
+/// through the catalog, never the search path; None if the table does not
+/// exist (an extension not yet updated). Kept per backend while that OID
+/// still names such a table.
+pub(super) fn ext_table(table: &CStr) -> Option<(String, pg_sys::Oid)> {
+    // SAFETY: backends are single-threaded; TABLES is only touched here.
     // get_rel_name and get_relname_relid are syscache lookups.
     unsafe {
-        let cached = &mut *(&raw mut TABLE);
-        if let Some((oid, name)) = cached.as_ref() {
-            let now = pg_sys::get_rel_name(*oid);
-            if !now.is_null() && CStr::from_ptr(now) == c"cuckoo_cluster_filters" {
-                return Some(name.clone());
+        let cached = &mut *(&raw mut TABLES);
+        if let Some((_, rel, schema)) = cached.iter().find(|(t, _, _)| t.as_c_str() == table) {
+            let now = pg_sys::get_rel_name(*rel);
+            if !now.is_null() && CStr::from_ptr(now) == table {
+                return Some((schema.clone(), *rel));
             }
         }
-        *cached = None;
-        let nsp = first_row::<pg_sys::Oid>(
-            "SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'",
-            &[],
-        )?;
-        let rel = pg_sys::get_relname_relid(c"cuckoo_cluster_filters".as_ptr(), nsp);
+        cached.retain(|(t, _, _)| t.as_c_str() != table);
+        let nsp = Spi::get_one::<pg_sys::Oid>("SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'")
+            .unwrap_or_else(|e| error!("cuckoo: could not read pg_extension: {e}"))?;
+        let rel = pg_sys::get_relname_relid(table.as_ptr(), nsp);
         if rel == pg_sys::InvalidOid {
-            // An extension not yet updated to 0.9.0.
             return None;
         }
-        let quoted = |s: *const std::ffi::c_char| CStr::from_ptr(pg_sys::quote_identifier(s)).to_string_lossy().into_owned();
-        let name = format!("{}.{}", quoted(pg_sys::get_namespace_name(nsp)), quoted(c"cuckoo_cluster_filters".as_ptr()));
-        *cached = Some((rel, name.clone()));
-        Some(name)
+        let schema = CStr::from_ptr(pg_sys::quote_identifier(pg_sys::get_namespace_name(nsp))).to_string_lossy().into_owned();
+        cached.push((table.to_owned(), rel, schema.clone()));
+        Some((schema, rel))
     }
 }
+
+static mut TABLES: Vec<(CString, pg_sys::Oid, String)> = Vec::new();
 
 /// How this node's `cuckoo_cluster_filters` lists `name`.
-fn scope(name: &str) -> Scope {
-    let Some(table) = table() else { return Scope::Unlisted };
-    let found = first_row::<String>(&format!("SELECT scope FROM {table} WHERE name OPERATOR(pg_catalog.=) $1"), &[name.into()]);
-    match found.as_deref() {
-        Some("cluster") => Scope::Cluster,
-        Some("node") => Scope::Node,
-        _ => Scope::Unlisted,
+pub(super) fn listing(name: &str) -> Option<Listing> {
+    let (schema, rel) = ext_table(c"cuckoo_cluster_filters")?;
+    Spi::connect(|client| {
+        let plan = kept_plan(&raw mut LISTING_PLAN, rel, client, &format!("SELECT scope, version, copy, owner FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1"))?;
+        let t = client.select(plan, Some(1), &[name.into()])?;
+        if t.is_empty() {
+            return Ok(None);
+        }
+        let row = t.first();
+        let scope = match row.get::<String>(1)?.as_deref() {
+            Some("cluster") => Scope::Cluster,
+            Some("node") => Scope::Node,
+            _ => Scope::Unlisted,
+        };
+        Ok(Some(Listing { scope, version: row.get::<i64>(2)?, copy: row.get::<String>(3)?, owner: row.get::<String>(4)? }))
+    })
+    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
+}
+
+/// The plans of the two reads every check makes, kept for the backend (by
+/// SPI_keepplan; PostgreSQL's plan cache revalidates them), with the OID of
+/// the table each reads.
+static mut LISTING_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
+static mut VERSION_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
+
+/// The plan of `query` (one text parameter) over table `rel`, kept in `slot`.
+fn kept_plan<'a>(
+    slot: *mut Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)>,
+    rel: pg_sys::Oid,
+    client: &pgrx::spi::SpiClient<'_>,
+    query: &str,
+) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
+    // SAFETY: backends are single-threaded; the slots are only touched here.
+    unsafe {
+        let slot = &mut *slot;
+        if slot.as_ref().is_none_or(|(r, _)| *r != rel) {
+            *slot = None;
+            let plan = client.prepare(query, &[pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID)])?.keep();
+            *slot = Some((rel, plan));
+        }
+        Ok(&slot.as_ref().expect("just set").1)
     }
 }
 
-/// The first column of the query's first row, if it has one (and it is not
-/// NULL).
-fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(query: &str, args: &[pgrx::datum::DatumWithOid]) -> Option<T> {
-    Spi::connect(|client| {
-        let t = client.select(query, Some(1), args)?;
-        if t.is_empty() { Ok(None) } else { t.first().get_one::<T>() }
-    })
-    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
+fn scope(name: &str) -> Scope {
+    listing(name).map_or(Scope::Unlisted, |l| l.scope)
 }
 
 /// Whether this database has the citus extension (a catalog lookup).
@@ -107,35 +171,199 @@ fn citus_here() -> bool {
     unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid }
 }
 
+/// Runs `f` with `citus.allow_nested_distributed_execution` on (a read of a
+/// reference table from a backend that runs a piece of a distributed query
+/// is otherwise refused by Citus), restored after.
+pub(super) fn nested_allowed<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: a GUC nest level as a function's SET clause makes one; on error
+    // the transaction's abort unwinds it.
+    unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"citus.allow_nested_distributed_execution".as_ptr(),
+            c"on".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        let out = f();
+        pg_sys::AtEOXact_GUC(true, level);
+        out
+    }
+}
+
+/// Runs `f` as the owner of the extension's tables (who alone may write the
+/// listing and the cluster's record), restored after. Callers check the
+/// caller's right on the name first.
+pub(super) fn as_table_owner<T>(rel: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    // SAFETY: the user switch PostgreSQL's own code makes for work done on a
+    // caller's behalf (SECURITY_LOCAL_USERID_CHANGE); an error's abort
+    // restores the saved user and context.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, pg_sys::Datum::from(rel));
+        if tuple.is_null() {
+            error!("cuckoo: cache lookup failed for relation {}", rel.to_u32());
+        }
+        let owner = (*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_class)).relowner;
+        pg_sys::ReleaseSysCache(tuple);
+        let (mut saved_user, mut saved_ctx) = (pg_sys::InvalidOid, 0i32);
+        pg_sys::GetUserIdAndSecContext(&mut saved_user, &mut saved_ctx);
+        pg_sys::SetUserIdAndSecContext(owner, saved_ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+        let out = f();
+        pg_sys::SetUserIdAndSecContext(saved_user, saved_ctx);
+        out
+    }
+}
+
+/// The version of `name` the cluster's record (`cuckoo_cluster_copies`, read
+/// through Citus, which answers from this node's replica of the reference
+/// table or from another node's) says every node's copy must be; None if it
+/// records none.
+fn cluster_version(name: &str) -> Option<i64> {
+    let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
+    nested_allowed(|| {
+        Spi::connect(|client| {
+            let plan = kept_plan(&raw mut VERSION_PLAN, rel, client, &format!("SELECT version FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?;
+            let t = client.select(plan, Some(1), &[name.into()])?;
+            if t.is_empty() { Ok(None) } else { t.first().get_one::<i64>() }
+        })
+        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
+    })
+}
+
+/// A publish version as the time it was made (versions are the
+/// coordinator's clock in microseconds, or one more than the last).
+fn publish_time(v: i64) -> String {
+    // SAFETY: formats a timestamp into a palloc'd string.
+    unsafe { CStr::from_ptr(pg_sys::timestamptz_to_str(v)).to_string_lossy().into_owned() }
+}
+
+/// This node as Citus names it (host:port), for errors.
+pub(super) fn this_node() -> String {
+    let q = "SELECT n.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) n.nodeport FROM pg_catalog.pg_dist_node n, pg_catalog.pg_dist_local_group g \
+             WHERE n.groupid OPERATOR(pg_catalog.=) g.groupid AND n.noderole OPERATOR(pg_catalog.=) 'primary' LIMIT 1";
+    Spi::connect(|client| {
+        let t = client.select(q, Some(1), &[])?;
+        if t.is_empty() { Ok(None) } else { t.first().get_one::<String>() }
+    })
+    .ok()
+    .flatten()
+    .map_or_else(|| "this node".to_string(), |n| format!("node {n}"))
+}
+
 const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run on the workers, each with its own filters. \
     Publish one value to every node with cf_publish_cluster(name, value) on the coordinator, or, \
     if each node's filter holds exactly the keys of its own shards (keys co-located with the distribution column), \
     declare it with cf_node_local(name).";
 
-/// Before a by-name call uses filter `name` (found or not) in a Citus
-/// internal backend: raises the error that explains why it may not. `write`:
-/// the call changes the filter.
-pub(super) fn check_task(name: &str, exists: bool, write: bool) {
+/// Before a lookup answers from cluster copy `info` listed as `l`: raises the
+/// error that says why this node's copy is not the one the cluster last
+/// published.
+fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
+    if l.copy.as_deref() != Some(identity(info).as_str()) {
+        fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the copy of cuckoo filter \"{name}\" on {} is not the cluster copy listed there: a publish did not finish on this node", this_node()),
+            Some("Publish the value again with cf_publish_cluster() on the coordinator."),
+        );
+    }
+    match cluster_version(name) {
+        Some(v) if Some(v) == l.version => {}
+        Some(v) => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "cuckoo filter \"{name}\" on {} is not the cluster's copy: this node holds the publish of {}, the cluster records the publish of {}",
+                this_node(),
+                publish_time(l.version.unwrap_or(0)),
+                publish_time(v)
+            ),
+            Some(&format!(
+                "A node that was inactive, unreachable or not yet added missed a publish, or one did not finish. \
+                 Run SELECT cf_sync_cluster('{}') on the coordinator (or publish the value again with cf_publish_cluster()).",
+                name.replace('\'', "''")
+            )),
+        ),
+        None => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cuckoo filter \"{name}\" is listed on {} as a cluster copy that the cluster does not record", this_node()),
+            Some("Its publish did not finish, or it was removed with cf_drop_cluster() while this node was away. Publish it again with cf_publish_cluster(), or remove it with cf_drop_cluster()."),
+        ),
+    }
+}
+
+/// Before a by-name call uses filter `name` (`found`: this node's filter of
+/// that name): raises the error that explains why it may not. In a backend
+/// that runs a piece of a distributed query, the filter must be listed; in
+/// any backend of a database with Citus, a lookup of a cluster copy must find
+/// the copy the cluster last published. `write`: the call changes the filter.
+pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
+    if !citus_loaded() {
+        return;
+    }
+    if !in_task() {
+        if write || !citus_here() {
+            return;
+        }
+        if let (Some(info), Some(l)) = (found, listing(name)) {
+            if l.scope == Scope::Cluster {
+                check_current(name, info, &l);
+            }
+        }
+        return;
+    }
+    let l = listing(name);
+    match (l.as_ref().map_or(Scope::Unlisted, |l| l.scope), found) {
+        (Scope::Node, _) => {}
+        (Scope::Cluster, Some(info)) if !write => check_current(name, info, l.as_ref().expect("listed")),
+        (Scope::Cluster, None) => fail(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("cuckoo filter \"{name}\" was published to the cluster but is missing on {}", this_node()),
+            Some(&format!(
+                "A filter that is not durable is lost when its node restarts. Run SELECT cf_sync_cluster('{}') on the coordinator, or publish it again with cf_publish_cluster().",
+                name.replace('\'', "''")
+            )),
+        ),
+        (Scope::Cluster, Some(_)) => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cuckoo filter \"{name}\" is a cluster copy: a distributed query may look it up but not change it"),
+            Some("Change the value and publish it again with cf_publish_cluster() on the coordinator, or use node-local filters (cf_node_local())."),
+        ),
+        (Scope::Unlisted, None) if cluster_version(name).is_some() => fail(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("cuckoo filter \"{name}\" was published to the cluster but {} has no copy of it", this_node()),
+            Some(&format!(
+                "A node added or made active after the publish has no copy until it is given one: run SELECT cf_sync_cluster('{}') on the coordinator.",
+                name.replace('\'', "''")
+            )),
+        ),
+        (Scope::Unlisted, None) => fail(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("cuckoo filter \"{name}\" does not exist on this node, which runs part of a distributed query"),
+            Some(PUBLISH_HINT),
+        ),
+        (Scope::Unlisted, Some(_)) => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cuckoo filter \"{name}\" is local to this node and cannot answer for a distributed query"),
+            Some(PUBLISH_HINT),
+        ),
+    }
+}
+
+/// Before a call that changes, makes or drops filter `name` (whether or not
+/// it exists) in a Citus internal backend: only a node-local filter may be.
+pub(super) fn check_task_write(name: &str) {
     if !in_task() || !citus_loaded() {
         return;
     }
     match scope(name) {
         Scope::Node => {}
-        Scope::Cluster if !write && exists => {}
-        Scope::Cluster if !exists => fail(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            format!("cuckoo filter \"{name}\" was published to the cluster but is missing on this node"),
-            Some("A filter that is not durable is lost when its node restarts. Publish it again with cf_publish_cluster() on the coordinator."),
-        ),
         Scope::Cluster => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!("cuckoo filter \"{name}\" is a cluster copy: a distributed query may look it up but not change it"),
             Some("Change the value and publish it again with cf_publish_cluster() on the coordinator, or use node-local filters (cf_node_local())."),
-        ),
-        Scope::Unlisted if !exists => fail(
-            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            format!("cuckoo filter \"{name}\" does not exist on this node, which runs part of a distributed query"),
-            Some(PUBLISH_HINT),
         ),
         Scope::Unlisted => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -147,7 +375,7 @@ pub(super) fn check_task(name: &str, exists: bool, write: bool) {
 
 /// Before a change to filter `name` outside a Citus internal backend (an
 /// insert or delete, a publish, a create under its name): a cluster copy is
-/// changed only by `cf_publish_cluster()`, so that every node's copy stays the
+/// changed only by the cluster functions, so that every node's copy stays the
 /// same.
 pub(super) fn check_change(name: &str) {
     if in_task() || !citus_loaded() || !citus_here() {
@@ -161,3 +389,4 @@ pub(super) fn check_change(name: &str) {
         );
     }
 }
+

@@ -200,7 +200,7 @@ v1_functions! {
         .unwrap_or_else(|e| sizing_error(e));
         let tables = [TableSpec { params: sized.params, capacity: sized.capacity }];
         prepare_write(durable, c"cf_create()");
-        citus::check_task(name, true, true);
+        citus::check_task_write(name);
         citus::check_change(name);
         let spec = NewFilter { db: db(), owner: new_owner(), name, capacity: sized.capacity, fpp, durable, key, growth };
         let bytes = Region::bytes_for_tables(&tables, durable);
@@ -225,7 +225,7 @@ v1_functions! {
     fn cf_drop(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
-        citus::check_task(name, true, true);
+        citus::check_task_write(name);
         let dropped = registry_change(
             name,
             |found| {
@@ -258,7 +258,7 @@ v1_functions! {
         // unless called through the 0.2.0 declaration.
         let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
         prepare_write(durable, c"cf_publish()");
-        citus::check_task(name, true, true);
+        citus::check_task_write(name);
         citus::check_change(name);
         let headers = v.tables();
         if headers.len() > MAX_TABLES {
@@ -317,25 +317,24 @@ v1_functions! {
             },
             |r, lk, found| {
                 durable_open(r, durable || found.is_some_and(|i| i.durable))?;
-                // New contents count against the caps of the owner (a replaced
-                // filter keeps its owner) and of the database, the old released.
-                r.admit(lk, &limits, found.map_or(spec.owner, |i| i.owner), spec.db, bytes, found)?;
+                // New contents count against the caps of the publisher (who
+                // becomes the owner of a filter it replaces) and of the
+                // database, the old released.
+                r.admit(lk, &limits, spec.owner, spec.db, bytes, found)?;
                 // A durable publish logs the contents before they are linked;
                 // the generation is the end of their first record.
                 let mut stamp = |words: &[&[u64]], items: u64| {
                     if !durable {
                         return 0;
                     }
-                    // A replaced filter keeps its owner and grant.
-                    let meta = Meta {
-                        owner: found.map_or(spec.owner, |i| i.owner),
-                        ..Meta::of(&spec, found.map_or(READERS_NONE, |i| i.readers), &tables)
-                    };
-                    log_content(ContentKind::Publish, 0, &meta, words, items)
+                    // A replaced filter is the publisher's, with no grant
+                    // (issue 30: a name claimed first does not keep what
+                    // someone else publishes under it).
+                    log_content(ContentKind::Publish, 0, &Meta::of(&spec, READERS_NONE, &tables), words, items)
                 };
                 match found {
                     Some(info) => {
-                        let made = r.replace(lk, info, &tables, &contents, capacity, fpp, durable, spec.key, growth, &mut stamp)?;
+                        let made = r.replace(lk, info, &tables, &contents, capacity, fpp, durable, spec.key, growth, (spec.owner, READERS_NONE), &mut stamp)?;
                         if info.durable && !durable {
                             // No longer durable: replay forgets it.
                             log(&Record::Drop { gen: info.gen });
@@ -359,13 +358,13 @@ v1_functions! {
         let mut checked = false;
         loop {
             let Some(info) = r.find(db(), name) else {
-                citus::check_task(name, false, false);
+                citus::check_task(name, None, false);
                 not_found(name)
             };
             require_access(&info, false);
             if !checked {
                 // On a Citus cluster: whether this node's filter is the one meant.
-                citus::check_task(name, true, false);
+                citus::check_task(name, Some(&info), false);
                 checked = true;
             }
             if !info.usable() {

@@ -30,6 +30,7 @@ pub mod restore;
 pub mod replay;
 pub mod worker;
 pub mod citus;
+pub mod cluster;
 pub mod call;
 pub mod roles;
 pub mod functions;

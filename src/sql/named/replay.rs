@@ -733,7 +733,7 @@ impl Replay {
                     return placeholder(r, lk, existing.as_ref(), &spec, meta, gen, why).map(|()| Outcome::Done);
                 }
                 let made = match &existing {
-                    Some(e) => r.replace(lk, e, &tables, &fill, meta.capacity, meta.fpp, true, meta.key, meta.growth, &mut |_, _| gen),
+                    Some(e) => r.replace(lk, e, &tables, &fill, meta.capacity, meta.fpp, true, meta.key, meta.growth, (meta.owner, meta.readers), &mut |_, _| gen),
                     None => r.create(lk, &spec, &tables, words.is_some().then_some(&fill as &dyn Fn(usize, &mut [u64])), &mut |_, _| gen),
                 };
                 let failed = match made {

@@ -111,6 +111,19 @@ ROLLBACK;
 DROP FUNCTION probe_as(text[]);
 SELECT cf_insert('owned', 3), cf_contains('owned', 3);  -- superuser
 SELECT err($$SELECT cf_grant_lookup('owned', 'no_such_role')$$);
+-- Publishing over a filter makes it the publisher's, with no grant: a member
+-- of the owner takes it over; the role it was granted to loses it.
+SELECT cf_grant_lookup('owned', 'cf_bob');
+SET ROLE cf_carol;
+SELECT cf_publish('owned', cf_agg(g)) FROM generate_series(10, 20) g;
+SELECT name, owner, lookup_grantee, items FROM cuckoo_filters WHERE name = 'owned';
+SET ROLE cf_bob;
+SELECT err($$SELECT cf_contains('owned', 10)$$);
+SET ROLE cf_alice;
+SELECT err($$SELECT cf_contains('owned', 10)$$);
+RESET ROLE;
+SELECT cf_publish('owned', cf_agg(g)) FROM generate_series(10, 30) g;  -- superuser
+SELECT owner = current_user AS superuser_owns, lookup_grantee, items FROM cuckoo_filters WHERE name = 'owned';
 
 -- Filters are invisible to other databases.
 \set here :DBNAME

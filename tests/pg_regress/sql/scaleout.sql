@@ -113,6 +113,7 @@ DROP AGGREGATE state_of(anyelement);
 SELECT cf_publish_cluster('everywhere', cf_agg(1));
 SELECT cf_node_local('everywhere');
 SELECT cf_drop_cluster('everywhere');
+SELECT cf_sync_cluster('everywhere');
 \set VERBOSITY default
 SELECT cf_publish_cluster('everywhere', cf_agg(1));
 SELECT count(*) AS listed FROM cuckoo_cluster_filters;
