@@ -142,7 +142,7 @@ pg_ctl_node w3 -m fast stop
 ok "a worker added and given shards after the publish: its queries fail (42704, naming it and cf_sync_cluster) until cf_sync_cluster copies to it; then exact"
 
 # 4. A name claimed first. Roles are propagated to the workers by Citus.
-q coord -c "CREATE ROLE squatter LOGIN" -c "CREATE ROLE tenant LOGIN" -c "GRANT SELECT ON orders, events TO squatter, tenant" >/dev/null
+q coord -c "CREATE ROLE squatter LOGIN" -c "CREATE ROLE tenant LOGIN" -c "GRANT SELECT ON orders, events, keys_a, keys_b TO squatter, tenant" >/dev/null
 q coord -c "SET ROLE squatter" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_create('shared', 1000, durable => false)\$\$)" >/dev/null
 [ "$(q coord -c "SELECT cf_publish_cluster('shared', (SELECT cf_agg(account) FROM keys_b))")" = 3 ] || fail "the administrator's publish over a claimed name did not reach 3 nodes"
 for n in coord w1 w2; do
