@@ -104,29 +104,7 @@ CREATE FUNCTION cf_cluster_debug_stop(point text, name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_cluster_debug_stop' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_cluster_debug_stop(text, text) IS 'for tests: waits until cancelled at a point of a cluster publish named by cuckoo.debug_stop_publish';
 
--- The Citus nodes' answers to one command, or an error naming the first
--- node that failed.
-CREATE OR REPLACE FUNCTION cf_on_all_nodes(command text, what text) RETURNS TABLE (nodeid integer, result text)
-    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-    r record;
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        RAISE EXCEPTION '% needs the citus extension', what
-            USING ERRCODE = 'feature_not_supported',
-                  HINT = 'Without Citus, use cf_publish(), cf_drop() and the filter directly.';
-    END IF;
-    FOR r IN EXECUTE 'SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid' USING command LOOP
-        IF NOT r.success THEN
-            RAISE EXCEPTION '% failed on Citus node %: %', what, r.nodeid, r.result
-                USING ERRCODE = 'external_routine_exception';
-        END IF;
-        nodeid := r.nodeid;
-        result := r.result;
-        RETURN NEXT;
-    END LOOP;
-END
-$fn$;
+-- cf_on_all_nodes is unchanged; its comment says it reaches active nodes.
 COMMENT ON FUNCTION cf_on_all_nodes(text, text) IS 'runs a command on every active Citus node, failing on the first node that fails';
 
 -- Primary nodes Citus lists as inactive (run_command_on_all_nodes does not
