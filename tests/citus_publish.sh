@@ -183,6 +183,20 @@ q coord -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_grant_lo
 got=$(q coord -c "SET ROLE tenant" -c "SELECT count(*) FROM orders o WHERE cf_contains('pub', o.account) AND o.account IN (SELECT account FROM keys_b)" 2>&1) \
   || fail "a role granted lookups on the cluster copy could not screen with it: $got"
 [ "$got" = "$exact_b" ] || fail "a role granted lookups screened $got orders, the exact semi-join $exact_b"
+# Lookups in parallel workers (a shard scan a worker runs in parallel, or a
+# local query) check the copy without a distributed query and without a
+# transaction id, which parallel workers may not have.
+parallel() { q w1 -c "SET application_name = '$1'" -c "SET parallel_setup_cost = 0" -c "SET parallel_tuple_cost = 0" \
+  -c "SET min_parallel_table_scan_size = 0" -c "SET max_parallel_workers_per_gather = 2" -c "$2" 2>&1; }
+q w1 -c "CREATE TABLE par_keys AS SELECT g::bigint AS account FROM generate_series(1, 200000) g" >/dev/null
+parallel psql "EXPLAIN SELECT count(*) FROM par_keys WHERE cf_contains('pub', account)" | grep -q "Workers Planned" \
+  || fail "the parallel lookup check got no parallel plan: it does not test what it says"
+serial=$(q w1 -c "SELECT count(*) FROM par_keys WHERE cf_contains('pub', account)")
+for app in "citus_internal gpid=10000000099" psql; do
+  got=$(parallel "$app" "SELECT count(*) FROM par_keys WHERE cf_contains('pub', account)")
+  [ "$got" = "$serial" ] || fail "a parallel scan looking up the cluster copy (application_name $app) gave: $got (serially $serial)"
+done
+q w1 -c "DROP TABLE par_keys" >/dev/null
 # A worker restarted: its durable copy is the same filter (its generation
 # comes from the WAL it replayed), still the recorded publish.
 pg_ctl_node w1 -m immediate stop
@@ -193,4 +207,4 @@ got=$(qe coord -c "SELECT count(*) FROM orders WHERE cf_contains('pub', account)
 [ "$got" = 42704 ] || fail "a lookup after cf_drop_cluster: got '${got:-no error}'"
 q coord -c "SELECT cf_drop_cluster('shared')" -c "SET ROLE squatter" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_drop('theirs')\$\$)" >/dev/null
 q coord -c "SET ROLE tenant" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_drop('tenant_own')\$\$)" >/dev/null
-ok "rights per name: a role lists and withdraws its own filters, and is refused (42501) listing, unlisting, publishing, syncing, recording or removing another role's names, on the coordinator and on a worker; the tables take no direct writes; a role granted lookups screens in distributed queries; a worker's durable copy survives its crash"
+ok "rights per name: a role lists and withdraws its own filters, and is refused (42501) listing, unlisting, publishing, syncing, recording or removing another role's names, on the coordinator and on a worker; the tables take no direct writes; a role granted lookups screens in distributed queries; parallel workers check copies too; a worker's durable copy survives its crash"

@@ -102,8 +102,13 @@ pub(super) fn ext_table(table: &CStr) -> Option<(String, pg_sys::Oid)> {
             }
         }
         cached.retain(|(t, _, _)| t.as_c_str() != table);
-        let nsp = Spi::get_one::<pg_sys::Oid>("SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'")
-            .unwrap_or_else(|e| error!("cuckoo: could not read pg_extension: {e}"))?;
+        // (A read-only SPI query: Spi::get_one would assign a transaction id,
+        // which a parallel worker may not.)
+        let nsp = Spi::connect(|client| {
+            let t = client.select("SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'", Some(1), &[])?;
+            if t.is_empty() { Ok(None) } else { t.first().get_one::<pg_sys::Oid>() }
+        })
+        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read pg_extension: {e}"))?;
         let rel = pg_sys::get_relname_relid(table.as_ptr(), nsp);
         if rel == pg_sys::InvalidOid {
             return None;
@@ -136,11 +141,13 @@ pub(super) fn listing(name: &str) -> Option<Listing> {
     .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
 }
 
-/// The plans of the two reads every check makes, kept for the backend (by
+/// The plans of the reads the checks make, kept for the backend (by
 /// SPI_keepplan; PostgreSQL's plan cache revalidates them), with the OID of
 /// the table each reads.
 static mut LISTING_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
 static mut VERSION_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
+static mut REPLICA_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
+static mut ROUTED_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
 
 /// The plan of `query` (one text parameter) over table `rel`, kept in `slot`.
 fn kept_plan<'a>(
@@ -218,20 +225,50 @@ pub(super) fn as_table_owner<T>(rel: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// The version of `name` the cluster's record (`cuckoo_cluster_copies`, read
-/// through Citus, which answers from this node's replica of the reference
-/// table or from another node's) says every node's copy must be; None if it
-/// records none.
+/// The version of `name` the cluster's record (`cuckoo_cluster_copies`) says
+/// every node's copy must be; None if it records none. Read from this node's
+/// replica of the reference table when Citus lists one here (Citus writes
+/// every listed replica in the publishing transaction and drops a node's from
+/// its metadata when the node is disabled), directly, without a distributed
+/// query (none may run in a parallel worker, and it is cheaper); else through
+/// Citus, which reads another node's.
 fn cluster_version(name: &str) -> Option<i64> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
-    nested_allowed(|| {
-        Spi::connect(|client| {
-            let plan = kept_plan(&raw mut VERSION_PLAN, rel, client, &format!("SELECT version FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?;
-            let t = client.select(plan, Some(1), &[name.into()])?;
-            if t.is_empty() { Ok(None) } else { t.first().get_one::<i64>() }
-        })
-        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
+    Spi::connect(|client| {
+        let replica = kept_plan(
+            &raw mut REPLICA_PLAN,
+            rel,
+            client,
+            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
+             WHERE s.logicalrelid OPERATOR(pg_catalog.=) ($1::pg_catalog.oid)::pg_catalog.regclass AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)",
+        )?;
+        let table = rel.to_u32().to_string();
+        let t = client.select(replica, Some(1), &[table.as_str().into()])?;
+        let shard = if t.is_empty() { None } else { t.first().get_one::<i64>()? };
+        let shard_rel = shard.and_then(|id| {
+            let c = CString::new(format!("cuckoo_cluster_copies_{id}")).ok()?;
+            // SAFETY: a syscache lookup of a name in the extension's schema.
+            let r = unsafe { pg_sys::get_relname_relid(c.as_ptr(), pg_sys::get_rel_namespace(rel)) };
+            (r != pg_sys::InvalidOid).then_some((id, r))
+        });
+        let plan = match shard_rel {
+            Some((id, r)) => kept_plan(&raw mut VERSION_PLAN, r, client, &format!("SELECT version FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?,
+            None => {
+                // SAFETY: reads a backend global.
+                if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        format!("cuckoo filter \"{name}\" is a cluster copy, and {} holds no replica of cuckoo_cluster_copies to check it against in a parallel worker", this_node()),
+                        Some("Run SELECT replicate_reference_tables() on the coordinator, or SET max_parallel_workers_per_gather = 0."),
+                    );
+                }
+                kept_plan(&raw mut ROUTED_PLAN, rel, client, &format!("SELECT version FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?
+            }
+        };
+        let t = nested_allowed(|| client.select(plan, Some(1), &[name.into()]))?;
+        if t.is_empty() { Ok(None) } else { t.first().get_one::<i64>() }
     })
+    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
 }
 
 /// A publish version as the time it was made (versions are the
