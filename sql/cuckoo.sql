@@ -122,11 +122,22 @@ CREATE FUNCTION cf_agg_deserial(bytea, internal) RETURNS internal
     AS 'MODULE_PATHNAME', 'cf_agg_deserial' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_agg_final(internal) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+-- The final functions the aggregates call: their arguments after the state
+-- (always NULL, FINALFUNC_EXTRA) name the key's type, which the filter
+-- records also where no row and no Aggref says it (a window frame with no
+-- rows). cf_agg_final(internal) stays, for aggregates made with it.
+CREATE FUNCTION cf_agg_final(internal, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_final(internal, anyelement, float8) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_agg_final(internal, anyelement, float8, bigint) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_agg_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_agg(anyelement) (
     SFUNC = cf_agg_trans,
     STYPE = internal,
     FINALFUNC = cf_agg_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_agg_combine,
     SERIALFUNC = cf_agg_serial,
     DESERIALFUNC = cf_agg_deserial,
@@ -138,6 +149,7 @@ CREATE AGGREGATE cf_agg(anyelement, float8) (
     SFUNC = cf_agg_trans,
     STYPE = internal,
     FINALFUNC = cf_agg_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_agg_combine,
     SERIALFUNC = cf_agg_serial,
     DESERIALFUNC = cf_agg_deserial,
@@ -151,6 +163,7 @@ CREATE AGGREGATE cf_agg(anyelement, fpp float8, capacity bigint) (
     SFUNC = cf_agg_trans,
     STYPE = internal,
     FINALFUNC = cf_agg_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_agg_combine,
     SERIALFUNC = cf_agg_serial,
     DESERIALFUNC = cf_agg_deserial,
@@ -220,12 +233,20 @@ CREATE FUNCTION cf_sharded_final(bytea) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_state_final(cf_sharded_state) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+-- The final functions the aggregates call (FINALFUNC_EXTRA, as cf_agg's).
+CREATE FUNCTION cf_sharded_state_final(cf_sharded_state, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_final(cf_sharded_state, anyelement, float8) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_final(cf_sharded_state, anyelement, float8, bigint) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_final' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_sharded_agg(anyelement) (
     SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -235,6 +256,7 @@ CREATE AGGREGATE cf_sharded_agg(anyelement, float8) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -244,6 +266,7 @@ CREATE AGGREGATE cf_sharded_agg(anyelement, fpp float8, capacity bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -312,12 +335,28 @@ CREATE FUNCTION cf_sharded_trans(bytea, uuid, float8, bigint) RETURNS bytea
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, uuid, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+-- char(n) and name keys have their own declarations too: given to the text
+-- one, they are cast to text (cf_agg hashes and records them as their own
+-- types, and so does cf_sharded_agg).
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, character) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, character, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, character, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, name) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, name, float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, name, float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 CREATE AGGREGATE cf_sharded_agg(smallint) (
     SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -327,6 +366,7 @@ CREATE AGGREGATE cf_sharded_agg(smallint, float8) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -336,6 +376,7 @@ CREATE AGGREGATE cf_sharded_agg(smallint, fpp float8, capacity bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -345,6 +386,7 @@ CREATE AGGREGATE cf_sharded_agg(integer) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -354,6 +396,7 @@ CREATE AGGREGATE cf_sharded_agg(integer, float8) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -363,6 +406,7 @@ CREATE AGGREGATE cf_sharded_agg(integer, fpp float8, capacity bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -372,6 +416,7 @@ CREATE AGGREGATE cf_sharded_agg(bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -381,6 +426,7 @@ CREATE AGGREGATE cf_sharded_agg(bigint, float8) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -390,6 +436,7 @@ CREATE AGGREGATE cf_sharded_agg(bigint, fpp float8, capacity bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -399,6 +446,7 @@ CREATE AGGREGATE cf_sharded_agg(text) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -408,6 +456,7 @@ CREATE AGGREGATE cf_sharded_agg(text, float8) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -417,6 +466,7 @@ CREATE AGGREGATE cf_sharded_agg(text, fpp float8, capacity bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -426,6 +476,7 @@ CREATE AGGREGATE cf_sharded_agg(uuid) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -435,6 +486,7 @@ CREATE AGGREGATE cf_sharded_agg(uuid, float8) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
@@ -444,10 +496,71 @@ CREATE AGGREGATE cf_sharded_agg(uuid, fpp float8, capacity bigint) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(uuid, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(character) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(character) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(character, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(character, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(character, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(character, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(name) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(name) IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(name, float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(name, float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg(name, fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg(name, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 
 -- cf_sharded_agg of keys of any type through one declaration that Citus can run
 -- on its workers: cf_sharded_agg(cf_sharded_key(key)). On a cluster with Citus,
@@ -467,10 +580,18 @@ CREATE AGGREGATE cf_sharded_agg(cf_sharded_state) (
     STYPE = cf_sharded_state,
     SSPACE = 200,
     FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
     COMBINEFUNC = cf_sharded_state_combine,
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(cf_sharded_state) IS 'the filter of the keys of cf_sharded_agg states (cf_sharded_key of each key, or partial states)';
+-- On Citus, cuckoo's planner hook wraps every cf_sharded_agg call in
+-- cf_sharded_typed(call, NULL::key type): with no rows the coordinator calls
+-- the final function where the key's type is not in sight, and the empty
+-- filter takes the key type cf_agg records (src/sql/value/rewrite.rs).
+CREATE FUNCTION cf_sharded_typed(cuckoofilter, anyelement) RETURNS cuckoofilter
+    AS 'MODULE_PATHNAME', 'cf_sharded_typed' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+COMMENT ON FUNCTION cf_sharded_typed(cuckoofilter, anyelement) IS 'the filter; one of no keys that records no key type records the type of the second argument (cf_sharded_agg on Citus over no rows)';
 
 -- Named filters in shared memory (needs shared_preload_libraries = 'cuckoo').
 -- They are not transactional: a change is visible to every session at once and

@@ -174,5 +174,6 @@ for s in $sizes; do
   total_state=$((total_state + chars)) total_filter=$((total_filter + fbytes)) total_keys=$((total_keys + n))
 done
 ok "partial states: one key $one characters; $(wc -w <<<"$sizes") shards, $total_keys keys: $total_state characters shipped ($(awk -v a=$total_state -v k=$total_keys 'BEGIN { printf "%.2f", a / k }') per key), $(awk -v a=$total_state -v b=$total_filter 'BEGIN { printf "%.2f", a / b }')x the shards' own finished filters ($total_filter bytes)"
+source tests/citus_keys.sh
 source tests/citus_publish.sh
 ok "done"

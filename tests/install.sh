@@ -6,6 +6,8 @@
 # does) can crash the backends that have it mapped.
 #   tests/install.sh            build and install
 #   tests/install.sh --no-build install the last build again
+# INSTALL_ROOT installs into a private installation tree of tests/pgtree.sh
+# instead (its root directory), leaving the system's untouched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
@@ -22,7 +24,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 installed=0
 while IFS= read -r -d '' f; do
-  dest="/${f#"$stage"/}"
+  dest="${INSTALL_ROOT:-}/${f#"$stage"/}"
   mode=644
   [[ "$dest" == *.so ]] && mode=755
   $SUDO install -d "$(dirname "$dest")"

@@ -3,7 +3,8 @@
 # a new file over it, so a backend that has the old one mapped (every backend:
 # the library is preloaded) keeps running its code, and the server stays up.
 # Expects the cluster of tests/cluster.sh to be running and a built package in
-# target/package (make install).
+# target/package (make install). With PG_CONFIG of a private installation
+# tree (tests/pgtree.sh), the library is replaced in that tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -31,7 +32,10 @@ SQL
 session=$!
 sleep 1
 before=$(stat -c %i "$lib")
-bash tests/install.sh --no-build >/dev/null
+# The tree's root: where the package's library path puts the tree's library.
+staged=$(cd target/package && find . -name cuckoo.so -printf '/%P\n' | head -1)
+[ -n "$staged" ] && [ "${lib%"$staged"}" != "$lib" ] || fail "target/package has no library for $lib"
+INSTALL_ROOT="${lib%"$staged"}" bash tests/install.sh --no-build >/dev/null
 after=$(stat -c %i "$lib")
 [ "$before" != "$after" ] || fail "the library was rewritten in place (inode $before unchanged)"
 wait "$session" || fail "the session using the library failed: $(cat "$out")"

@@ -253,6 +253,16 @@ impl KeyHasher {
             self.resolve_type(typid, pgrx::fcinfo::pg_get_collation(fcinfo), (*flinfo).fn_mcxt);
             if typid == pg_sys::TEXTOID {
                 self.origin = implicit_cast_source((*flinfo).fn_expr, argno);
+                if self.origin == pg_sys::InvalidOid && argno == 1 {
+                    // An aggregate's transition function sees its key as the
+                    // declaration's type (its call expression holds
+                    // parameters): the aggregate call says what was cast.
+                    if let Some(written) = agg_call_key_type(fcinfo) {
+                        if !hashes_as_text(written) {
+                            self.origin = written;
+                        }
+                    }
+                }
             }
         }
     }
@@ -379,14 +389,22 @@ impl KeyHasher {
     }
 
     /// The hash of non-null argument `argno` as a key of a filter of its own
-    /// type ([`key_type_of`]; an enum hashes by its label).
+    /// type ([`key_type_of`]; an enum hashes by its label; a `text` key made
+    /// by an implicit cast, read back as the type it was cast from, as
+    /// [`Self::arg_key_type`] says).
     ///
     /// # Safety
     /// As [`Self::hash_arg`].
     #[inline]
     pub unsafe fn hash_arg_own(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
         // SAFETY: as documented.
-        unsafe { self.hash_arg_self(fcinfo, argno, seed, |h| key_type_of(h.typid)) }
+        unsafe { self.hash_arg_self(fcinfo, argno, seed, |h| key_type_of(h.own_type())) }
+    }
+
+    /// The type keys of the hasher's argument are of: its own, or for a
+    /// `text` key made by an implicit cast, the type it was cast from.
+    fn own_type(&self) -> pg_sys::Oid {
+        if self.origin != pg_sys::InvalidOid { self.origin } else { self.typid }
     }
 
     /// The key type argument `argno` gives a filter of its own: its type's, or
@@ -400,7 +418,7 @@ impl KeyHasher {
             if self.kind == UNSET {
                 self.resolve(fcinfo, argno);
             }
-            key_type_of(if self.origin != pg_sys::InvalidOid { self.origin } else { self.typid })
+            key_type_of(self.own_type())
         }
     }
 
@@ -409,21 +427,24 @@ impl KeyHasher {
         self.key
     }
 
-    /// The hash of non-null argument `argno` in an aggregate's transition
-    /// function, for the filter its final function builds: one that records the
-    /// key's own type when the executor runs the aggregate (an enum then hashes
-    /// by its label), else one that records none (a direct call, which the
-    /// final function also sees as one).
+    /// The key type of a filter of argument `argno`'s own type, as
+    /// [`Self::hash_arg_own`] hashes for it, whether or not the argument is
+    /// NULL: prepared once per call site, so a transition function can ask
+    /// for every group's first row.
     ///
     /// # Safety
-    /// As [`Self::hash_arg`], from an aggregate support function.
-    #[inline]
-    pub unsafe fn hash_arg_agg(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
-        // SAFETY: as documented; AggGetAggref only inspects the call context.
+    /// As [`Self::hash_arg`], but the argument may be NULL.
+    pub unsafe fn own_key(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize) -> KeyType {
+        // SAFETY: as documented; resolving and preparing read the call
+        // expression and the catalog, not the argument.
         unsafe {
-            self.hash_arg_self(fcinfo, argno, seed, |h| {
-                if pg_sys::AggGetAggref(fcinfo).is_null() { KeyType::NONE } else { key_type_of(h.typid) }
-            })
+            if self.kind == UNSET {
+                self.resolve(fcinfo, argno);
+            }
+            if !self.prepared {
+                self.prepare(key_type_of(self.own_type()), (*(*fcinfo).flinfo).fn_mcxt);
+            }
+            self.key
         }
     }
 
@@ -764,8 +785,7 @@ impl KeyHasher {
 }
 
 /// The type argument `argno` of call expression `expr` had before an implicit
-/// cast to `text` (a relabeling or a cast function), unless it is a string
-/// type that hashes as `text` does (`text`, `varchar`, domains over them).
+/// cast to `text` (see [`implicit_text_cast_inner`]), or none.
 ///
 /// # Safety
 /// `expr` is a call's expression node or null.
@@ -777,23 +797,229 @@ unsafe fn implicit_cast_source(expr: *mut pg_sys::Node, argno: usize) -> pg_sys:
         }
         let args = pgrx::PgList::<pg_sys::Node>::from_pg((*(expr as *mut pg_sys::FuncExpr)).args);
         let Some(arg) = args.get_ptr(argno) else { return pg_sys::InvalidOid };
-        let inner = match (*arg).type_ {
+        implicit_text_cast_inner(arg).map_or(pg_sys::InvalidOid, |inner| pg_sys::exprType(inner))
+    }
+}
+
+/// Whether keys of type `t` hash and read as `text` keys do (`text`,
+/// `varchar`, domains over them).
+fn hashes_as_text(t: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog lookup of a type id.
+    matches!(unsafe { pg_sys::getBaseType(t) }, pg_sys::TEXTOID | pg_sys::VARCHAROID)
+}
+
+/// The expression under `node` when `node` is an implicit cast to `text` (a
+/// relabeling, a cast function or an I/O conversion, as the parser adds to
+/// give a `char(n)`, `name` or `citext` key to a `text` overload) from a
+/// type that does not hash as text.
+///
+/// # Safety
+/// `node` is an expression node or null.
+pub(crate) unsafe fn implicit_text_cast_inner(node: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> {
+    // SAFETY: node tags are checked before each cast; lists hold nodes.
+    unsafe {
+        if node.is_null() || pg_sys::exprType(node) != pg_sys::TEXTOID {
+            return None;
+        }
+        let implicit = pg_sys::CoercionForm::COERCE_IMPLICIT_CAST;
+        let inner = match (*node).type_ {
             pg_sys::NodeTag::T_RelabelType => {
-                let r = arg as *mut pg_sys::RelabelType;
-                ((*r).relabelformat == pg_sys::CoercionForm::COERCE_IMPLICIT_CAST).then(|| (*r).arg as *mut pg_sys::Node)
+                let r = node as *mut pg_sys::RelabelType;
+                ((*r).relabelformat == implicit).then(|| (*r).arg as *mut pg_sys::Node)
+            }
+            pg_sys::NodeTag::T_CoerceViaIO => {
+                let c = node as *mut pg_sys::CoerceViaIO;
+                ((*c).coerceformat == implicit).then(|| (*c).arg as *mut pg_sys::Node)
             }
             pg_sys::NodeTag::T_FuncExpr => {
-                let f = arg as *mut pg_sys::FuncExpr;
+                let f = node as *mut pg_sys::FuncExpr;
                 let fargs = pgrx::PgList::<pg_sys::Node>::from_pg((*f).args);
-                ((*f).funcformat == pg_sys::CoercionForm::COERCE_IMPLICIT_CAST).then(|| fargs.get_ptr(0)).flatten()
+                ((*f).funcformat == implicit).then(|| fargs.get_ptr(0)).flatten()
             }
             _ => None,
-        };
-        let Some(inner) = inner else { return pg_sys::InvalidOid };
-        let source = pg_sys::exprType(inner);
-        match pg_sys::getBaseType(source) {
-            pg_sys::TEXTOID | pg_sys::VARCHAROID => pg_sys::InvalidOid,
-            _ => source,
+        }?;
+        (!inner.is_null() && !hashes_as_text(pg_sys::exprType(inner))).then_some(inner)
+    }
+}
+
+/// Whether type `t` is `cf_sharded_agg`'s state type (its name is qualified
+/// when it is not on the search path).
+pub(crate) fn is_sharded_state(t: pg_sys::Oid) -> bool {
+    type_name(t).rsplit('.').next() == Some("cf_sharded_state")
+}
+
+/// The type of the key of key expression `expr` (an aggregate's first
+/// argument) as it was written, that is, the type `cf_agg` sees for it:
+/// below an implicit cast to `text` from another type
+/// ([`implicit_text_cast_inner`]), and for `cf_sharded_key(key, ...)`, its
+/// key's. None for any other expression of `cf_sharded_agg`'s state type (a
+/// partial state, a column of states), whose keys' type is not in sight.
+///
+/// # Safety
+/// `expr` is an expression node or null.
+pub unsafe fn written_key_type(expr: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
+    // SAFETY: node tags are checked before each cast; lists hold nodes;
+    // get_func_name returns a palloc'd name or null.
+    unsafe {
+        if expr.is_null() {
+            return None;
+        }
+        let mut node = expr;
+        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr {
+            let f = node as *mut pg_sys::FuncExpr;
+            let name = pg_sys::get_func_name((*f).funcid);
+            if !name.is_null() && std::ffi::CStr::from_ptr(name) == c"cf_sharded_key" && is_sharded_state((*f).funcresulttype) {
+                match pgrx::PgList::<pg_sys::Node>::from_pg((*f).args).get_ptr(0) {
+                    Some(key) => node = key,
+                    None => return None,
+                }
+            }
+        }
+        if let Some(inner) = implicit_text_cast_inner(node) {
+            node = inner;
+        }
+        let t = pg_sys::exprType(node);
+        (t != pg_sys::InvalidOid && !is_sharded_state(t)).then_some(t)
+    }
+}
+
+/// `pg_aggregate`'s columns `aggtransfn` and `aggfinalfn` (pg_aggregate_d.h).
+const ANUM_AGGTRANSFN: i16 = 4;
+const ANUM_AGGFINALFN: i16 = 5;
+
+/// Whether function `fn_oid` is the transition or final function of
+/// aggregate `agg` (not the support function of another aggregate that
+/// calls it, as Citus's worker_partial_agg and coord_combine_agg do).
+///
+/// # Safety
+/// A catalog lookup; call inside a transaction.
+unsafe fn supports(agg: pg_sys::Oid, fn_oid: pg_sys::Oid) -> bool {
+    // SAFETY: the tuple is released before returning; SysCacheGetAttr reads
+    // a column of the tuple it was given.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::AGGFNOID as i32, pg_sys::Datum::from(agg));
+        if tup.is_null() {
+            return false;
+        }
+        let mut found = false;
+        for attnum in [ANUM_AGGTRANSFN, ANUM_AGGFINALFN] {
+            let mut isnull = false;
+            let d = pg_sys::SysCacheGetAttr(pg_sys::SysCacheIdentifier::AGGFNOID as i32, tup, attnum, &mut isnull);
+            found |= !isnull && pg_sys::Oid::from(d.value() as u32) == fn_oid;
+        }
+        pg_sys::ReleaseSysCache(tup);
+        found
+    }
+}
+
+/// For an `Aggref` of a step that combines partial states (a parallel
+/// plan's Finalize Aggregate), the key type as written of the partial
+/// aggregate below whose output it combines: its argument is a Var of the
+/// plan below, followed through the nodes that pass it on (Gather, Sort) to
+/// the partial `Aggref`, which has the call's arguments.
+///
+/// # Safety
+/// `agg` is the executing AggState and `aggref` one of its Aggrefs.
+unsafe fn partial_key_type(agg: *mut pg_sys::AggState, aggref: *mut pg_sys::Aggref) -> Option<pg_sys::Oid> {
+    // SAFETY: node tags are checked before each cast; a Var of an upper plan
+    // node's expression (OUTER_VAR) names a column of its outer plan's target
+    // list, which exists; plan states are initialised with their plans.
+    unsafe {
+        let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*aggref).args).get_ptr(0)?;
+        let mut expr = (*te).expr as *mut pg_sys::Node;
+        let mut below = (*agg).ss.ps.lefttree;
+        // A few nodes at most lie between the two steps.
+        for _ in 0..8 {
+            if expr.is_null() || below.is_null() {
+                return None;
+            }
+            match (*expr).type_ {
+                pg_sys::NodeTag::T_Aggref => {
+                    let partial = expr as *mut pg_sys::Aggref;
+                    if (*partial).aggfnoid != (*aggref).aggfnoid || (*partial).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
+                        return None;
+                    }
+                    let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*partial).args).get_ptr(0)?;
+                    return written_key_type((*te).expr as *mut pg_sys::Node);
+                }
+                pg_sys::NodeTag::T_Var => {
+                    let v = expr as *mut pg_sys::Var;
+                    if (*v).varno != pg_sys::OUTER_VAR {
+                        return None;
+                    }
+                    let plan = (*below).plan;
+                    let tle = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*plan).targetlist).get_ptr(((*v).varattno as usize).checked_sub(1)?)?;
+                    expr = (*tle).expr as *mut pg_sys::Node;
+                    if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_Var {
+                        below = (*below).lefttree;
+                    }
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+/// The type of the key (the first argument) of the aggregate call whose
+/// transition or final function `fcinfo` calls, as written
+/// ([`written_key_type`]): `cf_agg`'s and `cf_sharded_agg`'s key type for
+/// the rows they aggregate, whatever rows there are. From the executing
+/// `Aggref` (in a step that combines partial states, its declared argument
+/// type), or in a window, from the node's window aggregates that this
+/// function serves when they agree. None when called otherwise (an engine
+/// driving the function inside an aggregate of its own, Citus) or when the
+/// window aggregates disagree.
+///
+/// # Safety
+/// `fcinfo` is a valid frame; call inside a transaction.
+pub unsafe fn agg_call_key_type(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::Oid> {
+    // SAFETY: the context is a node (checked by tag before the casts);
+    // AggGetAggref returns the executing Aggref or null; lists hold nodes.
+    unsafe {
+        let cx = (*fcinfo).context;
+        if cx.is_null() {
+            return None;
+        }
+        let fn_oid = (*(*fcinfo).flinfo).fn_oid;
+        match (*cx).type_ {
+            pg_sys::NodeTag::T_AggState => {
+                let aggref = pg_sys::AggGetAggref(fcinfo);
+                if aggref.is_null() || !supports((*aggref).aggfnoid, fn_oid) {
+                    return None;
+                }
+                if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
+                    // Its argument is the partial aggregate's output: that
+                    // aggregate's key, else the declared type.
+                    if let Some(t) = partial_key_type(cx as *mut pg_sys::AggState, aggref) {
+                        return Some(t);
+                    }
+                    let declared = pgrx::PgList::<std::ffi::c_void>::from_pg((*aggref).aggargtypes).get_oid(0)?;
+                    return (!is_sharded_state(declared)).then_some(declared);
+                }
+                let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*aggref).args).get_ptr(0)?;
+                written_key_type((*te).expr as *mut pg_sys::Node)
+            }
+            pg_sys::NodeTag::T_WindowAggState => {
+                // PostgreSQL names no window function to its aggregates'
+                // support functions; those of this node that this function
+                // serves must agree.
+                let funcs = pgrx::PgList::<pg_sys::WindowFuncExprState>::from_pg((*(cx as *mut pg_sys::WindowAggState)).funcs);
+                let mut agreed: Option<pg_sys::Oid> = None;
+                for ws in funcs.iter_ptr() {
+                    let wf = (*ws).wfunc;
+                    if wf.is_null() || !(*wf).winagg || !supports((*wf).winfnoid, fn_oid) {
+                        continue;
+                    }
+                    let t = written_key_type(pgrx::PgList::<pg_sys::Node>::from_pg((*wf).args).get_ptr(0)?)?;
+                    match agreed {
+                        Some(a) if a != t => return None,
+                        _ => agreed = Some(t),
+                    }
+                }
+                agreed
+            }
+            _ => None,
         }
     }
 }

@@ -56,6 +56,10 @@ struct AggState {
     cap: usize,
     data: *mut u64,
     settings: Settings,
+    /// The key type the hashes are of, once a row has said (`key_known`);
+    /// states read from partial states carry none.
+    key: KeyType,
+    key_known: bool,
     /// Sorted distinct runs from partial states (combine).
     runs: *mut RunRef,
     nruns: usize,
@@ -158,6 +162,8 @@ impl AggState {
                 cap,
                 data,
                 settings: Settings::default(),
+                key: KeyType::NONE,
+                key_known: false,
                 runs: std::ptr::null_mut(),
                 nruns: 0,
                 runs_cap: 0,
@@ -314,50 +320,62 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
 }
 
 
-/// Builds the smallest filter that takes every distinct hash of the state.
-fn build_from_state(state: Option<&mut AggState>, key: KeyType) -> pg_sys::Datum {
+/// Builds the smallest filter that takes every distinct hash of the state,
+/// recording the key type its rows were hashed as, or for a state that does
+/// not know it (no rows, partial states) the aggregate call's.
+///
+/// # Safety
+/// `fcinfo` is the frame of the final function.
+unsafe fn build_from_state(fcinfo: pg_sys::FunctionCallInfo, state: Option<&mut AggState>) -> pg_sys::Datum {
     let settings = state.as_ref().map_or(Settings::default(), |s| s.settings);
+    let key = match &state {
+        Some(s) if s.key_known => s.key,
+        // SAFETY: as documented.
+        _ => unsafe { final_key_type(fcinfo) },
+    };
     let distinct = state.map(|s| s.distinct_hashes());
     build_distinct(settings, distinct.as_ref().map_or(&[][..], |d| d.as_slice()), key)
 }
 
-/// The key type `cf_agg` records: that of its key argument, as the executor's
-/// aggregate says (its transition function hashed the keys for it; see
-/// `KeyHasher::hash_arg_agg`), or none when called without one.
+/// The key type a final function records when no row said (no rows; states
+/// combined from partial states): `cf_agg`'s for the call, the type of its
+/// key as written ([`crate::sql::keys::agg_call_key_type`]), else the type
+/// the final function's call expression gives its key (the aggregates pass
+/// their arguments to it, FINALFUNC_EXTRA; a window whose aggregates
+/// disagree), else none (a function called by an engine inside an
+/// aggregate of its own, as Citus's coord_combine_agg calls it: cuckoo's
+/// planner hook then records the key type through `cf_sharded_typed`).
+///
+/// The call site fixes it, so it is found once per call site (kept in
+/// `fn_extra`; a parallel plan's finalize step asks for every group).
 ///
 /// # Safety
-/// `fcinfo` is a valid frame of an aggregate support function.
-pub(super) unsafe fn agg_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
-    // SAFETY: AggGetAggref returns the executing Aggref or null. Its
-    // `aggargtypes` (an OID list) keeps the declared argument types even where
-    // `args` is the partial state (a parallel plan's finalize step); the key is
-    // the first.
+/// `fcinfo` is a valid frame of an aggregate's final function, whose
+/// `fn_extra` is this function's.
+pub(super) unsafe fn final_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType {
+    // SAFETY: catalog and call-expression lookups of a valid frame; fn_extra
+    // is null or the KeyType this function allocated in fn_mcxt, which lives
+    // as long as the FmgrInfo.
     unsafe {
-        let aggref = pg_sys::AggGetAggref(fcinfo);
-        if aggref.is_null() || (*aggref).aggargtypes.is_null() || (*(*aggref).aggargtypes).length < 1 {
-            return KeyType::NONE;
+        let flinfo = (*fcinfo).flinfo;
+        if !(*flinfo).fn_extra.is_null() {
+            return *((*flinfo).fn_extra as *const KeyType);
         }
-        let declared = (*(*(*aggref).aggargtypes).elements).oid_value;
-        // The state type (its name is qualified when not on the search path).
-        if crate::sql::keys::type_name(declared).rsplit('.').next() == Some("cf_sharded_state") {
-            // cf_sharded_agg(cf_sharded_key(key)): the key's type, when the
-            // call is at hand (not in a parallel plan's finalize step).
-            let args = (*aggref).args;
-            if !args.is_null() && (*args).length >= 1 {
-                let expr = (*((*(*args).elements).ptr_value as *mut pg_sys::TargetEntry)).expr as *mut pg_sys::Node;
-                if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_FuncExpr {
-                    let f = expr as *mut pg_sys::FuncExpr;
-                    let fname = pg_sys::get_func_name((*f).funcid);
-                    let is_key = !fname.is_null() && std::ffi::CStr::from_ptr(fname) == c"cf_sharded_key" && (*f).funcresulttype == declared;
-                    if is_key && !(*f).args.is_null() && (*(*f).args).length >= 1 {
-                        let key = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
-                        return crate::sql::keys::key_type_of(pg_sys::exprType(key));
-                    }
-                }
+        // A type that cannot be a key raises what a row of it raises (42883).
+        let key = if let Some(t) = crate::sql::keys::agg_call_key_type(fcinfo) {
+            crate::sql::keys::declared_key_type(t)
+        } else {
+            let t = pg_sys::get_fn_expr_argtype(flinfo, 1);
+            if t != pg_sys::InvalidOid && pg_sys::get_typtype(t) != pg_sys::TYPTYPE_PSEUDO as std::ffi::c_char && !crate::sql::keys::is_sharded_state(t) {
+                crate::sql::keys::declared_key_type(t)
+            } else {
+                KeyType::NONE
             }
-            return KeyType::NONE;
-        }
-        crate::sql::keys::key_type_of(declared)
+        };
+        let kept = pg_sys::MemoryContextAlloc((*flinfo).fn_mcxt, std::mem::size_of::<KeyType>()) as *mut KeyType;
+        kept.write(key);
+        (*flinfo).fn_extra = kept as *mut std::ffi::c_void;
+        key
     }
 }
 
@@ -414,8 +432,16 @@ v1_functions! {
                 None => &mut *AggState::new_in(agg_context(fcinfo, "cf_agg_trans"), 1024),
             };
             state.settings.take_row("cf_agg", fcinfo);
+            // Keys hash as their own type (an enum by its label), which the
+            // state records for the final function, also when a row's key is
+            // NULL, and in a window, where no Aggref says it.
+            let key = &mut call_cache(fcinfo).key;
+            if !state.key_known {
+                state.key = key.own_key(fcinfo, 1);
+                state.key_known = true;
+            }
             if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-                let h = call_cache(fcinfo).key.hash_arg_agg(fcinfo, 1, DEFAULT_SEED);
+                let h = key.hash_arg_own(fcinfo, 1, DEFAULT_SEED);
                 state.push(h);
             }
             pg_sys::Datum::from(state as *mut AggState)
@@ -438,6 +464,10 @@ v1_functions! {
                         None => &mut *AggState::new_in(cx, b.len),
                     };
                     a.settings.merge("cf_agg", b.settings);
+                    if !a.key_known && b.key_known {
+                        a.key = b.key;
+                        a.key_known = true;
+                    }
                     a.reserve(b.len);
                     std::ptr::copy_nonoverlapping(b.data, a.data.add(a.len), b.len);
                     a.len += b.len;
@@ -509,14 +539,17 @@ v1_functions! {
         }
     }
 
-    /// `cf_agg_final(internal) -> cuckoofilter`. It reorders and deduplicates the
-    /// state's hashes in place; the set they describe is unchanged, so the
-    /// aggregate can still be finalized again or advanced further.
+    /// `cf_agg_final(internal [, anyelement [, float8 [, bigint]]]) ->
+    /// cuckoofilter` (the aggregate's arguments, always NULL, name the key's
+    /// type: FINALFUNC_EXTRA). It reorders and deduplicates the state's hashes
+    /// in place; the set they describe is unchanged, so the aggregate can
+    /// still be finalized again or advanced further.
     fn cf_agg_final(fcinfo) {
-        // SAFETY: non-strict (internal); NULL means no rows.
+        // SAFETY: non-strict (internal, ...); NULL means no rows; the other
+        // arguments are not read.
         unsafe {
             agg_context(fcinfo, "cf_agg_final");
-            build_from_state(state_arg(fcinfo, 0), agg_key_type(fcinfo))
+            build_from_state(fcinfo, state_arg(fcinfo, 0))
         }
     }
 

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use super::aggregate::{agg_key_type, build_distinct, in_aggregate, Settings, DEDUP_FROM};
+use super::aggregate::{build_distinct, final_key_type, in_aggregate, Settings, DEDUP_FROM};
 use super::cache::call_cache;
 use super::datatype::MAX_VALUE_BYTES;
 use super::functions::{full_error, sizing_error};
@@ -257,10 +257,22 @@ v1_functions! {
             if settings != state.settings() {
                 state.set_settings(settings);
             }
-            if !pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
-                // Hashed for a filter of the key's own type, which the state
-                // records (a 0.5.0 state goes on as one that records none).
-                let v1 = state.header() == SHARDED_HEADER_V1;
+            let v1 = state.header() == SHARDED_HEADER_V1;
+            if pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
+                // A NULL key still names the key type, as cf_agg's rows do: a
+                // group of NULL keys records it.
+                if !v1 && state.used() == 0 && !state.key_type().is_recorded() {
+                    let own = match declared_hasher(fcinfo) {
+                        Some(d) => d.own_key_type(),
+                        None => call_cache(fcinfo).key.own_key(fcinfo, 1),
+                    };
+                    state.set_key_type(own);
+                }
+            } else {
+                // Hashed for a filter of the key's own type (a text key made
+                // by an implicit cast: the type it was cast from), which the
+                // state records (a 0.5.0 state goes on as one that records
+                // none).
                 let h = if v1 {
                     call_cache(fcinfo).key.hash_arg(fcinfo, 1, DEFAULT_SEED)
                 } else {
@@ -305,9 +317,11 @@ v1_functions! {
                 (Some((a, in_place)), Some((b, _))) => {
                     let mut settings = a.settings();
                     settings.merge("cf_sharded_agg", b.settings());
-                    // Hashes of one key type only; an empty state takes the other's.
+                    // Hashes of one key type only; an empty state takes the
+                    // other's (of two empty ones, the one that records a type).
                     let key = match (a.key_type(), b.key_type()) {
                         (x, y) if x == y => x,
+                        (x, y) if a.used() == 0 && b.used() == 0 => if x.is_recorded() { x } else { y },
                         (x, _) if b.used() == 0 => x,
                         (_, y) if a.used() == 0 => y,
                         _ => key_types_differ(),
@@ -332,18 +346,52 @@ v1_functions! {
         }
     }
 
-    /// `cf_sharded_final(bytea) -> cuckoofilter`: the filter `cf_agg` builds
-    /// from the same keys, fpp and capacity.
+    /// `cf_sharded_final(bytea) -> cuckoofilter`, also
+    /// `cf_sharded_state_final(cf_sharded_state [, anyelement [, float8 [,
+    /// bigint]]])` (the aggregate's arguments, always NULL, name the key's
+    /// type: FINALFUNC_EXTRA): the filter `cf_agg` builds from the same keys,
+    /// fpp and capacity.
     fn cf_sharded_final(fcinfo) {
-        // SAFETY: non-strict (bytea); NULL means no rows.
+        // SAFETY: non-strict; NULL means no rows; arguments after the state
+        // are not read.
         unsafe {
             if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
-                // No rows: the key type the executor's aggregate declares, as
-                // cf_agg records it.
-                return build_distinct(Settings::default(), &[], agg_key_type(fcinfo));
+                // No rows: the key type cf_agg records for the call.
+                return build_distinct(Settings::default(), &[], final_key_type(fcinfo));
             }
             let (s, _) = Sharded::from_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0));
-            build_distinct(s.settings(), &s.distinct_hashes(), s.key_type())
+            let mut key = s.key_type();
+            if !key.is_recorded() && s.used() == 0 && s.header() == SHARDED_HEADER {
+                // A state of no keys that names no type (combined from states
+                // that did not): as for no rows.
+                key = final_key_type(fcinfo);
+            }
+            build_distinct(s.settings(), &s.distinct_hashes(), key)
+        }
+    }
+
+    /// `cf_sharded_typed(cuckoofilter, anyelement) -> cuckoofilter`: the
+    /// filter, recording the type of its second argument (a NULL of the key
+    /// type) as its key type when it holds no keys and records none, as
+    /// `cf_agg` over no rows records it. Cuckoo's planner hook wraps each
+    /// `cf_sharded_agg` call in it on Citus, whose coordinator calls the final
+    /// function with no rows inside an aggregate of its own, where the key's
+    /// type is not in sight. Any other value is returned as it is.
+    fn cf_sharded_typed(fcinfo) {
+        // SAFETY: not strict (the second argument is NULL); the first is
+        // checked for NULL before it is read as a cuckoofilter.
+        unsafe {
+            if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
+                return pgrx::fcinfo::pg_return_null(fcinfo);
+            }
+            let f = super::datatype::filter_arg_once(fcinfo, 0);
+            let Some(t) = fn_arg_type(fcinfo, 1) else { return f.as_datum() };
+            if f.format_version() != crate::filter::layout::FORMAT_V2 || f.key_type().is_recorded() || f.item_count() > 0 {
+                return f.as_datum();
+            }
+            let mut h = f.v2_header();
+            h.key = crate::sql::keys::declared_key_type(t);
+            super::datatype::value_from_words(&h, f.table_words(0)).as_datum()
         }
     }
 }
