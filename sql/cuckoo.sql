@@ -897,14 +897,18 @@ CREATE TABLE cuckoo_cluster_filters (
     CHECK ((scope = 'cluster') = (digest IS NOT NULL)),
     version bigint,
     copy text,
-    owner text,
+    owner regrole,
     CONSTRAINT cuckoo_cluster_filters_copy_check CHECK ((scope = 'cluster') = (version IS NOT NULL AND copy IS NOT NULL))
 );
 SELECT pg_catalog.pg_extension_config_dump('cuckoo_cluster_filters', '');
 -- (cuckoo_saved_filters, above, is dumped too; registered after this one, as
 -- the update from 0.9.0 registers it.)
 SELECT pg_catalog.pg_extension_config_dump('cuckoo_saved_filters', '');
-GRANT SELECT ON cuckoo_cluster_filters TO PUBLIC;
+-- Everyone may read it but the digests (an md5 of a small filter tells its
+-- keys to whoever tries them all). (The revoke, which takes nothing here,
+-- gives the table the privileges the update from 0.11.0 leaves it.)
+REVOKE SELECT ON cuckoo_cluster_filters FROM PUBLIC;
+GRANT SELECT (name, scope, set_at, version, copy, owner) ON cuckoo_cluster_filters TO PUBLIC;
 COMMENT ON TABLE cuckoo_cluster_filters IS 'named filters that distributed queries may use on this node: cluster copies (cf_publish_cluster) and node-local filters (cf_node_local)';
 
 -- The cluster's record of each cluster copy: the publish (version) every
@@ -915,23 +919,23 @@ COMMENT ON TABLE cuckoo_cluster_filters IS 'named filters that distributed queri
 CREATE TABLE cuckoo_cluster_copies (
     name text PRIMARY KEY,
     version bigint NOT NULL,
-    owner text NOT NULL,
+    owner regrole NOT NULL,
     digest text NOT NULL,
     durable boolean NOT NULL,
     published_at timestamptz NOT NULL DEFAULT now()
 );
-GRANT SELECT ON cuckoo_cluster_copies TO PUBLIC;
+GRANT SELECT (name, version, owner, durable, published_at) ON cuckoo_cluster_copies TO PUBLIC;
 COMMENT ON TABLE cuckoo_cluster_copies IS 'the publish of each cluster copy that every Citus node must hold (a reference table once cf_publish_cluster has run)';
 
-CREATE FUNCTION cf_cluster_list(name text, scope text, version bigint, digest text) RETURNS void
+CREATE FUNCTION cf_cluster_list(name text, scope text, version bigint) RETURNS text
     AS 'MODULE_PATHNAME', 'cf_cluster_list' LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION cf_cluster_list(text, text, bigint, text) IS 'used by the cluster functions on each node: lists this node''s filter as a cluster copy of a publish or as node-local (the filter''s owner only)';
+COMMENT ON FUNCTION cf_cluster_list(text, text, bigint) IS 'used by the cluster functions on each node: lists this node''s filter as a cluster copy of a publish (returning its digest) or as node-local (the filter''s owner only)';
 CREATE FUNCTION cf_cluster_unlist(name text, scope text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_cluster_unlist' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_cluster_unlist(text, text) IS 'used by the cluster functions on each node: removes this node''s listing of a name (of one scope, or NULL: either)';
-CREATE FUNCTION cf_cluster_current(name text, version bigint) RETURNS boolean
+CREATE FUNCTION cf_cluster_current(name text, version bigint, digest text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_cluster_current' LANGUAGE C STABLE STRICT PARALLEL SAFE;
-COMMENT ON FUNCTION cf_cluster_current(text, bigint) IS 'whether this node''s filter is listed as the cluster copy of that publish and is still the filter listed';
+COMMENT ON FUNCTION cf_cluster_current(text, bigint, text) IS 'whether this node''s filter is listed as the cluster copy of that publish with that digest and is still the filter listed';
 CREATE FUNCTION cf_cluster_begin(name text, new_version boolean) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_cluster_begin' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_cluster_begin(text, boolean) IS 'used by the cluster functions on the coordinator: checks the caller''s right, holds off other cluster changes of the name, returns a new publish version or the recorded one';
@@ -943,20 +947,17 @@ CREATE FUNCTION cf_cluster_forget(name text) RETURNS boolean
 COMMENT ON FUNCTION cf_cluster_forget(text) IS 'used by cf_drop_cluster on the coordinator: removes what the cluster records for a name';
 
 -- Runs on each node for cf_publish_cluster and cf_sync_cluster: publishes the
--- value as this node's cluster copy of publish `version` (the caller becomes
--- its owner, or is refused if it may not change the filter there) and returns
--- the md5 of the copy's snapshot, which the caller compares.
+-- value as this node's cluster copy of publish `version` (a caller that is
+-- not the owner, or a member of the owning role, takes the filter over; one
+-- that may not change it is refused) and returns the md5 of the copy's
+-- snapshot, which the caller compares.
 CREATE FUNCTION cf_cluster_copy(name text, version bigint, f cuckoofilter, durable boolean) RETURNS text
     LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-    digest text;
 BEGIN
     PERFORM @extschema@.cf_cluster_unlist(name, NULL);
     PERFORM @extschema@.cf_publish(name, f, durable);
     PERFORM @extschema@.cf_cluster_debug_stop('node', name);
-    digest := md5(@extschema@.cf_snapshot(name)::text);
-    PERFORM @extschema@.cf_cluster_list(name, 'cluster', version, digest);
-    RETURN digest;
+    RETURN @extschema@.cf_cluster_list(name, 'cluster', version);
 END
 $fn$;
 COMMENT ON FUNCTION cf_cluster_copy(text, bigint, cuckoofilter, boolean) IS 'used by cf_publish_cluster on each node: publishes a cluster copy of a publish and returns its digest';
@@ -982,9 +983,10 @@ BEGIN
             USING ERRCODE = 'feature_not_supported',
                   HINT = 'Without Citus, use cf_publish(), cf_drop() and the filter directly.';
     END IF;
-    FOR r IN EXECUTE 'SELECT nodeid, success, result FROM pg_catalog.run_command_on_all_nodes($1) ORDER BY nodeid' USING command LOOP
+    FOR r IN EXECUTE 'SELECT a.nodeid, a.success, a.result, n.nodename || '':'' || n.nodeport AS node FROM pg_catalog.run_command_on_all_nodes($1) a '
+                  || 'LEFT JOIN pg_catalog.pg_dist_node n ON n.nodeid = a.nodeid ORDER BY a.nodeid' USING command LOOP
         IF NOT r.success THEN
-            RAISE EXCEPTION '% failed on Citus node %: %', what, r.nodeid, r.result
+            RAISE EXCEPTION '% failed on Citus node % (%): %', what, r.nodeid, r.node, r.result
                 USING ERRCODE = 'external_routine_exception';
         END IF;
         nodeid := r.nodeid;
@@ -1040,7 +1042,7 @@ BEGIN
         END IF;
         -- Waits here when cuckoo.debug_stop_publish says so (tests only).
         PERFORM @extschema@.cf_cluster_debug_stop('record', name);
-    EXCEPTION WHEN OTHERS THEN
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
         RAISE WARNING 'cuckoo filter "%" was not published to every node: nodes that took the new copy answer no query by that name until a publish succeeds', name
             USING HINT = 'Publish it again with cf_publish_cluster() once every node is reachable.';
         RAISE;
@@ -1076,7 +1078,7 @@ BEGIN
         RAISE EXCEPTION 'cuckoo filter "%" is not published to the cluster', name
             USING ERRCODE = 'undefined_object', HINT = 'Publish it with cf_publish_cluster().';
     END IF;
-    IF NOT @extschema@.cf_cluster_current(name, version) THEN
+    IF NOT @extschema@.cf_cluster_current(name, version, rec.digest) THEN
         RAISE EXCEPTION 'the coordinator''s copy of cuckoo filter "%" is not the publish the cluster records', name
             USING ERRCODE = 'object_not_in_prerequisite_state', HINT = 'Publish the value again with cf_publish_cluster().';
     END IF;
@@ -1086,7 +1088,7 @@ BEGIN
     SELECT count(*) FILTER (WHERE result = 'copied'), string_agg(nodeid || ': ' || result, ', ') FILTER (WHERE result NOT IN ('copied', 'current'))
       INTO copied, bad
       FROM @extschema@.cf_on_all_nodes(format(
-          'SELECT CASE WHEN %1$s.cf_cluster_current(%2$L, %3$s) THEN ''current'' WHEN %1$s.cf_cluster_may_copy(%2$L) AND %1$s.cf_cluster_copy(%2$L, %3$s, %4$L::%1$s.cuckoofilter, %5$L) = %6$L THEN ''copied'' ELSE ''differs'' END',
+          'SELECT CASE WHEN %1$s.cf_cluster_current(%2$L, %3$s, %6$L) THEN ''current'' WHEN %1$s.cf_cluster_may_copy(%2$L) AND %1$s.cf_cluster_copy(%2$L, %3$s, %4$L::%1$s.cuckoofilter, %5$L) = %6$L THEN ''copied'' ELSE ''differs'' END',
           '@extschema@', name, version, f::text, rec.durable, rec.digest), 'cf_sync_cluster()');
     IF bad IS NOT NULL THEN
         RAISE EXCEPTION 'cf_sync_cluster(): copies of cuckoo filter "%" differ from the publish recorded on node(s) %', name, bad
@@ -1102,7 +1104,7 @@ CREATE FUNCTION cf_node_local(name text, node_local boolean DEFAULT true) RETURN
 BEGIN
     RETURN (SELECT count(*) FROM @extschema@.cf_on_all_nodes(
         CASE WHEN node_local THEN
-            format('SELECT %s.cf_cluster_list(%L, ''node'', NULL, NULL)', '@extschema@', name)
+            format('SELECT %s.cf_cluster_list(%L, ''node'', NULL) IS NULL', '@extschema@', name)
         ELSE
             format('SELECT %s.cf_cluster_unlist(%L, ''node'')', '@extschema@', name)
         END, 'cf_node_local()'));

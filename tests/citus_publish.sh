@@ -16,6 +16,8 @@
 
 pg_ctl_node() { as_pg "$PGBIN/pg_ctl" -D "$BASE/$1/data" -l "$BASE/$1/server.log" -w "${@:2}" >/dev/null; }
 sqlstate_of() { sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p' <<<"$1" | head -1; }
+# Roles are propagated to the workers by Citus.
+q coord -c "CREATE ROLE squatter LOGIN" -c "CREATE ROLE tenant LOGIN" >/dev/null
 # The published set: keys_b's accounts; a query screened by filter 'pub'
 # passes every order whose account is in it (exact: the semi-join).
 q coord -c "CREATE TABLE keys_a (account bigint)" -c "SELECT create_reference_table('keys_a')" \
@@ -86,6 +88,13 @@ expect_refusal "w2 re-activated after missing a publish" "$BASE/w2:$(port_of w2)
 [ "$(screen_b "after cf_sync_cluster")" = exact ] || fail "after cf_sync_cluster the pre-screened query still fails"
 router_all "after cf_sync_cluster"
 [ "$(q coord -c "SELECT cf_sync_cluster('pub')")" = 0 ] || fail "a second cf_sync_cluster copied again"
+# A copy made again at the recorded publish, of another value (by its owner,
+# calling the node's function directly): its digest is not the record's.
+v=$(q coord -c "SELECT version FROM cuckoo_cluster_copies WHERE name = 'pub'")
+q w1 -c "SELECT cf_cluster_copy('pub', $v, (SELECT cf_agg(account) FROM keys_a), true)" >/dev/null
+expect_refusal "a copy of another value listed at the recorded publish" "digest differs"
+[ "$(q coord -c "SELECT cf_sync_cluster('pub')")" = 1 ] || fail "cf_sync_cluster did not replace the copy whose digest differs"
+[ "$(screen_b "after cf_sync_cluster replaced a copy of another value")" = exact ] || fail "after cf_sync_cluster the pre-screened query still fails"
 ok "a worker drained and disabled during a publish, then activated and rebalanced: its queries fail (55000, naming it and cf_sync_cluster), never answer from the old copy; cf_sync_cluster gives it the copy ($exact_b orders, as the exact semi-join)"
 
 # 2. The coordinator killed during a publish. At a node: after its copy is
@@ -133,7 +142,16 @@ start_node w3
 q coord -c "SELECT citus_add_node('$BASE/w3', $(port_of w3))" >/dev/null
 q coord -c "SELECT citus_rebalance_start(shard_transfer_mode := 'block_writes')" -c "SELECT citus_rebalance_wait()" >/dev/null 2>&1 || fail "rebalancing onto w3 failed"
 expect_refusal "w3 added after the publish" "$BASE/w3:$(port_of w3) has no copy"
+# Another role plants its own filter under the name on the new node, listed
+# at the recorded publish (or node-local): it answers nothing.
+v=$(q coord -c "SELECT version FROM cuckoo_cluster_copies WHERE name = 'pub'")
+q w3 -c "SET ROLE tenant" -c "SELECT cf_publish('pub', (SELECT cf_agg(g::bigint) FROM generate_series(1, 1000) g), false)" \
+  -c "SELECT cf_cluster_list('pub', 'cluster', $v)" -c "SELECT cf_grant_lookup('pub', 'public')" >/dev/null
+expect_refusal "another role's filter listed as the cluster copy on w3" "digest differs"
+got=$(qe w3 -c "SET ROLE tenant" -c "SELECT cf_cluster_list('pub', 'node', NULL)") || true
+[ "$got" = 55000 ] || fail "another role declared its filter node-local under a name the cluster records: got '${got:-no error}'"
 [ "$(q coord -c "SELECT cf_sync_cluster('pub')")" = 1 ] || fail "cf_sync_cluster did not copy to exactly one node (w3)"
+[ "$(q w3 -c "SELECT owner FROM cuckoo_filters WHERE name = 'pub'")" = postgres ] || fail "cf_sync_cluster left another role's filter on w3"
 [ "$(screen_b "after cf_sync_cluster to w3")" = exact ] || fail "after cf_sync_cluster to w3 the pre-screened query still fails"
 router_all "after cf_sync_cluster to w3"
 q coord -c "SELECT citus_drain_node('$BASE/w3', $(port_of w3), shard_transfer_mode := 'block_writes')" >/dev/null 2>&1 || fail "draining w3 failed"
@@ -141,8 +159,8 @@ q coord -c "SELECT citus_remove_node('$BASE/w3', $(port_of w3))" >/dev/null
 pg_ctl_node w3 -m fast stop
 ok "a worker added and given shards after the publish: its queries fail (42704, naming it and cf_sync_cluster) until cf_sync_cluster copies to it; then exact"
 
-# 4. A name claimed first. Roles are propagated to the workers by Citus.
-q coord -c "CREATE ROLE squatter LOGIN" -c "CREATE ROLE tenant LOGIN" -c "GRANT SELECT ON orders, events, keys_a, keys_b TO squatter, tenant" >/dev/null
+# 4. A name claimed first.
+q coord -c "GRANT SELECT ON orders, events, keys_a, keys_b TO squatter, tenant" >/dev/null
 q coord -c "SET ROLE squatter" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_create('shared', 1000, durable => false)\$\$)" >/dev/null
 [ "$(q coord -c "SELECT cf_publish_cluster('shared', (SELECT cf_agg(account) FROM keys_b))")" = 3 ] || fail "the administrator's publish over a claimed name did not reach 3 nodes"
 for n in coord w1 w2; do
@@ -170,11 +188,15 @@ q coord -c "SET ROLE tenant" -c "SELECT count(*) FROM run_command_on_all_nodes(\
 for stmt in "SELECT cf_node_local('pub')" "SELECT cf_drop_cluster('pub')" \
             "SELECT cf_cluster_record('pub', 1, 'x', true)" "SELECT cf_cluster_forget('pub')" "SELECT cf_sync_cluster('pub')" \
             "DELETE FROM cuckoo_cluster_filters WHERE name = 'pub'" "UPDATE cuckoo_cluster_filters SET scope = 'node', digest = NULL, version = NULL, copy = NULL WHERE name = 'pub'" \
-            "DELETE FROM cuckoo_cluster_copies WHERE name = 'pub'"; do
+            "DELETE FROM cuckoo_cluster_copies WHERE name = 'pub'" "SELECT digest FROM cuckoo_cluster_copies" "SELECT digest FROM cuckoo_cluster_filters" \
+            "BEGIN; LOCK TABLE cuckoo_cluster_filters IN SHARE UPDATE EXCLUSIVE MODE; COMMIT"; do
   refused "a role without rights on 'pub' running '$stmt'" coord "SET ROLE tenant" "$stmt"
 done
+# Nothing can be recorded that the coordinator does not hold.
+got=$(qe coord -c "SET ROLE tenant" -c "SELECT cf_cluster_record('future', 1, 'x', true)") || true
+[ "$got" = 55000 ] || fail "a role recorded a publish of a name nobody published: got '${got:-no error}'"
 refused "a role unlisting another role's cluster copy on a worker" w1 "SET ROLE tenant" "SELECT cf_cluster_unlist('pub', NULL)"
-refused "a role listing another role's filter as node-local on a worker" w1 "SET ROLE tenant" "SELECT cf_cluster_list('pub', 'node', NULL, NULL)"
+refused "a role listing another role's filter as node-local on a worker" w1 "SET ROLE tenant" "SELECT cf_cluster_list('pub', 'node', NULL)"
 [ "$(q coord -c "SET ROLE tenant" -c "SELECT cf_node_local('tenant_own', false)")" = 3 ] || fail "a role could not withdraw its own node-local declaration"
 [ "$(screen_b "after the refused changes")" = exact ] || fail "the refused changes altered the cluster copy"
 # A role granted lookups on every node's copy screens in a distributed query
@@ -197,6 +219,16 @@ for app in "citus_internal gpid=10000000099" psql; do
   [ "$got" = "$serial" ] || fail "a parallel scan looking up the cluster copy (application_name $app) gave: $got (serially $serial)"
 done
 q w1 -c "DROP TABLE par_keys" >/dev/null
+# The owner publishing again keeps every node's grant.
+[ "$(publish_b)" = 3 ] || fail "publishing again as the owner did not reach 3 nodes"
+[ "$(q w2 -c "SELECT lookup_grantee FROM cuckoo_filters WHERE name = 'pub'")" = tenant ] || fail "the owner's publish dropped the lookup grant on w2"
+# A role renamed keeps its rights; a new role of its old name has none.
+q coord -c "SET ROLE tenant" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_drop('tpub')\$\$)" >/dev/null 2>&1 || true
+[ "$(q coord -c "SET ROLE tenant" -c "SELECT cf_publish_cluster('tpub', cf_agg(5::bigint))")" = 3 ] || fail "a role could not publish its own name"
+q coord -c "ALTER ROLE tenant RENAME TO tenant_renamed" -c "CREATE ROLE tenant LOGIN" >/dev/null
+refused "a new role under a renamed role's old name removing its cluster copy" coord "SET ROLE tenant" "SELECT cf_drop_cluster('tpub')"
+[ "$(q coord -c "SET ROLE tenant_renamed" -c "SELECT cf_drop_cluster('tpub')")" = 3 ] || fail "a renamed role could not remove its own cluster copy"
+q coord -c "DROP ROLE tenant" -c "ALTER ROLE tenant_renamed RENAME TO tenant" >/dev/null
 # A worker restarted: its durable copy is the same filter (its generation
 # comes from the WAL it replayed), still the recorded publish.
 pg_ctl_node w1 -m immediate stop
@@ -207,4 +239,4 @@ got=$(qe coord -c "SELECT count(*) FROM orders WHERE cf_contains('pub', account)
 [ "$got" = 42704 ] || fail "a lookup after cf_drop_cluster: got '${got:-no error}'"
 q coord -c "SELECT cf_drop_cluster('shared')" -c "SET ROLE squatter" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_drop('theirs')\$\$)" >/dev/null
 q coord -c "SET ROLE tenant" -c "SELECT count(*) FROM run_command_on_all_nodes(\$\$SELECT cf_drop('tenant_own')\$\$)" >/dev/null
-ok "rights per name: a role lists and withdraws its own filters, and is refused (42501) listing, unlisting, publishing, syncing, recording or removing another role's names, on the coordinator and on a worker; the tables take no direct writes; a role granted lookups screens in distributed queries; parallel workers check copies too; a worker's durable copy survives its crash"
+ok "rights per name: a role lists and withdraws its own filters, and is refused (42501) listing, unlisting, publishing, syncing, recording or removing another role's names, on the coordinator and on a worker; the tables take no direct writes; a role granted lookups screens in distributed queries (the owner's publish keeps grants); rights follow a renamed role, not its old name; digests are not public; parallel workers check copies too; a worker's durable copy survives its crash"

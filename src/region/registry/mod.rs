@@ -74,7 +74,7 @@ const NAME_WORDS: usize = 8;
 /// backend, so that backends counting lookups on one filter do not share a line.
 pub const STAT_STRIPES: usize = 8;
 const REGION_MAGIC: u64 = 0x6375_636b_6f6f_5247; // "cuckooRG"
-const REGION_VERSION: u64 = 7;
+const REGION_VERSION: u64 = 8;
 /// Smallest region the layout accepts.
 pub const MIN_REGION_BYTES: u64 = 1 << 20;
 
@@ -105,6 +105,11 @@ struct RegionHeader {
     /// Advanced by every change of an entry (under the registry lock): a
     /// growth refused by a cap is not tried again until it moves (`limits`).
     changes: AtomicU64,
+    /// When this region was laid out (nanoseconds of the wall clock, at
+    /// least 1): with an allocation tag, names contents within and across
+    /// re-initialisations of shared memory (a crash restart keeps the
+    /// server's start time but starts tags from 1 again).
+    born: AtomicU64,
     epoch: CachePadded<AtomicU64>,
 }
 
@@ -636,6 +641,8 @@ impl Region {
         h.size.store(size, Ordering::Relaxed);
         h.slots.store(slots, Ordering::Relaxed);
         h.next_tag.store(1, Ordering::Relaxed);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        h.born.store(now.max(1), Ordering::Relaxed);
         h.epoch.store(1, Ordering::Relaxed);
         h.magic.store(REGION_MAGIC, Ordering::Release);
         Ok(r)
@@ -672,6 +679,11 @@ impl Region {
         // SAFETY: the layout places each part inside the region, aligned; all
         // shared mutation goes through atomics.
         unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(at as usize) as *const T, count as usize) }
+    }
+
+    /// When this region was laid out (see `RegionHeader::born`).
+    pub fn born(&self) -> u64 {
+        self.header().born.load(Ordering::Relaxed)
     }
 
     fn header(&self) -> &RegionHeader {

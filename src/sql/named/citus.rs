@@ -56,8 +56,19 @@ pub(super) struct Listing {
     pub(super) version: Option<i64>,
     /// For a cluster copy: which filter in shared memory it is ([`identity`]).
     pub(super) copy: Option<String>,
+    /// For a cluster copy: the md5 of its snapshot's text, computed by this
+    /// node when it was listed.
+    pub(super) digest: Option<String>,
     /// The role that listed it (None: listed before 0.12.0; superusers only).
-    pub(super) owner: Option<String>,
+    pub(super) owner: Option<pg_sys::Oid>,
+}
+
+/// What the cluster's record says of a name: the publish every node's copy
+/// must be, the md5 of its snapshot, and the role that published it.
+pub(super) struct Record {
+    pub(super) version: i64,
+    pub(super) digest: String,
+    pub(super) owner: pg_sys::Oid,
 }
 
 /// Whether this backend runs a piece of a distributed query for another node.
@@ -73,16 +84,15 @@ pub(super) fn in_task() -> bool {
 /// Which filter in this node's shared memory `info` is, as a listing row
 /// records it: a durable filter's generation (the WAL position of the publish
 /// that made its contents, the same after a restart and on a standby), or a
-/// filter's allocation tag within this run of the server. A copy replaced or
+/// filter's allocation tag within this layout of shared memory (which a crash
+/// restart lays out anew, with another birth time). A copy replaced or
 /// made again under the name (a publish whose transaction then aborted) has
 /// another.
 pub(super) fn identity(info: &EntryInfo) -> String {
     if info.durable && info.gen != 0 {
         format!("g{}", info.gen)
     } else {
-        // SAFETY: plain read of a global set once at postmaster start.
-        let started = unsafe { pg_sys::PgStartTime };
-        format!("t{}@{started}", info.tag)
+        format!("t{}@{}", info.tag, super::attach::region().born())
     }
 }
 
@@ -124,47 +134,62 @@ static mut TABLES: Vec<(CString, pg_sys::Oid, String)> = Vec::new();
 /// How this node's `cuckoo_cluster_filters` lists `name`.
 pub(super) fn listing(name: &str) -> Option<Listing> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_filters")?;
-    Spi::connect(|client| {
-        let plan = kept_plan(&raw mut LISTING_PLAN, rel, client, &format!("SELECT scope, version, copy, owner FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1"))?;
-        let t = client.select(plan, Some(1), &[name.into()])?;
-        if t.is_empty() {
-            return Ok(None);
-        }
-        let row = t.first();
-        let scope = match row.get::<String>(1)?.as_deref() {
-            Some("cluster") => Scope::Cluster,
-            Some("node") => Scope::Node,
-            _ => Scope::Unlisted,
-        };
-        Ok(Some(Listing { scope, version: row.get::<i64>(2)?, copy: row.get::<String>(3)?, owner: row.get::<String>(4)? }))
+    // SAFETY: a syscache lookup of a column of an existing table.
+    let versioned = unsafe { pg_sys::get_attnum(rel, c"version".as_ptr()) } != pg_sys::InvalidAttrNumber as i16;
+    // A table not yet updated to 0.12.0 (its library already is): its rows
+    // carry no publish, no digest and no owner.
+    let query = if versioned {
+        format!("SELECT scope, version, copy, digest, owner::pg_catalog.oid FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1")
+    } else {
+        format!("SELECT scope, NULL::pg_catalog.int8, NULL::pg_catalog.text, NULL::pg_catalog.text, NULL::pg_catalog.oid FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1")
+    };
+    // (Read as the table's owner: the digest is not everyone's to read.)
+    as_table_owner(rel, || {
+        Spi::connect(|client| {
+            let plan = kept_plan(&raw mut LISTING_PLAN, rel, versioned, client, &query)?;
+            let t = client.select(plan, Some(1), &[name.into()])?;
+            if t.is_empty() {
+                return Ok(None);
+            }
+            let row = t.first();
+            let scope = match row.get::<String>(1)?.as_deref() {
+                Some("cluster") => Scope::Cluster,
+                Some("node") => Scope::Node,
+                _ => Scope::Unlisted,
+            };
+            Ok(Some(Listing {
+                scope,
+                version: row.get::<i64>(2)?,
+                copy: row.get::<String>(3)?,
+                digest: row.get::<String>(4)?,
+                owner: row.get::<pg_sys::Oid>(5)?,
+            }))
+        })
+        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
     })
-    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
 }
 
 /// The plans of the reads the checks make, kept for the backend (by
 /// SPI_keepplan; PostgreSQL's plan cache revalidates them), with the OID of
-/// the table each reads.
-static mut LISTING_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
-static mut VERSION_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
-static mut REPLICA_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
-static mut ROUTED_PLAN: Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)> = None;
+/// the table each reads and the form of the query.
+type PlanSlot = Option<(pg_sys::Oid, bool, pgrx::spi::OwnedPreparedStatement)>;
+static mut LISTING_PLAN: PlanSlot = None;
+static mut RECORD_PLAN: PlanSlot = None;
+static mut REPLICA_PLAN: PlanSlot = None;
+static mut ROUTED_PLAN: PlanSlot = None;
 
-/// The plan of `query` (one text parameter) over table `rel`, kept in `slot`.
-fn kept_plan<'a>(
-    slot: *mut Option<(pg_sys::Oid, pgrx::spi::OwnedPreparedStatement)>,
-    rel: pg_sys::Oid,
-    client: &pgrx::spi::SpiClient<'_>,
-    query: &str,
-) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
+/// The plan of `query` (one text parameter) over table `rel` (in its form
+/// `form`), kept in `slot`.
+fn kept_plan<'a>(slot: *mut PlanSlot, rel: pg_sys::Oid, form: bool, client: &pgrx::spi::SpiClient<'_>, query: &str) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
     // SAFETY: backends are single-threaded; the slots are only touched here.
     unsafe {
         let slot = &mut *slot;
-        if slot.as_ref().is_none_or(|(r, _)| *r != rel) {
+        if slot.as_ref().is_none_or(|(r, f, _)| (*r, *f) != (rel, form)) {
             *slot = None;
             let plan = client.prepare(query, &[pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID)])?.keep();
-            *slot = Some((rel, plan));
+            *slot = Some((rel, form, plan));
         }
-        Ok(&slot.as_ref().expect("just set").1)
+        Ok(&slot.as_ref().expect("just set").2)
     }
 }
 
@@ -225,50 +250,62 @@ pub(super) fn as_table_owner<T>(rel: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     }
 }
 
-/// The version of `name` the cluster's record (`cuckoo_cluster_copies`) says
-/// every node's copy must be; None if it records none. Read from this node's
-/// replica of the reference table when Citus lists one here (Citus writes
-/// every listed replica in the publishing transaction and drops a node's from
-/// its metadata when the node is disabled), directly, without a distributed
-/// query (none may run in a parallel worker, and it is cheaper); else through
-/// Citus, which reads another node's.
-fn cluster_version(name: &str) -> Option<i64> {
+/// What the cluster's record (`cuckoo_cluster_copies`) says of `name`; None
+/// if it records nothing. Read as the table's owner (the digest is not
+/// everyone's to read) from this node's replica of the reference table when
+/// Citus lists one here (Citus writes every listed replica in the publishing
+/// transaction), directly, without a distributed query (none may run in a
+/// parallel worker, and it is cheaper); else through Citus, which reads
+/// another node's.
+pub(super) fn record(name: &str) -> Option<Record> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
-    Spi::connect(|client| {
-        let replica = kept_plan(
-            &raw mut REPLICA_PLAN,
-            rel,
-            client,
-            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
-             WHERE s.logicalrelid OPERATOR(pg_catalog.=) ($1::pg_catalog.oid)::pg_catalog.regclass AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)",
-        )?;
-        let table = rel.to_u32().to_string();
-        let t = client.select(replica, Some(1), &[table.as_str().into()])?;
-        let shard = if t.is_empty() { None } else { t.first().get_one::<i64>()? };
-        let shard_rel = shard.and_then(|id| {
-            let c = CString::new(format!("cuckoo_cluster_copies_{id}")).ok()?;
-            // SAFETY: a syscache lookup of a name in the extension's schema.
-            let r = unsafe { pg_sys::get_relname_relid(c.as_ptr(), pg_sys::get_rel_namespace(rel)) };
-            (r != pg_sys::InvalidOid).then_some((id, r))
-        });
-        let plan = match shard_rel {
-            Some((id, r)) => kept_plan(&raw mut VERSION_PLAN, r, client, &format!("SELECT version FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?,
-            None => {
-                // SAFETY: reads a backend global.
-                if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
-                    fail(
-                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                        format!("cuckoo filter \"{name}\" is a cluster copy, and {} holds no replica of cuckoo_cluster_copies to check it against in a parallel worker", this_node()),
-                        Some("Run SELECT replicate_reference_tables() on the coordinator, or SET max_parallel_workers_per_gather = 0."),
-                    );
+    as_table_owner(rel, || {
+        Spi::connect(|client| {
+            let replica = kept_plan(
+                &raw mut REPLICA_PLAN,
+                rel,
+                true,
+                client,
+                "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
+                 WHERE s.logicalrelid OPERATOR(pg_catalog.=) ($1::pg_catalog.oid)::pg_catalog.regclass AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)",
+            )?;
+            let table = rel.to_u32().to_string();
+            let t = client.select(replica, Some(1), &[table.as_str().into()])?;
+            let shard = if t.is_empty() { None } else { t.first().get_one::<i64>()? };
+            let shard_rel = shard.and_then(|id| {
+                let c = CString::new(format!("cuckoo_cluster_copies_{id}")).ok()?;
+                // SAFETY: a syscache lookup of a name in the extension's schema.
+                let r = unsafe { pg_sys::get_relname_relid(c.as_ptr(), pg_sys::get_rel_namespace(rel)) };
+                (r != pg_sys::InvalidOid).then_some((id, r))
+            });
+            let columns = "version, digest, owner::pg_catalog.oid";
+            let plan = match shard_rel {
+                Some((id, r)) => kept_plan(&raw mut RECORD_PLAN, r, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?,
+                None => {
+                    // SAFETY: reads a backend global.
+                    if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
+                        fail(
+                            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                            format!("cuckoo filter \"{name}\" cannot be checked in a parallel worker: {} holds no replica of cuckoo_cluster_copies", this_node()),
+                            Some("Run SELECT replicate_reference_tables() on the coordinator, or SET max_parallel_workers_per_gather = 0."),
+                        );
+                    }
+                    kept_plan(&raw mut ROUTED_PLAN, rel, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?
                 }
-                kept_plan(&raw mut ROUTED_PLAN, rel, client, &format!("SELECT version FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?
+            };
+            let t = nested_allowed(|| client.select(plan, Some(1), &[name.into()]))?;
+            if t.is_empty() {
+                return Ok(None);
             }
-        };
-        let t = nested_allowed(|| client.select(plan, Some(1), &[name.into()]))?;
-        if t.is_empty() { Ok(None) } else { t.first().get_one::<i64>() }
+            let row = t.first();
+            Ok(Some(Record {
+                version: row.get::<i64>(1)?.unwrap_or(0),
+                digest: row.get::<String>(2)?.unwrap_or_default(),
+                owner: row.get::<pg_sys::Oid>(3)?.unwrap_or(pg_sys::InvalidOid),
+            }))
+        })
+        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
     })
-    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
 }
 
 /// A publish version as the time it was made (versions are the
@@ -300,6 +337,14 @@ const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run 
 /// error that says why this node's copy is not the one the cluster last
 /// published.
 fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
+    let quoted = name.replace('\'', "''");
+    let Some(listed) = l.version else {
+        fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cuckoo filter \"{name}\" on {} was listed as a cluster copy by a release before 0.12.0, which does not say which publish it is", this_node()),
+            Some("Run ALTER EXTENSION cuckoo UPDATE, then publish it again with cf_publish_cluster() on the coordinator."),
+        );
+    };
     if l.copy.as_deref() != Some(identity(info).as_str()) {
         fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -307,21 +352,28 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
             Some("Publish the value again with cf_publish_cluster() on the coordinator."),
         );
     }
-    match cluster_version(name) {
-        Some(v) if Some(v) == l.version => {}
-        Some(v) => fail(
+    match record(name) {
+        Some(r) if r.version == listed && l.digest.as_deref() == Some(r.digest.as_str()) => {}
+        Some(r) if r.version == listed => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("the copy of cuckoo filter \"{name}\" on {} is not the value the cluster published (its digest differs)", this_node()),
+            Some(&format!("Run SELECT cf_sync_cluster('{quoted}') on the coordinator, or publish the value again with cf_publish_cluster().")),
+        ),
+        Some(r) => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
                 "cuckoo filter \"{name}\" on {} is not the cluster's copy: this node holds the publish of {}, the cluster records the publish of {}",
                 this_node(),
-                publish_time(l.version.unwrap_or(0)),
-                publish_time(v)
+                publish_time(listed),
+                publish_time(r.version)
             ),
-            Some(&format!(
-                "A node that was inactive, unreachable or not yet added missed a publish, or one did not finish. \
-                 Run SELECT cf_sync_cluster('{}') on the coordinator (or publish the value again with cf_publish_cluster()).",
-                name.replace('\'', "''")
-            )),
+            Some(&if listed > r.version {
+                "A publish took this node's copy but did not finish (it failed, was cancelled or rolled back, or its coordinator stopped). Publish the value again with cf_publish_cluster() on the coordinator.".to_string()
+            } else {
+                format!(
+                    "This node missed a publish (it was inactive, unreachable or not yet added). Run SELECT cf_sync_cluster('{quoted}') on the coordinator (or publish the value again with cf_publish_cluster())."
+                )
+            }),
         ),
         None => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -353,6 +405,11 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
     }
     let l = listing(name);
     match (l.as_ref().map_or(Scope::Unlisted, |l| l.scope), found) {
+        (Scope::Node, _) if record(name).is_some() => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cuckoo filter \"{name}\" is published to the cluster, but {} lists a node-local filter of that name", this_node()),
+            Some(&format!("Remove the node-local listing there (SELECT cf_cluster_unlist('{}', 'node')), then run SELECT cf_sync_cluster('{}') on the coordinator.", name.replace('\'', "''"), name.replace('\'', "''"))),
+        ),
         (Scope::Node, _) => {}
         (Scope::Cluster, Some(info)) if !write => check_current(name, info, l.as_ref().expect("listed")),
         (Scope::Cluster, None) => fail(
@@ -368,7 +425,7 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
             format!("cuckoo filter \"{name}\" is a cluster copy: a distributed query may look it up but not change it"),
             Some("Change the value and publish it again with cf_publish_cluster() on the coordinator, or use node-local filters (cf_node_local())."),
         ),
-        (Scope::Unlisted, None) if cluster_version(name).is_some() => fail(
+        (Scope::Unlisted, None) if record(name).is_some() => fail(
             PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             format!("cuckoo filter \"{name}\" was published to the cluster but {} has no copy of it", this_node()),
             Some(&format!(

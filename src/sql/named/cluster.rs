@@ -6,44 +6,43 @@
 //! caller's right on that name. What the listing and the record mean, and the
 //! checks by-name calls make against them, are in `citus`.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::region;
 use super::call::{db, require_access, text_arg, user};
-use super::citus::{as_table_owner, ext_table, identity, in_task, listing, this_node, Scope};
+use super::citus::{as_table_owner, ext_table, identity, in_task, listing, record, this_node, Scope};
 use super::errors::fail;
 
-/// Whether the current role has the privileges of role `name` (a superuser
+/// Whether the current role has the privileges of role `owner` (a superuser
 /// has every role's; None, a row listed before 0.12.0: superusers only).
-fn acts_for(name: Option<&str>) -> bool {
-    // SAFETY: catalog lookups by name and OID.
+fn acts_for(owner: Option<pg_sys::Oid>) -> bool {
+    // SAFETY: catalog lookups by OID.
     unsafe {
-        match name {
-            Some(n) => {
-                let c = CString::new(n).unwrap_or_default();
-                let role = pg_sys::get_role_oid(c.as_ptr(), true);
-                role != pg_sys::InvalidOid && pg_sys::has_privs_of_role(user(), role)
-            }
+        match owner {
+            Some(o) => pg_sys::has_privs_of_role(user(), o),
             None => pg_sys::superuser(),
         }
     }
 }
 
-/// The current role's name.
-fn my_name() -> String {
-    // SAFETY: the name of the current (existing) role.
-    unsafe { CStr::from_ptr(pg_sys::GetUserNameFromId(user(), false)).to_string_lossy().into_owned() }
+/// A role's name, for messages ("?" for one that no longer exists).
+fn role_name(role: pg_sys::Oid) -> String {
+    // SAFETY: a syscache lookup; NULL for a role that does not exist.
+    unsafe {
+        let n = pg_sys::GetUserNameFromId(role, true);
+        if n.is_null() { "?".into() } else { CStr::from_ptr(n).to_string_lossy().into_owned() }
+    }
 }
 
-fn refuse_listing(name: &str, owner: Option<&str>) -> ! {
+fn refuse_listing(name: &str, owner: Option<pg_sys::Oid>) -> ! {
     fail(
         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         format!("permission denied for the cluster listing of cuckoo filter \"{name}\" on {}", this_node()),
         Some(&match owner {
-            Some(o) => format!("It was listed by role \"{o}\": only roles with its privileges may change or remove it."),
+            Some(o) => format!("It was listed by role \"{}\": only roles with its privileges may change or remove it.", role_name(o)),
             None => "It was listed before cuckoo 0.12.0: only a superuser may change or remove it.".to_string(),
         }),
     )
@@ -59,13 +58,15 @@ fn not_in_task(what: &str) {
     }
 }
 
-/// Reads text argument `n`, or None if it is NULL.
-///
-/// # Safety
-/// `fcinfo` is a valid frame with at least `n + 1` arguments, `n` of type text.
-unsafe fn opt_text<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'a str> {
-    // SAFETY: as documented.
-    unsafe { (!pgrx::fcinfo::pg_arg_is_null(fcinfo, n)).then(|| text_arg(fcinfo, n)) }
+/// Names that cannot be a filter's are refused before anything is done.
+fn check_name(name: &str) {
+    if name.is_empty() || name.len() > 63 {
+        fail(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("cuckoo filter names are 1 to 63 bytes long; \"{name}\" is {}", name.len()),
+            None,
+        );
+    }
 }
 
 /// Reads bigint argument `n`, or None if it is NULL.
@@ -82,23 +83,53 @@ fn spi_run(query: &str, args: &[pgrx::datum::DatumWithOid]) {
         .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not write the cluster listing: {e}"));
 }
 
-fn i64_result(v: i64) -> pg_sys::Datum {
-    pg_sys::Datum::from(v)
+/// The first column of the query's first row (None: no row, or NULL).
+fn first<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(query: &str, args: &[pgrx::datum::DatumWithOid]) -> Option<T> {
+    Spi::connect(|client| {
+        let t = client.select(query, Some(1), args)?;
+        if t.is_empty() { Ok(None) } else { t.first().get_one::<T>() }
+    })
+    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: {e}"))
+}
+
+/// A text result, or NULL.
+///
+/// # Safety
+/// `fcinfo` is the valid frame of the function returning it.
+unsafe fn text_result(fcinfo: pg_sys::FunctionCallInfo, v: Option<&str>) -> pg_sys::Datum {
+    match v {
+        // SAFETY: a text datum in the current memory context.
+        Some(s) => unsafe { pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(s.as_ptr() as *const std::ffi::c_char, s.len() as i32)) },
+        None => {
+            // SAFETY: as documented.
+            unsafe { (*fcinfo).isnull = true };
+            pg_sys::Datum::from(0)
+        }
+    }
+}
+
+/// The md5 of the text of this node's filter `name`'s snapshot.
+fn digest_of(name: &str) -> String {
+    let (schema, _) = ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
+    first::<String>(&format!("SELECT pg_catalog.md5({schema}.cf_snapshot($1)::pg_catalog.text)"), &[name.into()])
+        .unwrap_or_else(|| error!("cuckoo: no digest of cuckoo filter \"{name}\""))
 }
 
 v1_functions! {
-    /// `cf_cluster_list(name text, scope text, version bigint, digest text)`:
-    /// lists this node's filter `name` as a cluster copy of publish `version`
-    /// (with its digest) or, for scope 'node', as node-local. The filter must
-    /// exist here and be the caller's to change; a row already there must
-    /// have been listed by a role whose privileges the caller has.
+    /// `cf_cluster_list(name text, scope text, version bigint) -> text`:
+    /// lists this node's filter `name` as its cluster copy of publish
+    /// `version` or, for scope 'node', as node-local, and returns the copy's
+    /// digest (the md5 of its snapshot's text, computed here; NULL for
+    /// 'node'). The filter must exist here and be the caller's to change; a
+    /// row already there must have been listed by a role whose privileges the
+    /// caller has; a name the cluster records is not declared node-local.
     fn cf_cluster_list(fcinfo) {
-        // SAFETY: (text, text, bigint, text), name and scope not NULL (checked).
-        let (name, scope, version, digest) = unsafe {
+        // SAFETY: (text, text, bigint), name and scope not NULL (checked).
+        let (name, scope, version) = unsafe {
             if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) || pgrx::fcinfo::pg_arg_is_null(fcinfo, 1) {
                 error!("cf_cluster_list(): name and scope must not be NULL");
             }
-            (text_arg(fcinfo, 0), text_arg(fcinfo, 1), opt_i64(fcinfo, 2), opt_text(fcinfo, 3))
+            (text_arg(fcinfo, 0), text_arg(fcinfo, 1), opt_i64(fcinfo, 2))
         };
         not_in_task("cf_cluster_list()");
         let Some((schema, rel)) = ext_table(c"cuckoo_cluster_filters") else {
@@ -108,39 +139,37 @@ v1_functions! {
         require_access(&info, true);
         let before = listing(name);
         if let Some(l) = &before {
-            if !acts_for(l.owner.as_deref()) {
-                refuse_listing(name, l.owner.as_deref());
+            if !acts_for(l.owner) {
+                refuse_listing(name, l.owner);
             }
         }
-        let copy = match scope {
+        let (version, digest, copy) = match scope {
             "cluster" => {
-                if version.is_none() || digest.is_none() {
-                    error!("cf_cluster_list(): a cluster copy needs its version and digest");
-                }
-                Some(identity(&info))
+                let Some(v) = version else { error!("cf_cluster_list(): a cluster copy needs its version") };
+                (Some(v), Some(digest_of(name)), Some(identity(&info)))
             }
             "node" => {
-                if before.as_ref().is_some_and(|l| l.scope == Scope::Cluster) {
+                if before.as_ref().is_some_and(|l| l.scope == Scope::Cluster) || record(name).is_some() {
                     fail(
                         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                        format!("cuckoo filter \"{name}\" is a cluster copy on {}", this_node()),
+                        format!("cuckoo filter \"{name}\" is published to the cluster"),
                         Some("Remove it from the cluster with cf_drop_cluster() before declaring a node-local filter of that name."),
                     );
                 }
-                None
+                (None, None, None)
             }
             _ => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, format!("unknown cluster listing scope \"{scope}\""), Some("The scopes are 'cluster' and 'node'.")),
         };
-        let (version, digest) = if scope == "cluster" { (version, digest) } else { (None, None) };
-        let me = my_name();
+        let me = user();
         as_table_owner(rel, || {
             spi_run(&format!("DELETE FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1"), &[name.into()]);
             spi_run(
-                &format!("INSERT INTO {schema}.cuckoo_cluster_filters (name, scope, digest, version, copy, owner) VALUES ($1, $2, $3, $4, $5, $6)"),
-                &[name.into(), scope.into(), digest.into(), version.into(), copy.into(), me.as_str().into()],
+                &format!("INSERT INTO {schema}.cuckoo_cluster_filters (name, scope, digest, version, copy, owner) VALUES ($1, $2, $3, $4, $5, $6::pg_catalog.oid::pg_catalog.regrole)"),
+                &[name.into(), scope.into(), digest.clone().into(), version.into(), copy.into(), me.into()],
             );
         });
-        pg_sys::Datum::from(0)
+        // SAFETY: this function's frame.
+        unsafe { text_result(fcinfo, digest.as_deref()) }
     }
 
     /// `cf_cluster_unlist(name text, scope text) -> boolean`: removes this
@@ -152,7 +181,7 @@ v1_functions! {
             if pgrx::fcinfo::pg_arg_is_null(fcinfo, 0) {
                 error!("cf_cluster_unlist(): name must not be NULL");
             }
-            (text_arg(fcinfo, 0), opt_text(fcinfo, 1))
+            (text_arg(fcinfo, 0), (!pgrx::fcinfo::pg_arg_is_null(fcinfo, 1)).then(|| text_arg(fcinfo, 1)))
         };
         not_in_task("cf_cluster_unlist()");
         let Some((schema, rel)) = ext_table(c"cuckoo_cluster_filters") else { return pg_sys::Datum::from(false) };
@@ -166,8 +195,8 @@ v1_functions! {
         if !wanted {
             return pg_sys::Datum::from(false);
         }
-        if !acts_for(l.owner.as_deref()) {
-            refuse_listing(name, l.owner.as_deref());
+        if !acts_for(l.owner) {
+            refuse_listing(name, l.owner);
         }
         as_table_owner(rel, || spi_run(&format!("DELETE FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1"), &[name.into()]));
         pg_sys::Datum::from(true)
@@ -181,12 +210,13 @@ v1_functions! {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
         not_in_task("cf_cluster_may_copy()");
+        check_name(name);
         if let Some(info) = region().find(db(), name) {
             require_access(&info, true);
         }
         if let Some(l) = listing(name) {
-            if !acts_for(l.owner.as_deref()) {
-                refuse_listing(name, l.owner.as_deref());
+            if !acts_for(l.owner) {
+                refuse_listing(name, l.owner);
             }
         }
         pg_sys::Datum::from(true)
@@ -210,15 +240,19 @@ v1_functions! {
         pg_sys::Datum::from(0)
     }
 
-    /// `cf_cluster_current(name text, version bigint) -> boolean`: whether
-    /// this node's filter `name` is listed as the cluster copy of publish
-    /// `version` and is still the filter that was listed.
+    /// `cf_cluster_current(name text, version bigint, digest text) -> boolean`:
+    /// whether this node's filter `name` is listed as its cluster copy of
+    /// publish `version` with that digest, and is still the filter listed.
     fn cf_cluster_current(fcinfo) {
-        // SAFETY: strict; (text, bigint).
-        let (name, version) = unsafe { (text_arg(fcinfo, 0), pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64) };
+        // SAFETY: strict; (text, bigint, text).
+        let (name, version, digest) = unsafe { (text_arg(fcinfo, 0), pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64, text_arg(fcinfo, 2)) };
         let current = match (listing(name), region().find(db(), name)) {
             (Some(l), Some(info)) => {
-                l.scope == Scope::Cluster && l.version == Some(version) && l.copy.as_deref() == Some(identity(&info).as_str()) && info.usable()
+                l.scope == Scope::Cluster
+                    && l.version == Some(version)
+                    && l.digest.as_deref() == Some(digest)
+                    && l.copy.as_deref() == Some(identity(&info).as_str())
+                    && info.usable()
             }
             _ => false,
         };
@@ -228,84 +262,65 @@ v1_functions! {
     /// `cf_cluster_begin(name text, new_version boolean) -> bigint`: on the
     /// coordinator, before a publish (or a sync, or a removal) of `name` to
     /// the cluster: makes `cuckoo_cluster_copies` a reference table if it is
-    /// not one yet, holds off every other cluster change of `name` until this
+    /// not one yet, holds off every other cluster change until this
     /// transaction ends, checks that the caller may change what the cluster
-    /// records for it, and returns a new publish version (`new_version`) or
-    /// the recorded one (NULL: none).
+    /// records for the name, and returns a new publish version
+    /// (`new_version`) or the recorded one (NULL: none).
     fn cf_cluster_begin(fcinfo) {
         // SAFETY: strict; (text, boolean).
         let (name, new_version) = unsafe { (text_arg(fcinfo, 0), pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() != 0) };
-        not_in_task("cf_cluster_begin()");
-        let Some((schema, rel)) = ext_table(c"cuckoo_cluster_copies") else {
-            error!("cuckoo: cuckoo_cluster_copies is missing: update the extension (ALTER EXTENSION cuckoo UPDATE)")
-        };
-        let coordinator = Spi::get_one::<bool>("SELECT pg_catalog.citus_is_coordinator()").ok().flatten().unwrap_or(false);
-        if !coordinator {
-            fail(
-                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                "the cluster functions of cuckoo run on the Citus coordinator".into(),
-                Some("Run cf_publish_cluster(), cf_sync_cluster() and cf_drop_cluster() on the coordinator."),
-            );
-        }
-        let distributed = Spi::get_one_with_args::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)", &[rel.into()])
-            .ok()
-            .flatten()
-            .unwrap_or(false);
-        if !distributed {
-            as_table_owner(rel, || {
-                Spi::run_with_args("SELECT pg_catalog.create_reference_table($1)", &[rel.into()])
-                    .unwrap_or_else(|e| error!("cuckoo: could not make cuckoo_cluster_copies a reference table: {e}"))
-            });
-        }
-        // One cluster change of a name at a time (this coordinator runs them all).
-        Spi::run_with_args("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('cuckoo cluster copy ' OPERATOR(pg_catalog.||) $1, 0))", &[name.into()])
-            .unwrap_or_else(|e| error!("cuckoo: {e}"));
-        let recorded = Spi::connect(|client| {
-            let t = client.select(&format!("SELECT version, owner FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"), Some(1), &[name.into()])?;
-            if t.is_empty() {
-                return Ok(None);
-            }
-            let row = t.first();
-            Ok(Some((row.get::<i64>(1)?.unwrap_or(0), row.get::<String>(2)?)))
-        })
-        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"));
-        if let Some((_, owner)) = &recorded {
-            if !acts_for(owner.as_deref()) {
-                fail(
-                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                    format!("permission denied for cluster copy \"{name}\""),
-                    Some(&format!("It was published to the cluster by role \"{}\": only roles with its privileges may publish, sync or remove it.", owner.as_deref().unwrap_or("?"))),
-                );
+        match begin(name, new_version) {
+            Some(v) => pg_sys::Datum::from(v),
+            None => {
+                // SAFETY: a NULL result.
+                unsafe { (*fcinfo).isnull = true };
+                pg_sys::Datum::from(0)
             }
         }
-        if !new_version {
-            return match recorded {
-                Some((v, _)) => i64_result(v),
-                None => {
-                    // SAFETY: a NULL result.
-                    unsafe { (*fcinfo).isnull = true };
-                    pg_sys::Datum::from(0)
-                }
-            };
-        }
-        // A new version: later than every earlier one of the name, also across
-        // a removal (microseconds of the coordinator's clock, or one more).
-        // SAFETY: reads the clock.
-        let now = unsafe { pg_sys::GetCurrentTimestamp() };
-        i64_result(recorded.map_or(now, |(v, _)| now.max(v + 1)))
     }
 
     /// `cf_cluster_record(name text, version bigint, digest text, durable
     /// boolean)`: on the coordinator, after every node took publish `version`
     /// of `name`: records it as the one every node must have (with this
     /// transaction: Citus writes every replica of the reference table, or
-    /// none). Checked as `cf_cluster_begin` checks.
+    /// none). Checked as `cf_cluster_begin` checks; the coordinator must hold
+    /// its own copy of that publish, listed by the caller, with that digest.
     fn cf_cluster_record(fcinfo) {
         // SAFETY: strict; (text, bigint, text, boolean).
         let (name, version, digest, durable) = unsafe {
             (text_arg(fcinfo, 0), pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64, text_arg(fcinfo, 2), pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 3).value() != 0)
         };
-        cluster_write(name, Some((version, digest, durable)));
+        begin(name, false);
+        let held = match (listing(name), region().find(db(), name)) {
+            (Some(l), Some(info)) => {
+                l.scope == Scope::Cluster
+                    && l.version == Some(version)
+                    && l.digest.as_deref() == Some(digest)
+                    && l.owner == Some(user())
+                    && l.copy.as_deref() == Some(identity(&info).as_str())
+            }
+            _ => false,
+        };
+        if !held {
+            fail(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("the coordinator holds no copy of that publish of cuckoo filter \"{name}\" listed by the current role"),
+                Some("cf_publish_cluster() records a publish once every node, the coordinator included, took its copy."),
+            );
+        }
+        let (schema, rel) = ext_table(c"cuckoo_cluster_copies").expect("checked by begin");
+        let me = user();
+        as_table_owner(rel, || {
+            spi_run(
+                &format!(
+                    "INSERT INTO {schema}.cuckoo_cluster_copies (name, version, owner, digest, durable, published_at) \
+                     VALUES ($1, $2, $3::pg_catalog.oid::pg_catalog.regrole, $4, $5, pg_catalog.now()) \
+                     ON CONFLICT (name) DO UPDATE SET version = excluded.version, owner = excluded.owner, digest = excluded.digest, \
+                     durable = excluded.durable, published_at = excluded.published_at"
+                ),
+                &[name.into(), version.into(), me.into(), digest.into(), durable.into()],
+            )
+        });
         pg_sys::Datum::from(0)
     }
 
@@ -315,41 +330,58 @@ v1_functions! {
     fn cf_cluster_forget(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
-        pg_sys::Datum::from(cluster_write(name, None))
+        let recorded = begin(name, false).is_some();
+        if recorded {
+            let (schema, rel) = ext_table(c"cuckoo_cluster_copies").expect("checked by begin");
+            as_table_owner(rel, || spi_run(&format!("DELETE FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"), &[name.into()]));
+        }
+        pg_sys::Datum::from(recorded)
     }
 }
 
-/// Writes (or, `record` None, deletes) the cluster's record of `name` as the
-/// table's owner, after `cf_cluster_begin`'s checks (repeated: these functions
-/// can be called directly). Returns whether a row was there or written.
-fn cluster_write(name: &str, record: Option<(i64, &str, bool)>) -> bool {
+/// See `cf_cluster_begin`.
+fn begin(name: &str, new_version: bool) -> Option<i64> {
     not_in_task("the cluster functions");
-    // The checks, the lock and the reference table (repeating them costs a
-    // catalog read when cf_cluster_begin ran in this transaction already).
-    let checked = Spi::get_one_with_args::<i64>(
-        &format!("SELECT {}.cf_cluster_begin($1, false)", ext_table(c"cuckoo_cluster_copies").map(|(s, _)| s).unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_copies is missing"))),
-        &[name.into()],
-    )
-    .unwrap_or_else(|e| error!("cuckoo: {e}"));
-    let (schema, rel) = ext_table(c"cuckoo_cluster_copies").expect("checked above");
-    let me = my_name();
-    as_table_owner(rel, || match record {
-        Some((version, digest, durable)) => {
-            spi_run(
-                &format!(
-                    "INSERT INTO {schema}.cuckoo_cluster_copies (name, version, owner, digest, durable, published_at) VALUES ($1, $2, $3, $4, $5, pg_catalog.now()) \
-                     ON CONFLICT (name) DO UPDATE SET version = excluded.version, owner = excluded.owner, digest = excluded.digest, \
-                     durable = excluded.durable, published_at = excluded.published_at"
-                ),
-                &[name.into(), version.into(), me.as_str().into(), digest.into(), durable.into()],
+    check_name(name);
+    let Some((schema, rel)) = ext_table(c"cuckoo_cluster_copies") else {
+        error!("cuckoo: cuckoo_cluster_copies is missing: update the extension (ALTER EXTENSION cuckoo UPDATE)")
+    };
+    if !first::<bool>("SELECT pg_catalog.citus_is_coordinator()", &[]).unwrap_or(false) {
+        fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "the cluster functions of cuckoo run on the Citus coordinator".into(),
+            Some("Run cf_publish_cluster(), cf_sync_cluster() and cf_drop_cluster() on the coordinator."),
+        );
+    }
+    let distributed = first::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)", &[rel.into()]).unwrap_or(false);
+    // One cluster change at a time: a lock on the coordinator's own listing
+    // that only its owner may take (SHARE UPDATE EXCLUSIVE conflicts with
+    // itself, not with the rows the nodes' copies write or with reads).
+    let (listing_schema, listing_rel) = ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
+    as_table_owner(listing_rel, || {
+        spi_run(&format!("LOCK TABLE {listing_schema}.cuckoo_cluster_filters IN SHARE UPDATE EXCLUSIVE MODE"), &[]);
+        if !distributed {
+            Spi::connect_mut(|client| client.update("SELECT pg_catalog.create_reference_table($1)", None, &[rel.into()]).map(|_| ()))
+                .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not make cuckoo_cluster_copies a reference table: {e}"));
+        }
+    });
+    let recorded = record(name);
+    if let Some(r) = &recorded {
+        if !acts_for(Some(r.owner)) {
+            fail(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("permission denied for cluster copy \"{name}\""),
+                Some(&format!("It was published to the cluster by role \"{}\": only roles with its privileges may publish, sync or remove it.", role_name(r.owner))),
             );
-            true
         }
-        None => {
-            if checked.is_some() {
-                spi_run(&format!("DELETE FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"), &[name.into()]);
-            }
-            checked.is_some()
-        }
-    })
+    }
+    let _ = schema;
+    if !new_version {
+        return recorded.map(|r| r.version);
+    }
+    // A new version: later than every earlier one of the name, also across
+    // a removal (microseconds of the coordinator's clock, or one more).
+    // SAFETY: reads the clock.
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    Some(recorded.map_or(now, |r| now.max(r.version + 1)))
 }

@@ -304,7 +304,7 @@ v1_functions! {
         }
         let all: &[u64] = all;
         let contents = |i: usize, out: &mut [u64]| out.copy_from_slice(&all[offsets[i]..offsets[i] + counts[i]]);
-        let spec = NewFilter { db: db(), owner: new_owner(), name, capacity, fpp, durable, key: v.key_type(), growth };
+        let publisher = new_owner();
         let limits = session_limits();
         purge_dropped_databases();
         registry_change(
@@ -316,10 +316,18 @@ v1_functions! {
                 }
             },
             |r, lk, found| {
+                // A filter replaced by its owner, or by a member of its owning
+                // role, keeps its owner and grant; replaced by anyone else (a
+                // superuser: no one else passes the check above) it becomes
+                // the publisher's, with no grant (issue 30: a name claimed
+                // first keeps nothing of what is published under it).
+                // SAFETY: a catalog lookup of role membership.
+                let kept = found.filter(|i| i.owner == publisher || unsafe { pg_sys::is_member_of_role_nosuper(pg_sys::Oid::from(publisher), pg_sys::Oid::from(i.owner)) });
+                let (owner, readers) = kept.map_or((publisher, READERS_NONE), |i| (i.owner, i.readers));
+                let spec = NewFilter { db: db(), owner, name, capacity, fpp, durable, key: v.key_type(), growth };
                 durable_open(r, durable || found.is_some_and(|i| i.durable))?;
-                // New contents count against the caps of the publisher (who
-                // becomes the owner of a filter it replaces) and of the
-                // database, the old released.
+                // New contents count against the caps of the filter's owner
+                // after the publish and of the database, the old released.
                 r.admit(lk, &limits, spec.owner, spec.db, bytes, found)?;
                 // A durable publish logs the contents before they are linked;
                 // the generation is the end of their first record.
@@ -327,14 +335,11 @@ v1_functions! {
                     if !durable {
                         return 0;
                     }
-                    // A replaced filter is the publisher's, with no grant
-                    // (issue 30: a name claimed first does not keep what
-                    // someone else publishes under it).
-                    log_content(ContentKind::Publish, 0, &Meta::of(&spec, READERS_NONE, &tables), words, items)
+                    log_content(ContentKind::Publish, 0, &Meta::of(&spec, readers, &tables), words, items)
                 };
                 match found {
                     Some(info) => {
-                        let made = r.replace(lk, info, &tables, &contents, capacity, fpp, durable, spec.key, growth, (spec.owner, READERS_NONE), &mut stamp)?;
+                        let made = r.replace(lk, info, &tables, &contents, capacity, fpp, durable, spec.key, growth, (owner, readers), &mut stamp)?;
                         if info.durable && !durable {
                             // No longer durable: replay forgets it.
                             log(&Record::Drop { gen: info.gen });

@@ -111,8 +111,9 @@ ROLLBACK;
 DROP FUNCTION probe_as(text[]);
 SELECT cf_insert('owned', 3), cf_contains('owned', 3);  -- superuser
 SELECT err($$SELECT cf_grant_lookup('owned', 'no_such_role')$$);
--- Publishing over a filter makes it the publisher's, with no grant: a member
--- of the owner takes it over; the role it was granted to loses it.
+-- Publishing over a filter: a member of the owning role refreshes it (owner
+-- and grant stay); a superuser who is not a member takes it over (the
+-- publisher's, with no grant: the role it was granted to loses it).
 SELECT cf_grant_lookup('owned', 'cf_bob');
 SET ROLE cf_carol;
 SELECT cf_publish('owned', cf_agg(g)) FROM generate_series(10, 20) g;
