@@ -348,8 +348,11 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
     if l.copy.as_deref() != Some(identity(info).as_str()) {
         fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("the copy of cuckoo filter \"{name}\" on {} is not the cluster copy listed there: a publish did not finish on this node", this_node()),
-            Some("Publish the value again with cf_publish_cluster() on the coordinator."),
+            format!(
+                "the copy of cuckoo filter \"{name}\" on {} is not the cluster copy listed there: a publish did not finish on this node, or this transaction's snapshot is older than the latest publish",
+                this_node()
+            ),
+            Some("Retry the transaction; if it fails again, publish the value again with cf_publish_cluster() on the coordinator."),
         );
     }
     match record(name) {

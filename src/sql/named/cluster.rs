@@ -242,12 +242,16 @@ v1_functions! {
 
     /// `cf_cluster_current(name text, version bigint, digest text) -> boolean`:
     /// whether this node's filter `name` is listed as its cluster copy of
-    /// publish `version` with that digest, and is still the filter listed.
+    /// publish `version` with that digest, and is still the filter listed
+    /// (42501 for a role that may not look it up).
     fn cf_cluster_current(fcinfo) {
         // SAFETY: strict; (text, bigint, text).
         let (name, version, digest) = unsafe { (text_arg(fcinfo, 0), pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 1).value() as i64, text_arg(fcinfo, 2)) };
         let current = match (listing(name), region().find(db(), name)) {
             (Some(l), Some(info)) => {
+                // Only to those who may look the filter up: the answer tells
+                // whether a set of keys is the filter's.
+                require_access(&info, false);
                 l.scope == Scope::Cluster
                     && l.version == Some(version)
                     && l.digest.as_deref() == Some(digest)

@@ -568,6 +568,15 @@ fn type_named(kind: u8, name: &[u8]) -> Result<KeyType, String> {
     // A state's name is `schema.type`, each part an identifier as
     // quote_identifier writes it; anything else is refused here, before
     // parseTypeString (which raises a syntax error of its own).
+    if let Some(element) = name.strip_suffix("[]").filter(|e| qualified_identifier(e)) {
+        // An array of a type made by CREATE TYPE or CREATE DOMAIN: its
+        // states are not combined across nodes (an enum's elements hash by
+        // their OIDs, which differ from node to node, so no filter built
+        // from them could be cf_agg's).
+        return Err(format!(
+            "its key type {name} is an array of {element}, a type made by CREATE TYPE or CREATE DOMAIN, whose hashes may differ from node to node: cf_sharded_agg does not combine such states (use cf_agg)"
+        ));
+    }
     if !qualified_identifier(name) {
         return Err(format!("its key type name {name:?} is not a qualified type name"));
     }
