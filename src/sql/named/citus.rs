@@ -63,6 +63,15 @@ pub(super) struct Listing {
     pub(super) owner: Option<pg_sys::Oid>,
 }
 
+impl Listing {
+    /// Whether this listing is the cluster copy of publish `version` with
+    /// digest `digest`, and `info` (this node's filter of the name) is still
+    /// the filter it lists.
+    pub(super) fn is_copy_of(&self, info: &EntryInfo, version: i64, digest: &str) -> bool {
+        self.scope == Scope::Cluster && self.version == Some(version) && self.digest.as_deref() == Some(digest) && self.copy.as_deref() == Some(identity(info).as_str())
+    }
+}
+
 /// What the cluster's record says of a name: the publish every node's copy
 /// must be, the md5 of its snapshot, and the role that published it.
 pub(super) struct Record {
@@ -112,13 +121,7 @@ pub(super) fn ext_table(table: &CStr) -> Option<(String, pg_sys::Oid)> {
             }
         }
         cached.retain(|(t, _, _)| t.as_c_str() != table);
-        // (A read-only SPI query: Spi::get_one would assign a transaction id,
-        // which a parallel worker may not.)
-        let nsp = Spi::connect(|client| {
-            let t = client.select("SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'", Some(1), &[])?;
-            if t.is_empty() { Ok(None) } else { t.first().get_one::<pg_sys::Oid>() }
-        })
-        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read pg_extension: {e}"))?;
+        let nsp = first_row::<pg_sys::Oid>("SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'", &[])?;
         let rel = pg_sys::get_relname_relid(table.as_ptr(), nsp);
         if rel == pg_sys::InvalidOid {
             return None;
@@ -130,6 +133,17 @@ pub(super) fn ext_table(table: &CStr) -> Option<(String, pg_sys::Oid)> {
 }
 
 static mut TABLES: Vec<(CString, pg_sys::Oid, String)> = Vec::new();
+
+/// The first column of the query's first row (None: no row, or NULL), read
+/// by a read-only SPI query (`Spi::get_one` would assign a transaction id,
+/// which a parallel worker may not).
+pub(super) fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(query: &str, args: &[pgrx::datum::DatumWithOid]) -> Option<T> {
+    Spi::connect(|client| {
+        let t = client.select(query, Some(1), args)?;
+        if t.is_empty() { Ok(None) } else { t.first().get_one::<T>() }
+    })
+    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: {e}"))
+}
 
 /// How this node's `cuckoo_cluster_filters` lists `name`.
 pub(super) fn listing(name: &str) -> Option<Listing> {
@@ -206,7 +220,7 @@ fn citus_here() -> bool {
 /// Runs `f` with `citus.allow_nested_distributed_execution` on (a read of a
 /// reference table from a backend that runs a piece of a distributed query
 /// is otherwise refused by Citus), restored after.
-pub(super) fn nested_allowed<T>(f: impl FnOnce() -> T) -> T {
+fn nested_allowed<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: a GUC nest level as a function's SET clause makes one; on error
     // the transaction's abort unwinds it.
     unsafe {
@@ -279,8 +293,11 @@ pub(super) fn record(name: &str) -> Option<Record> {
                 (r != pg_sys::InvalidOid).then_some((id, r))
             });
             let columns = "version, digest, owner::pg_catalog.oid";
-            let plan = match shard_rel {
-                Some((id, r)) => kept_plan(&raw mut RECORD_PLAN, r, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?,
+            let t = match shard_rel {
+                Some((id, r)) => {
+                    let plan = kept_plan(&raw mut RECORD_PLAN, r, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?;
+                    client.select(plan, Some(1), &[name.into()])?
+                }
                 None => {
                     // SAFETY: reads a backend global.
                     if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
@@ -290,10 +307,10 @@ pub(super) fn record(name: &str) -> Option<Record> {
                             Some("Run SELECT replicate_reference_tables() on the coordinator, or SET max_parallel_workers_per_gather = 0."),
                         );
                     }
-                    kept_plan(&raw mut ROUTED_PLAN, rel, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?
+                    let plan = kept_plan(&raw mut ROUTED_PLAN, rel, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?;
+                    nested_allowed(|| client.select(plan, Some(1), &[name.into()]))?
                 }
             };
-            let t = nested_allowed(|| client.select(plan, Some(1), &[name.into()]))?;
             if t.is_empty() {
                 return Ok(None);
             }
@@ -319,13 +336,7 @@ fn publish_time(v: i64) -> String {
 pub(super) fn this_node() -> String {
     let q = "SELECT n.nodename OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) n.nodeport FROM pg_catalog.pg_dist_node n, pg_catalog.pg_dist_local_group g \
              WHERE n.groupid OPERATOR(pg_catalog.=) g.groupid AND n.noderole OPERATOR(pg_catalog.=) 'primary' LIMIT 1";
-    Spi::connect(|client| {
-        let t = client.select(q, Some(1), &[])?;
-        if t.is_empty() { Ok(None) } else { t.first().get_one::<String>() }
-    })
-    .ok()
-    .flatten()
-    .map_or_else(|| "this node".to_string(), |n| format!("node {n}"))
+    first_row::<String>(q, &[]).map_or_else(|| "this node".to_string(), |n| format!("node {n}"))
 }
 
 const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run on the workers, each with its own filters. \
@@ -423,11 +434,7 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
                 name.replace('\'', "''")
             )),
         ),
-        (Scope::Cluster, Some(_)) => fail(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("cuckoo filter \"{name}\" is a cluster copy: a distributed query may look it up but not change it"),
-            Some("Change the value and publish it again with cf_publish_cluster() on the coordinator, or use node-local filters (cf_node_local())."),
-        ),
+        (Scope::Cluster, Some(_)) => refuse_task_write(name),
         (Scope::Unlisted, None) if record(name).is_some() => fail(
             PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             format!("cuckoo filter \"{name}\" was published to the cluster but {} has no copy of it", this_node()),
@@ -441,12 +448,27 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
             format!("cuckoo filter \"{name}\" does not exist on this node, which runs part of a distributed query"),
             Some(PUBLISH_HINT),
         ),
-        (Scope::Unlisted, Some(_)) => fail(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("cuckoo filter \"{name}\" is local to this node and cannot answer for a distributed query"),
-            Some(PUBLISH_HINT),
-        ),
+        (Scope::Unlisted, Some(_)) => refuse_local(name),
     }
+}
+
+/// A change to a cluster copy from a piece of a distributed query.
+fn refuse_task_write(name: &str) -> ! {
+    fail(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("cuckoo filter \"{name}\" is a cluster copy: a distributed query may look it up but not change it"),
+        Some("Change the value and publish it again with cf_publish_cluster() on the coordinator, or use node-local filters (cf_node_local())."),
+    )
+}
+
+/// A filter of this node's own, unlisted, used by a piece of a distributed
+/// query.
+fn refuse_local(name: &str) -> ! {
+    fail(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("cuckoo filter \"{name}\" is local to this node and cannot answer for a distributed query"),
+        Some(PUBLISH_HINT),
+    )
 }
 
 /// Before a call that changes, makes or drops filter `name` (whether or not
@@ -457,16 +479,8 @@ pub(super) fn check_task_write(name: &str) {
     }
     match scope(name) {
         Scope::Node => {}
-        Scope::Cluster => fail(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("cuckoo filter \"{name}\" is a cluster copy: a distributed query may look it up but not change it"),
-            Some("Change the value and publish it again with cf_publish_cluster() on the coordinator, or use node-local filters (cf_node_local())."),
-        ),
-        Scope::Unlisted => fail(
-            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-            format!("cuckoo filter \"{name}\" is local to this node and cannot answer for a distributed query"),
-            Some(PUBLISH_HINT),
-        ),
+        Scope::Cluster => refuse_task_write(name),
+        Scope::Unlisted => refuse_local(name),
     }
 }
 

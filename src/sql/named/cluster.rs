@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 
 use super::attach::region;
 use super::call::{db, require_access, text_arg, user};
-use super::citus::{as_table_owner, ext_table, identity, in_task, listing, record, this_node, Scope};
+use super::citus::{as_table_owner, ext_table, first_row, identity, in_task, listing, record, this_node, Scope};
 use super::errors::fail;
 
 /// Whether the current role has the privileges of role `owner` (a superuser
@@ -83,15 +83,6 @@ fn spi_run(query: &str, args: &[pgrx::datum::DatumWithOid]) {
         .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not write the cluster listing: {e}"));
 }
 
-/// The first column of the query's first row (None: no row, or NULL).
-fn first<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(query: &str, args: &[pgrx::datum::DatumWithOid]) -> Option<T> {
-    Spi::connect(|client| {
-        let t = client.select(query, Some(1), args)?;
-        if t.is_empty() { Ok(None) } else { t.first().get_one::<T>() }
-    })
-    .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: {e}"))
-}
-
 /// A text result, or NULL.
 ///
 /// # Safety
@@ -111,7 +102,7 @@ unsafe fn text_result(fcinfo: pg_sys::FunctionCallInfo, v: Option<&str>) -> pg_s
 /// The md5 of the text of this node's filter `name`'s snapshot.
 fn digest_of(name: &str) -> String {
     let (schema, _) = ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
-    first::<String>(&format!("SELECT pg_catalog.md5({schema}.cf_snapshot($1)::pg_catalog.text)"), &[name.into()])
+    first_row::<String>(&format!("SELECT pg_catalog.md5({schema}.cf_snapshot($1)::pg_catalog.text)"), &[name.into()])
         .unwrap_or_else(|| error!("cuckoo: no digest of cuckoo filter \"{name}\""))
 }
 
@@ -252,11 +243,7 @@ v1_functions! {
                 // Only to those who may look the filter up: the answer tells
                 // whether a set of keys is the filter's.
                 require_access(&info, false);
-                l.scope == Scope::Cluster
-                    && l.version == Some(version)
-                    && l.digest.as_deref() == Some(digest)
-                    && l.copy.as_deref() == Some(identity(&info).as_str())
-                    && info.usable()
+                l.is_copy_of(&info, version, digest) && info.usable()
             }
             _ => false,
         };
@@ -296,13 +283,7 @@ v1_functions! {
         };
         begin(name, false);
         let held = match (listing(name), region().find(db(), name)) {
-            (Some(l), Some(info)) => {
-                l.scope == Scope::Cluster
-                    && l.version == Some(version)
-                    && l.digest.as_deref() == Some(digest)
-                    && l.owner == Some(user())
-                    && l.copy.as_deref() == Some(identity(&info).as_str())
-            }
+            (Some(l), Some(info)) => l.owner == Some(user()) && l.is_copy_of(&info, version, digest),
             _ => false,
         };
         if !held {
@@ -347,17 +328,17 @@ v1_functions! {
 fn begin(name: &str, new_version: bool) -> Option<i64> {
     not_in_task("the cluster functions");
     check_name(name);
-    let Some((schema, rel)) = ext_table(c"cuckoo_cluster_copies") else {
+    let Some((_, rel)) = ext_table(c"cuckoo_cluster_copies") else {
         error!("cuckoo: cuckoo_cluster_copies is missing: update the extension (ALTER EXTENSION cuckoo UPDATE)")
     };
-    if !first::<bool>("SELECT pg_catalog.citus_is_coordinator()", &[]).unwrap_or(false) {
+    if !first_row::<bool>("SELECT pg_catalog.citus_is_coordinator()", &[]).unwrap_or(false) {
         fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "the cluster functions of cuckoo run on the Citus coordinator".into(),
             Some("Run cf_publish_cluster(), cf_sync_cluster() and cf_drop_cluster() on the coordinator."),
         );
     }
-    let distributed = first::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)", &[rel.into()]).unwrap_or(false);
+    let distributed = first_row::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)", &[rel.into()]).unwrap_or(false);
     // One cluster change at a time: a lock on the coordinator's own listing
     // that only its owner may take (SHARE UPDATE EXCLUSIVE conflicts with
     // itself, not with the rows the nodes' copies write or with reads).
@@ -379,7 +360,6 @@ fn begin(name: &str, new_version: bool) -> Option<i64> {
             );
         }
     }
-    let _ = schema;
     if !new_version {
         return recorded.map(|r| r.version);
     }
