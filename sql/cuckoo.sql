@@ -926,6 +926,13 @@ CREATE TABLE cuckoo_cluster_copies (
 );
 GRANT SELECT (name, version, owner, durable, published_at) ON cuckoo_cluster_copies TO PUBLIC;
 COMMENT ON TABLE cuckoo_cluster_copies IS 'the publish of each cluster copy that every Citus node must hold (a reference table once cf_publish_cluster has run)';
+-- Where Citus is preloaded, the planner rewrites a by-name lookup's name into
+-- cf_cluster_pin(name, latest): the latest publish the cluster recorded when
+-- the query was planned. Every piece of a distributed query is then held to
+-- that publish (a piece that finds a later one fails with 40001: retry).
+CREATE FUNCTION cf_cluster_pin(name text, latest bigint) RETURNS text
+    AS 'MODULE_PATHNAME', 'cf_cluster_pin' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_cluster_pin(text, bigint) IS 'used by the planner on a Citus cluster: the name, with the latest publish the query was planned with (read by the by-name lookup that takes it)';
 
 CREATE FUNCTION cf_cluster_list(name text, scope text, version bigint) RETURNS text
     AS 'MODULE_PATHNAME', 'cf_cluster_list' LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -12,7 +12,10 @@
 #   3. a node added after the publish: fails until cf_sync_cluster;
 #   4. a name claimed first on every node by a role: the publisher takes every
 #      copy over; a role may not publish over a name it may not change;
-#   5. rights per name in the listing and the cluster's record.
+#   5. rights per name in the listing and the cluster's record;
+#   6. a query whose pieces straddle a publish's commit fails (40001) instead
+#      of answering partly from each publish; kept plans (prepared, on the
+#      coordinator and on a worker) answer from the new publish after it.
 
 pg_ctl_node() { as_pg "$PGBIN/pg_ctl" -D "$BASE/$1/data" -l "$BASE/$1/server.log" -w "${@:2}" >/dev/null; }
 sqlstate_of() { sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p' <<<"$1" | head -1; }
@@ -158,6 +161,68 @@ q coord -c "SELECT citus_drain_node('$BASE/w3', $(port_of w3), shard_transfer_mo
 q coord -c "SELECT citus_remove_node('$BASE/w3', $(port_of w3))" >/dev/null
 pg_ctl_node w3 -m fast stop
 ok "a worker added and given shards after the publish: its queries fail (42704, naming it and cf_sync_cluster) until cf_sync_cluster copies to it; then exact"
+
+# 6. A query whose pieces straddle a publish's commit. One connection per
+# node runs a node's pieces in turn. On w2, the piece of its first shard of
+# orders waits at a gate (an advisory lock held on w2; the gate passes none
+# of that shard's rows, so that piece looks nothing up); meanwhile the
+# pieces on w1 answer from publish B, and A is published; then the gate
+# opens, and w2's later pieces start after A committed there, each as
+# consistent on its own as a piece can be: only the pin tells them from a
+# query planned after A. A screen's count under a publish is that of the
+# published value's own cf_contains (same buckets, same fingerprints).
+by_value() { q coord -c "WITH f AS (SELECT cf_agg(account) AS v FROM keys_$1) SELECT count(*) FROM orders o, f WHERE cf_contains(f.v, o.account)"; }
+count_a=$(by_value a); count_b=$(by_value b)
+read -r gmin gmax < <(q coord -F ' ' -c "SELECT s.shardminvalue, s.shardmaxvalue FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid) WHERE s.logicalrelid = 'orders'::regclass AND n.nodeport = $(port_of w2) ORDER BY s.shardid LIMIT 1")
+[ "$(q coord -c "SELECT count(*) FROM pg_dist_shard s JOIN pg_dist_placement p USING (shardid) JOIN pg_dist_node n USING (groupid) WHERE s.logicalrelid = 'orders'::regclass AND n.nodeport = $(port_of w2)")" -gt 1 ] \
+  || fail "w2 holds fewer than two shards of orders: the straddle scenario needs a piece after the gated one"
+q coord -c "CREATE FUNCTION straddle_gate(id bigint) RETURNS boolean LANGUAGE plpgsql VOLATILE COST 0.01 AS \$\$
+BEGIN
+  IF current_setting('port')::int = $(port_of w2) AND worker_hash(id) BETWEEN $gmin AND $gmax THEN
+    PERFORM pg_advisory_xact_lock_shared(4242);
+    RETURN false;
+  END IF;
+  RETURN true;
+END\$\$" >/dev/null
+[ "$(q w2 -c "SELECT count(*) FROM pg_proc WHERE proname = 'straddle_gate'")" = 1 ] || fail "straddle_gate() did not reach w2"
+screen_straddled() {
+  q coord -v VERBOSITY=verbose -c "SET citus.max_adaptive_executor_pool_size = 1" \
+    -c "SELECT count(*) FROM orders o WHERE straddle_gate(o.oid) AND cf_contains('pub', o.account)" 2>&1
+}
+gated_b=$(screen_straddled)
+[ "$(publish_b)" = 3 ] || fail "publishing B before the straddle did not reach 3 nodes"
+[ "$(screen_straddled)" = "$gated_b" ] || fail "the gated screen gives different counts under B"
+gate_waits() { q w2 -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted"; }
+(q w2 -c "SELECT pg_advisory_lock(4242), pg_sleep(600)" >/dev/null 2>&1 &)
+for i in $(seq 300); do [ "$(q w2 -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted")" = 1 ] && break; sleep 0.1; done
+(screen_straddled >"$BASE/straddle.out" &)
+for i in $(seq 600); do [ "$(gate_waits)" -gt 0 ] && break; sleep 0.1; done
+[ "$(gate_waits)" -gt 0 ] || fail "no piece of the query reached the gate on w2: the scenario does not test a straddle"
+[ "$(q coord -c "SELECT cf_publish_cluster('pub', (SELECT cf_agg(account) FROM keys_a))")" = 3 ] || fail "publishing A during the straddled query did not reach 3 nodes"
+q w2 -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted AND mode = 'ExclusiveLock'" >/dev/null
+for i in $(seq 600); do [ "$(q coord -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(o.oid) AND%' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done
+out=$(cat "$BASE/straddle.out")
+gated_a=$(screen_straddled)
+[ "$gated_a" != "$gated_b" ] || fail "the gated screen gives the same count under A and B: the scenario could not tell a mix"
+case $out in
+  *"ERROR:  40001: cuckoo filter \"pub\" was published again while this query ran"*) ;;
+  *) fail "a query whose pieces straddled a publish of A over B gave '$out' (the gated screen gives $gated_b under B alone, $gated_a under A alone): expected 40001" ;;
+esac
+[ "$(q coord -c "SELECT count(*) FROM orders o WHERE cf_contains('pub', o.account)")" = "$count_a" ] || fail "the screen under A does not give A's own count $count_a"
+# Kept plans: a prepared statement's generic plan, on the coordinator and on
+# a worker (Citus plans there too), answers from the publish made by another
+# session after it was planned.
+for n in coord w1; do
+  if [ $n = coord ]; then next=b; want="$count_a $count_a 3 $count_b"; else next=a; want="$count_b $count_b 3 $count_a"; fi
+  got=$(q $n -c "SET plan_cache_mode = force_generic_plan" \
+    -c "PREPARE kept AS SELECT count(*) FROM orders o WHERE cf_contains('pub', o.account)" -c "EXECUTE kept" -c "EXECUTE kept" \
+    -c "\\! $PGBIN/psql -X -q -At -h $BASE/coord -p $(port_of coord) -U postgres -d postgres -c \"SELECT cf_publish_cluster('pub', (SELECT cf_agg(account) FROM keys_$next))\"" \
+    -c "EXECUTE kept" 2>&1)
+  [ "$(echo $got)" = "$want" ] || fail "a kept plan on $n across a publish gave '$(echo $got)', expected '$want'"
+done
+q coord -c "DROP FUNCTION straddle_gate(bigint)" >/dev/null
+[ "$(publish_b)" = 3 ] || fail "publishing B after the straddle did not reach 3 nodes"
+ok "a query whose pieces straddled a publish fails with 40001 (retry) instead of answering partly from each (gated: $gated_b orders under B alone, $gated_a under A alone); kept plans on the coordinator and on a worker answer from the publish another session made after they were planned"
 
 # 4. A name claimed first.
 q coord -c "GRANT SELECT ON orders, events, keys_a, keys_b TO squatter, tenant" >/dev/null

@@ -1,7 +1,8 @@
 //! The PostgreSQL glue: key hashing for any SQL type (`keys`), the
 //! `cuckoofilter` value type with its functions and aggregates (`value`), named
 //! filters in shared memory with their WAL and durability (`named`), batched
-//! probes (`batch`) and the planner support (`planner`) serving both. Functions are plain version-1 C functions so
+//! probes (`batch`), the planner support (`planner`) serving both, and the
+//! planner hook on Citus (`hook`). Functions are plain version-1 C functions so
 //! they can read arguments in place and cache per call site in `fn_extra`; their SQL
 //! declarations are in `sql/cuckoo.sql`.
 
@@ -34,12 +35,14 @@ macro_rules! v1_functions {
 
 // Only downward imports: `keys` serves both forms; `value` uses `keys`; `named`
 // uses `keys` and `value` (a value published into or snapshotted from a named
-// filter); `batch` and `planner` serve both and use all three.
+// filter); `batch` and `planner` serve both and use all three; `hook`, the
+// planner hook on Citus, uses `value` and `named`.
 pub mod keys;
 pub mod value;
 pub mod named;
 pub mod batch;
 pub mod planner;
+pub mod hook;
 
 /// What the filter core does on a pending interrupt or a failed allocation
 /// (`filter::host`): this backend's cancel, `statement_timeout` and

@@ -223,6 +223,8 @@ pub(crate) struct NamedCall {
     seed: u64,
     /// The resolved filter's key type (keys are hashed as it hashes them).
     filter_key: KeyType,
+    /// The call's pin (`pin::pin_of`), read when the call site is set up.
+    pin: Option<i64>,
     /// The filter's tables (with a durable filter's units, for writers: see
     /// `region::durable`). Valid when `resolved`; used only while pinned and
     /// after `still_current`.
@@ -237,7 +239,9 @@ pub(crate) unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: boo
         let flinfo = (*fcinfo).flinfo;
         if (*flinfo).fn_extra.is_null() {
             (*flinfo).fn_extra = pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<NamedCall>());
-            (*((*flinfo).fn_extra as *mut NamedCall)).write = write;
+            let call = &mut *((*flinfo).fn_extra as *mut NamedCall);
+            call.write = write;
+            call.pin = super::pin::pin_of(fcinfo);
         }
         &mut *((*flinfo).fn_extra as *mut NamedCall)
     }
@@ -249,13 +253,13 @@ impl NamedCall {
         let mut checked = false;
         loop {
             let Some(info) = r.find(db(), name) else {
-                citus::check_task(name, None, self.write);
+                citus::check_task(name, None, self.write, self.pin);
                 not_found(name)
             };
             require_access(&info, self.write);
             if !checked {
                 // On a Citus cluster: whether this node's filter is the one meant.
-                citus::check_task(name, Some(&info), self.write);
+                citus::check_task(name, Some(&info), self.write, self.pin);
                 if self.write {
                     citus::check_change(name);
                 }

@@ -147,6 +147,22 @@ pub(super) fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(quer
 
 /// How this node's `cuckoo_cluster_filters` lists `name`.
 pub(super) fn listing(name: &str) -> Option<Listing> {
+    read_listing(name, false)
+}
+
+/// How `cuckoo_cluster_filters` lists `name` now, in a snapshot taken for
+/// this read (READ COMMITTED; otherwise the transaction's): the listing a
+/// statement's own snapshot shows may be older than the copy in shared
+/// memory. None in a parallel worker (which may start no command).
+fn listing_now(name: &str) -> Option<Listing> {
+    // SAFETY: reads a backend global.
+    if unsafe { pg_sys::IsInParallelMode() } {
+        return None;
+    }
+    read_listing(name, true)
+}
+
+fn read_listing(name: &str, now: bool) -> Option<Listing> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_filters")?;
     // SAFETY: a syscache lookup of a column of an existing table.
     let versioned = unsafe { pg_sys::get_attnum(rel, c"version".as_ptr()) } != pg_sys::InvalidAttrNumber as i16;
@@ -157,28 +173,38 @@ pub(super) fn listing(name: &str) -> Option<Listing> {
     } else {
         format!("SELECT scope, NULL::pg_catalog.int8, NULL::pg_catalog.text, NULL::pg_catalog.text, NULL::pg_catalog.oid FROM {schema}.cuckoo_cluster_filters WHERE name OPERATOR(pg_catalog.=) $1")
     };
+    let row = |t: pgrx::spi::SpiTupleTable<'_>| -> Result<Option<Listing>, pgrx::spi::Error> {
+        if t.is_empty() {
+            return Ok(None);
+        }
+        let row = t.first();
+        let scope = match row.get::<String>(1)?.as_deref() {
+            Some("cluster") => Scope::Cluster,
+            Some("node") => Scope::Node,
+            _ => Scope::Unlisted,
+        };
+        Ok(Some(Listing {
+            scope,
+            version: row.get::<i64>(2)?,
+            copy: row.get::<String>(3)?,
+            digest: row.get::<String>(4)?,
+            owner: row.get::<pg_sys::Oid>(5)?,
+        }))
+    };
     // (Read as the table's owner: the digest is not everyone's to read.)
     as_table_owner(rel, || {
-        Spi::connect(|client| {
-            let plan = kept_plan(&raw mut LISTING_PLAN, rel, versioned, client, &query)?;
-            let t = client.select(plan, Some(1), &[name.into()])?;
-            if t.is_empty() {
-                return Ok(None);
-            }
-            let row = t.first();
-            let scope = match row.get::<String>(1)?.as_deref() {
-                Some("cluster") => Scope::Cluster,
-                Some("node") => Scope::Node,
-                _ => Scope::Unlisted,
-            };
-            Ok(Some(Listing {
-                scope,
-                version: row.get::<i64>(2)?,
-                copy: row.get::<String>(3)?,
-                digest: row.get::<String>(4)?,
-                owner: row.get::<pg_sys::Oid>(5)?,
-            }))
-        })
+        if now {
+            // A read that is not read-only takes a snapshot of its own.
+            Spi::connect_mut(|client| {
+                let t = client.update(query.as_str(), Some(1), &[name.into()])?;
+                row(t)
+            })
+        } else {
+            Spi::connect(|client| {
+                let plan = kept_plan(&raw mut LISTING_PLAN, rel, versioned, client, &query)?;
+                row(client.select(plan, Some(1), &[name.into()])?)
+            })
+        }
         .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
     })
 }
@@ -191,16 +217,23 @@ static mut LISTING_PLAN: PlanSlot = None;
 static mut RECORD_PLAN: PlanSlot = None;
 static mut REPLICA_PLAN: PlanSlot = None;
 static mut ROUTED_PLAN: PlanSlot = None;
+static mut EPOCH_PLAN: PlanSlot = None;
+static mut EPOCH_ROUTED_PLAN: PlanSlot = None;
 
-/// The plan of `query` (one text parameter) over table `rel` (in its form
-/// `form`), kept in `slot`.
+/// The plan of `query` (one text parameter, or none if `param` is false)
+/// over table `rel` (in its form `form`), kept in `slot`.
 fn kept_plan<'a>(slot: *mut PlanSlot, rel: pg_sys::Oid, form: bool, client: &pgrx::spi::SpiClient<'_>, query: &str) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
+    kept_plan_of(slot, rel, form, client, query, true)
+}
+
+fn kept_plan_of<'a>(slot: *mut PlanSlot, rel: pg_sys::Oid, form: bool, client: &pgrx::spi::SpiClient<'_>, query: &str, param: bool) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
     // SAFETY: backends are single-threaded; the slots are only touched here.
     unsafe {
         let slot = &mut *slot;
         if slot.as_ref().is_none_or(|(r, f, _)| (*r, *f) != (rel, form)) {
             *slot = None;
-            let plan = client.prepare(query, &[pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID)])?.keep();
+            let types: &[pgrx::PgOid] = if param { &[pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TEXTOID)] } else { &[] };
+            let plan = client.prepare(query, types)?.keep();
             *slot = Some((rel, form, plan));
         }
         Ok(&slot.as_ref().expect("just set").2)
@@ -221,12 +254,17 @@ fn citus_here() -> bool {
 /// reference table from a backend that runs a piece of a distributed query
 /// is otherwise refused by Citus), restored after.
 fn nested_allowed<T>(f: impl FnOnce() -> T) -> T {
+    with_citus_setting(c"citus.allow_nested_distributed_execution", f)
+}
+
+/// Runs `f` with Citus's boolean setting `setting` on, restored after.
+pub(super) fn with_citus_setting<T>(setting: &CStr, f: impl FnOnce() -> T) -> T {
     // SAFETY: a GUC nest level as a function's SET clause makes one; on error
     // the transaction's abort unwinds it.
     unsafe {
         let level = pg_sys::NewGUCNestLevel();
         pg_sys::set_config_option(
-            c"citus.allow_nested_distributed_execution".as_ptr(),
+            setting.as_ptr(),
             c"on".as_ptr(),
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GucSource::PGC_S_SESSION,
@@ -275,25 +313,8 @@ pub(super) fn record(name: &str) -> Option<Record> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
     as_table_owner(rel, || {
         Spi::connect(|client| {
-            let replica = kept_plan(
-                &raw mut REPLICA_PLAN,
-                rel,
-                true,
-                client,
-                "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
-                 WHERE s.logicalrelid OPERATOR(pg_catalog.=) ($1::pg_catalog.oid)::pg_catalog.regclass AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)",
-            )?;
-            let table = rel.to_u32().to_string();
-            let t = client.select(replica, Some(1), &[table.as_str().into()])?;
-            let shard = if t.is_empty() { None } else { t.first().get_one::<i64>()? };
-            let shard_rel = shard.and_then(|id| {
-                let c = CString::new(format!("cuckoo_cluster_copies_{id}")).ok()?;
-                // SAFETY: a syscache lookup of a name in the extension's schema.
-                let r = unsafe { pg_sys::get_relname_relid(c.as_ptr(), pg_sys::get_rel_namespace(rel)) };
-                (r != pg_sys::InvalidOid).then_some((id, r))
-            });
             let columns = "version, digest, owner::pg_catalog.oid";
-            let t = match shard_rel {
+            let t = match replica(client, rel)? {
                 Some((id, r)) => {
                     let plan = kept_plan(&raw mut RECORD_PLAN, r, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?;
                     client.select(plan, Some(1), &[name.into()])?
@@ -325,6 +346,58 @@ pub(super) fn record(name: &str) -> Option<Record> {
     })
 }
 
+/// This node's replica of the cluster's record (the reference table
+/// `cuckoo_cluster_copies`, OID `rel`): its shard id and the OID of its
+/// table, if Citus lists one here.
+fn replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
+    let replica = kept_plan(
+        &raw mut REPLICA_PLAN,
+        rel,
+        true,
+        client,
+        "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
+         WHERE s.logicalrelid OPERATOR(pg_catalog.=) ($1::pg_catalog.oid)::pg_catalog.regclass AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM pg_catalog.pg_dist_local_group)",
+    )?;
+    let table = rel.to_u32().to_string();
+    let t = client.select(replica, Some(1), &[table.as_str().into()])?;
+    let shard = if t.is_empty() { None } else { t.first().get_one::<i64>()? };
+    Ok(shard.and_then(|id| {
+        let c = CString::new(format!("cuckoo_cluster_copies_{id}")).ok()?;
+        // SAFETY: a syscache lookup of a name in the extension's schema.
+        let r = unsafe { pg_sys::get_relname_relid(c.as_ptr(), pg_sys::get_rel_namespace(rel)) };
+        (r != pg_sys::InvalidOid).then_some((id, r))
+    }))
+}
+
+/// The latest publish the cluster records, of any name (0: none), and the
+/// OID of the record's table; None without such a table or outside a
+/// database with Citus. Versions only grow, in the order publishes commit
+/// (one cluster change at a time, each later than every recorded one), so a
+/// record later than this was made after it was read.
+pub(super) fn epoch() -> Option<(i64, pg_sys::Oid)> {
+    if !citus_loaded() || !citus_here() {
+        return None;
+    }
+    let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
+    let latest = as_table_owner(rel, || {
+        Spi::connect(|client| {
+            let t = match replica(client, rel)? {
+                Some((id, r)) => {
+                    let plan = kept_plan_of(&raw mut EPOCH_PLAN, r, true, client, &format!("SELECT pg_catalog.max(version) FROM {schema}.cuckoo_cluster_copies_{id}"), false)?;
+                    client.select(plan, Some(1), &[])?
+                }
+                None => {
+                    let plan = kept_plan_of(&raw mut EPOCH_ROUTED_PLAN, rel, true, client, &format!("SELECT pg_catalog.max(version) FROM {schema}.cuckoo_cluster_copies"), false)?;
+                    nested_allowed(|| client.select(plan, Some(1), &[]))?
+                }
+            };
+            t.first().get_one::<i64>()
+        })
+        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
+    });
+    Some((latest.unwrap_or(0), rel))
+}
+
 /// A publish version as the time it was made (versions are the
 /// coordinator's clock in microseconds, or one more than the last).
 fn publish_time(v: i64) -> String {
@@ -346,8 +419,11 @@ const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run 
 
 /// Before a lookup answers from cluster copy `info` listed as `l`: raises the
 /// error that says why this node's copy is not the one the cluster last
-/// published.
-fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
+/// published. `pin`: the latest publish the cluster recorded when the query
+/// was planned (see `pin`); a record later than that was made while the
+/// query ran, and some of its pieces may have answered from the publish
+/// before, so this one fails (40001: retried, the query is planned again).
+fn check_current(name: &str, info: &EntryInfo, l: &Listing, pin: Option<i64>) {
     let quoted = name.replace('\'', "''");
     let Some(listed) = l.version else {
         fail(
@@ -357,6 +433,15 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
         );
     };
     if l.copy.as_deref() != Some(identity(info).as_str()) {
+        if listing_now(name).is_some_and(|now| now.scope == Scope::Cluster && now.copy.as_deref() == Some(identity(info).as_str())) {
+            // The copy was listed after this statement's snapshot: a publish
+            // committed on this node while the query ran.
+            fail(
+                PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                format!("cuckoo filter \"{name}\" was published again while this query ran"),
+                Some(&format!("{} took a publish after this query's snapshot of it; other parts of the query may have answered from the one before. Retry the query (in a transaction block, the transaction).", this_node())),
+            );
+        }
         fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             format!(
@@ -367,6 +452,21 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
         );
     }
     match record(name) {
+        Some(r) if pin.is_some_and(|p| r.version > p) => fail(
+            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            format!("cuckoo filter \"{name}\" was published again while this query ran"),
+            Some(&format!(
+                "The query was planned when the cluster's latest publish was that of {}; {} holds the publish of {}, and other parts of the query may have answered from the one before. Retry the query (in a transaction block, the transaction).",
+                publish_time(pin.unwrap_or(0)),
+                this_node(),
+                publish_time(r.version)
+            )),
+        ),
+        Some(r) if listed > r.version && pin.is_some_and(|p| p >= listed) => fail(
+            PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+            format!("the publish of cuckoo filter \"{name}\" of {} is still being committed on {}", publish_time(listed), this_node()),
+            Some("The node that planned the query already sees it. Retry the query (in a transaction block, the transaction)."),
+        ),
         Some(r) if r.version == listed && l.digest.as_deref() == Some(r.digest.as_str()) => {}
         Some(r) if r.version == listed => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -402,7 +502,8 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing) {
 /// that runs a piece of a distributed query, the filter must be listed; in
 /// any backend of a database with Citus, a lookup of a cluster copy must find
 /// the copy the cluster last published. `write`: the call changes the filter.
-pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
+/// `pin`: the call's pin (see `check_current`).
+pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool, pin: Option<i64>) {
     if !citus_loaded() {
         return;
     }
@@ -412,7 +513,7 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
         }
         if let (Some(info), Some(l)) = (found, listing(name)) {
             if l.scope == Scope::Cluster {
-                check_current(name, info, &l);
+                check_current(name, info, &l, pin);
             }
         }
         return;
@@ -425,7 +526,7 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool) {
             Some(&format!("Remove the node-local listing there (SELECT cf_cluster_unlist('{}', 'node')), then run SELECT cf_sync_cluster('{}') on the coordinator.", name.replace('\'', "''"), name.replace('\'', "''"))),
         ),
         (Scope::Node, _) => {}
-        (Scope::Cluster, Some(info)) if !write => check_current(name, info, l.as_ref().expect("listed")),
+        (Scope::Cluster, Some(info)) if !write => check_current(name, info, l.as_ref().expect("listed"), pin),
         (Scope::Cluster, None) => fail(
             PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             format!("cuckoo filter \"{name}\" was published to the cluster but is missing on {}", this_node()),

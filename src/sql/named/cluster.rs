@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 
 use super::attach::region;
 use super::call::{db, require_access, text_arg, user};
-use super::citus::{as_table_owner, ext_table, first_row, identity, in_task, listing, record, this_node, Scope};
+use super::citus::{self, as_table_owner, ext_table, first_row, identity, in_task, listing, record, this_node, Scope};
 use super::errors::fail;
 
 /// Whether the current role has the privileges of role `owner` (a superuser
@@ -296,6 +296,17 @@ v1_functions! {
         let (schema, rel) = ext_table(c"cuckoo_cluster_copies").expect("checked by begin");
         let me = user();
         as_table_owner(rel, || {
+            // Kept plans whose lookups were pinned (`pin`) depend on this
+            // table: a change to its definition, which Citus makes on every
+            // node (the table and each replica) in this transaction,
+            // invalidates it there when the record commits, so they are
+            // planned again. Resetting a storage option no one sets changes
+            // nothing else, and its lock (SHARE UPDATE EXCLUSIVE) lets
+            // reads and the record's writes through. (Made on every node
+            // even where a session turned Citus's DDL propagation off.)
+            citus::with_citus_setting(c"citus.enable_ddl_propagation", || {
+                spi_run(&format!("ALTER TABLE {schema}.cuckoo_cluster_copies RESET (toast_tuple_target)"), &[])
+            });
             spi_run(
                 &format!(
                     "INSERT INTO {schema}.cuckoo_cluster_copies (name, version, owner, digest, durable, published_at) \
@@ -363,9 +374,12 @@ fn begin(name: &str, new_version: bool) -> Option<i64> {
     if !new_version {
         return recorded.map(|r| r.version);
     }
-    // A new version: later than every earlier one of the name, also across
-    // a removal (microseconds of the coordinator's clock, or one more).
+    // A new version: later than every one the cluster records, of any name
+    // (microseconds of the coordinator's clock, or one more). Cluster changes
+    // are one at a time, so versions grow in the order publishes commit, as
+    // the pins of queries (`pin`) need.
     // SAFETY: reads the clock.
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
-    Some(recorded.map_or(now, |r| now.max(r.version + 1)))
+    let latest = citus::epoch().map_or(0, |(v, _)| v);
+    Some(now.max(latest + 1).max(recorded.map_or(0, |r| r.version + 1)))
 }

@@ -359,17 +359,19 @@ v1_functions! {
     fn cf_snapshot(fcinfo) {
         // SAFETY: strict; text.
         let name = unsafe { text_arg(fcinfo, 0) };
+        // SAFETY: this call's frame.
+        let pin = unsafe { super::pin::pin_of(fcinfo) };
         let r = region();
         let mut checked = false;
         loop {
             let Some(info) = r.find(db(), name) else {
-                citus::check_task(name, None, false);
+                citus::check_task(name, None, false, pin);
                 not_found(name)
             };
             require_access(&info, false);
             if !checked {
                 // On a Citus cluster: whether this node's filter is the one meant.
-                citus::check_task(name, Some(&info), false);
+                citus::check_task(name, Some(&info), false, pin);
                 checked = true;
             }
             if !info.usable() {

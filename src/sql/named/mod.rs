@@ -11,6 +11,10 @@
 //! - `worker`: the durability background worker;
 //! - `citus`: on a Citus cluster, which filter a by-name call in a
 //!   distributed query may use;
+//! - `cluster`: the functions that publish a value to every node of a Citus
+//!   cluster and record it;
+//! - `pin`: a distributed query's lookups pinned to the publishes recorded
+//!   when it was planned;
 //! - `call`: how a function call reaches a filter (name, rights, pins, the
 //!   caps a growing filter keeps to);
 //! - `roles`: `DROP ROLE` of a role that owns filters is refused;
@@ -31,6 +35,7 @@ pub mod replay;
 pub mod worker;
 pub mod citus;
 pub mod cluster;
+pub mod pin;
 pub mod call;
 pub mod roles;
 pub mod functions;

@@ -22,16 +22,14 @@
 //! own (coord_combine_agg), where the key's type is not in sight, and
 //! `cf_sharded_typed` gives the empty filter the key type `cf_agg` records.
 //!
-//! The hook is installed only when cuckoo is preloaded into a server that also
-//! preloads Citus (Citus must come first, so this hook runs before Citus
-//! plans), and it only touches those aggregate calls; the first rewrite only
-//! calls without ORDER BY or DISTINCT (which Citus does not push down anyway).
+//! The planner hook (`crate::sql::hook`) runs this before Citus plans, only
+//! when cuckoo is preloaded into a server that also preloads Citus, and it
+//! only touches those aggregate calls; the first rewrite only calls without
+//! ORDER BY or DISTINCT (which Citus does not push down anyway).
 
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
-
-static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 
 /// Whether Citus is loaded into this server (preloaded: it must be, to run,
 /// and first, before cuckoo). Recognised by what its library registers, a
@@ -47,57 +45,11 @@ pub(crate) fn citus_loaded() -> bool {
     *LOADED.get_or_init(|| unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"pg_finfo_citus_version".as_ptr()).is_null() })
 }
 
-/// From `_PG_init` while preloading: installs the hook if Citus is preloaded too.
-pub fn init() {
-    // SAFETY: _PG_init runs once in the postmaster before any planning; the
-    // previous hook is kept and called.
-    unsafe {
-        if !pg_sys::process_shared_preload_libraries_in_progress || !citus_loaded() {
-            return;
-        }
-        PREV_PLANNER = pg_sys::planner_hook;
-        pg_sys::planner_hook = Some(planner);
-    }
-}
-
-// The planner that runs after this hook, called by its symbol: an ERROR it
-// raises must reach PostgreSQL's handler as the longjmp it is (through this
-// hook's frame, which holds nothing to drop), not as a Rust panic.
-unsafe extern "C-unwind" {
-    #[link_name = "standard_planner"]
-    fn raw_standard_planner(
-        parse: *mut pg_sys::Query,
-        query_string: *const std::ffi::c_char,
-        cursor_options: std::ffi::c_int,
-        bound_params: pg_sys::ParamListInfo,
-    ) -> *mut pg_sys::PlannedStmt;
-}
-
-/// The hook: rewrites (guarded, so that its errors are PostgreSQL errors),
-/// then calls the next planner (Citus's) directly.
-unsafe extern "C-unwind" fn planner(
-    parse: *mut pg_sys::Query,
-    query_string: *const std::ffi::c_char,
-    cursor_options: std::ffi::c_int,
-    bound_params: pg_sys::ParamListInfo,
-) -> *mut pg_sys::PlannedStmt {
-    // SAFETY: the planner's own arguments, passed on unchanged but for the
-    // rewritten aggregate calls, which are planned as any call would be. No
-    // Rust value with a destructor lives in this frame across the calls.
-    unsafe {
-        rewrite_query(parse);
-        match PREV_PLANNER {
-            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
-        }
-    }
-}
-
 /// Rewrites every call of the polymorphic `cf_sharded_agg` (and of its `text`
 /// declaration with a key cast to `text`) in the query, then wraps every
 /// `cf_sharded_agg` call in `cf_sharded_typed`.
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn rewrite_query(parse: *mut pg_sys::Query) {
+pub(crate) unsafe extern "C-unwind" fn rewrite_query(parse: *mut pg_sys::Query) {
     // SAFETY: a query tree handed to the planner, which may change it.
     unsafe {
         let mut found: Vec<*mut pg_sys::Node> = Vec::new();
@@ -226,7 +178,7 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::
 }
 
 /// A qualified function name: `nsp.name`.
-unsafe fn qualified(nsp: *mut std::ffi::c_char, name: &CStr) -> *mut pg_sys::List {
+pub(crate) unsafe fn qualified(nsp: *mut std::ffi::c_char, name: &CStr) -> *mut pg_sys::List {
     // SAFETY: makeString keeps the pointers; both live for the statement.
     unsafe {
         let l = pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(nsp) as *mut std::ffi::c_void);

@@ -1,0 +1,193 @@
+//! One publish per query: a distributed query's pieces run on several nodes,
+//! at different times, and a `cf_publish_cluster` may commit between two of
+//! them. Each piece checks that its node's copy is the one the cluster's
+//! record names (`citus`), but the record changes at the commit: a piece run
+//! before it answered from the old publish, one run after from the new.
+//!
+//! So the node that plans the query pins its by-name lookups to the record as
+//! the plan sees it: the planner hook (`crate::sql::hook`), before Citus
+//! plans, rewrites the name argument of each `cf_contains(name, …)`,
+//! `cf_count(name)` and `cf_snapshot(name)` call into
+//! `cf_cluster_pin(name, latest)`, where `latest` is the latest publish the
+//! cluster records (versions only grow, in commit order). Citus sends the
+//! pieces the rewritten call; `cf_cluster_pin` returns the name unchanged,
+//! and the by-name function reads `latest` from its own call expression. A
+//! piece whose node records a later publish of the name fails with 40001
+//! (retry): the query is planned again, and pinned again.
+//!
+//! A plan kept for reuse (a prepared statement, a PL/pgSQL statement) lists
+//! the record's table among the relations it depends on, and a publish's
+//! record invalidates that table on every node in the publishing transaction
+//! (`cluster::cf_cluster_record`), so a kept plan is made again, with a new
+//! pin, once a publish commits.
+//!
+//! Calls the planner does not see as written are not pinned: a call inside a
+//! SQL function that the planner inlines, or one built by dynamic SQL inside a
+//! function that runs on the workers. They keep the checks of `citus`.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+
+use super::citus;
+use crate::sql::value::rewrite::qualified;
+
+/// From the planner hook: pins every by-name lookup of the query (in
+/// subqueries and CTEs too) not yet pinned, and returns the OID of the
+/// record's table if it pinned any (the plan then depends on it), else
+/// InvalidOid. Nothing is pinned in a piece of a distributed query (its
+/// calls came pinned) or in a database without Citus.
+///
+/// # Safety
+/// `parse` is a query tree handed to the planner, which may change it.
+#[pgrx::pg_guard]
+pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> pg_sys::Oid {
+    // SAFETY: as documented; node tags are checked before each cast.
+    unsafe {
+        if citus::in_task() {
+            return pg_sys::InvalidOid;
+        }
+        let mut found: Vec<*mut pg_sys::FuncExpr> = Vec::new();
+        pg_sys::query_tree_walker(parse, Some(collect), &mut found as *mut _ as *mut std::ffi::c_void, 0);
+        if found.is_empty() {
+            return pg_sys::InvalidOid;
+        }
+        let mut ours = None;
+        let mut calls = Vec::new();
+        for f in found {
+            if let Some(pin_fn) = lookup_to_pin(f, &mut ours) {
+                calls.push((f, pin_fn));
+            }
+        }
+        if calls.is_empty() {
+            return pg_sys::InvalidOid;
+        }
+        let Some((latest, record)) = citus::epoch() else {
+            return pg_sys::InvalidOid;
+        };
+        for (f, pin_fn) in calls {
+            let cell = (*(*f).args).elements;
+            let name = (*cell).ptr_value as *mut pg_sys::Node;
+            let collation = pg_sys::exprCollation(name);
+            let latest = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
+            let args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), name as *mut std::ffi::c_void), latest as *mut std::ffi::c_void);
+            let call = pg_sys::makeFuncExpr(pin_fn, pg_sys::TEXTOID, args, collation, collation, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+            (*call).location = (*f).location;
+            (*cell).ptr_value = call as *mut std::ffi::c_void;
+        }
+        record
+    }
+}
+
+/// Tree walker: gathers the calls of functions outside the system catalog
+/// whose first argument is text, in subqueries and CTEs too. It reads node
+/// tags and types only; the catalog is read afterwards.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
+    // SAFETY: the walkers pass valid nodes (or null) and our context.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        match (*node).type_ {
+            pg_sys::NodeTag::T_FuncExpr => {
+                let f = node as *mut pg_sys::FuncExpr;
+                if (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId && !(*f).args.is_null() && (*(*f).args).length >= 1 {
+                    let first = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
+                    if pg_sys::exprType(first) == pg_sys::TEXTOID {
+                        (*(cx as *mut Vec<*mut pg_sys::FuncExpr>)).push(f);
+                    }
+                }
+            }
+            pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(collect), cx, 0),
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(collect), cx)
+    }
+}
+
+/// The by-name lookups a query may make of a cluster copy.
+const LOOKUPS: [&CStr; 3] = [c"cf_contains", c"cf_count", c"cf_snapshot"];
+
+/// For a call `f` of one of cuckoo's by-name lookups whose name is not yet
+/// pinned: the OID of `cf_cluster_pin` (None: another call, or an extension
+/// not yet updated to have it). `ours` caches the extension's OID.
+unsafe fn lookup_to_pin(f: *mut pg_sys::FuncExpr, ours: &mut Option<pg_sys::Oid>) -> Option<pg_sys::Oid> {
+    // SAFETY: `f` is a live FuncExpr with a first argument (see `collect`);
+    // catalog lookups may raise errors, which the guard reports.
+    unsafe {
+        let name = pg_sys::get_func_name((*f).funcid);
+        if name.is_null() || !LOOKUPS.contains(&CStr::from_ptr(name)) {
+            return None;
+        }
+        let first = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
+        if is_pin_call(first, (*f).funcid).is_some() {
+            return None;
+        }
+        let ext = *ours.get_or_insert_with(|| pg_sys::get_extension_oid(c"cuckoo".as_ptr(), true));
+        if ext == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, (*f).funcid) != ext {
+            return None;
+        }
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_func_namespace((*f).funcid));
+        if nsp.is_null() {
+            return None;
+        }
+        let mut types = [pg_sys::TEXTOID, pg_sys::INT8OID];
+        let pin_fn = pg_sys::LookupFuncName(qualified(nsp, c"cf_cluster_pin"), 2, types.as_mut_ptr(), true);
+        (pin_fn != pg_sys::InvalidOid).then_some(pin_fn)
+    }
+}
+
+/// If `arg` is a call `cf_cluster_pin(name, latest)` of the schema of
+/// function `of`, with `latest` a constant: `latest`.
+unsafe fn is_pin_call(arg: *mut pg_sys::Node, of: pg_sys::Oid) -> Option<i64> {
+    // SAFETY: `arg` is a live node; node tags are checked before each cast.
+    unsafe {
+        if arg.is_null() || (*arg).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let p = arg as *mut pg_sys::FuncExpr;
+        if (*p).args.is_null() || (*(*p).args).length != 2 {
+            return None;
+        }
+        let name = pg_sys::get_func_name((*p).funcid);
+        if name.is_null() || CStr::from_ptr(name) != c"cf_cluster_pin" || pg_sys::get_func_namespace((*p).funcid) != pg_sys::get_func_namespace(of) {
+            return None;
+        }
+        let latest = (*(*(*p).args).elements.add(1)).ptr_value as *mut pg_sys::Node;
+        if (*latest).type_ != pg_sys::NodeTag::T_Const {
+            return None;
+        }
+        let c = latest as *mut pg_sys::Const;
+        ((*c).consttype == pg_sys::INT8OID && !(*c).constisnull).then(|| (*c).constvalue.value() as i64)
+    }
+}
+
+/// The pin of a by-name call (see the module's text), read from its call
+/// expression: None if it was not pinned.
+///
+/// # Safety
+/// `fcinfo` is a valid frame.
+pub(super) unsafe fn pin_of(fcinfo: pg_sys::FunctionCallInfo) -> Option<i64> {
+    // SAFETY: as documented; fn_expr is null or the call's expression tree.
+    unsafe {
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() || (*flinfo).fn_expr.is_null() || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let f = (*flinfo).fn_expr as *mut pg_sys::FuncExpr;
+        if (*f).args.is_null() || (*(*f).args).length < 1 {
+            return None;
+        }
+        is_pin_call((*(*(*f).args).elements).ptr_value as *mut pg_sys::Node, (*flinfo).fn_oid)
+    }
+}
+
+v1_functions! {
+    /// `cf_cluster_pin(name text, latest bigint) -> text`: `name` (see the
+    /// module's text; the by-name function reads `latest` from its call).
+    fn cf_cluster_pin(fcinfo) {
+        // SAFETY: strict; argument 0 is a text datum, returned as it is.
+        unsafe { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0) }
+    }
+}
