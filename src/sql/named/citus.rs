@@ -245,7 +245,7 @@ fn scope(name: &str) -> Scope {
 }
 
 /// Whether this database has the citus extension (a catalog lookup).
-fn citus_here() -> bool {
+pub(super) fn citus_here() -> bool {
     // SAFETY: get_extension_oid with missing_ok reads pg_extension.
     unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) != pg_sys::InvalidOid }
 }
@@ -350,6 +350,27 @@ pub(super) fn record(name: &str) -> Option<Record> {
 /// `cuckoo_cluster_copies`, OID `rel`): its shard id and the OID of its
 /// table, if Citus lists one here.
 fn replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
+    // Kept for the transaction (a statement's planning and its execution
+    // both ask): Citus's placements change in other transactions.
+    // SAFETY: MyProc is this backend's own PGPROC; backends are single-threaded
+    // and REPLICA_SEEN is only touched here.
+    let xact = unsafe { (*pg_sys::MyProc).lxid };
+    if let Some((x, r, found)) = unsafe { *(&raw const REPLICA_SEEN) } {
+        if (x, r) == (xact, rel) {
+            return Ok(found);
+        }
+    }
+    let found = find_replica(client, rel)?;
+    // SAFETY: as above.
+    unsafe { *(&raw mut REPLICA_SEEN) = Some((xact, rel, found)) };
+    Ok(found)
+}
+
+/// This node's replica as `replica` last found it: the local transaction,
+/// the table's OID, and what was found.
+static mut REPLICA_SEEN: Option<(pg_sys::LocalTransactionId, pg_sys::Oid, Option<(i64, pg_sys::Oid)>)> = None;
+
+fn find_replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
     let replica = kept_plan(
         &raw mut REPLICA_PLAN,
         rel,

@@ -7,7 +7,7 @@
 //! So the node that plans the query pins its by-name lookups to the record as
 //! the plan sees it: the planner hook (`crate::sql::hook`), before Citus
 //! plans, rewrites the name argument of each `cf_contains(name, …)`,
-//! `cf_count(name)` and `cf_snapshot(name)` call into
+//! `cf_count(name, key)` and `cf_snapshot(name)` call into
 //! `cf_cluster_pin(name, latest)`, where `latest` is the latest publish the
 //! cluster records (versions only grow, in commit order). Citus sends the
 //! pieces the rewritten call; `cf_cluster_pin` returns the name unchanged,
@@ -110,8 +110,9 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::
 const LOOKUPS: [&CStr; 3] = [c"cf_contains", c"cf_count", c"cf_snapshot"];
 
 /// For a call `f` of one of cuckoo's by-name lookups whose name is not yet
-/// pinned: the OID of `cf_cluster_pin` (None: another call, or an extension
-/// not yet updated to have it). `ours` caches the extension's OID.
+/// pinned: the OID of `cf_cluster_pin` (None: another call, a database
+/// without citus, or an extension not yet updated to have it). `ours` caches
+/// the extension's OID.
 unsafe fn lookup_to_pin(f: *mut pg_sys::FuncExpr, ours: &mut Option<pg_sys::Oid>) -> Option<pg_sys::Oid> {
     // SAFETY: `f` is a live FuncExpr with a first argument (see `collect`);
     // catalog lookups may raise errors, which the guard reports.
@@ -124,7 +125,8 @@ unsafe fn lookup_to_pin(f: *mut pg_sys::FuncExpr, ours: &mut Option<pg_sys::Oid>
         if is_pin_call(first, (*f).funcid).is_some() {
             return None;
         }
-        let ext = *ours.get_or_insert_with(|| pg_sys::get_extension_oid(c"cuckoo".as_ptr(), true));
+        // (InvalidOid in a database without citus: nothing to pin there.)
+        let ext = *ours.get_or_insert_with(|| if citus::citus_here() { pg_sys::get_extension_oid(c"cuckoo".as_ptr(), true) } else { pg_sys::InvalidOid });
         if ext == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, (*f).funcid) != ext {
             return None;
         }

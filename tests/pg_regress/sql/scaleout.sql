@@ -117,6 +117,14 @@ SELECT cf_sync_cluster('everywhere');
 \set VERBOSITY default
 SELECT cf_publish_cluster('everywhere', cf_agg(1));
 SELECT count(*) AS listed FROM cuckoo_cluster_filters;
+-- cf_cluster_pin (what the planner makes of a by-name lookup's name on a
+-- Citus cluster) returns the name; without Citus a lookup ignores the pin.
+SELECT cf_cluster_pin('everywhere', 42) AS pinned_name;
+SELECT cf_create('pin_here', 100, durable => false) IS NOT NULL AS made;
+SELECT cf_insert('pin_here', 7);
+SELECT cf_contains(cf_cluster_pin('pin_here', 1), 7) AS hit,
+       cf_count(cf_cluster_pin('pin_here', 0), 7) AS counted;
+SELECT cf_drop('pin_here');
 
 -- postgres_fdw: two shard databases on this server, reached as foreign servers.
 \getenv pghost PGHOST
