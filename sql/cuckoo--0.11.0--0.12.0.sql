@@ -340,6 +340,12 @@ CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, name, float8) RETURNS c
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, name, float8, bigint) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, "char") RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, "char", float8) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION cf_sharded_state_trans(cf_sharded_state, "char", float8, bigint) RETURNS cf_sharded_state
+    AS 'MODULE_PATHNAME', 'cf_sharded_trans' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE AGGREGATE cf_sharded_agg(character) (
     SFUNC = cf_sharded_state_trans,
     STYPE = cf_sharded_state,
@@ -400,6 +406,38 @@ CREATE AGGREGATE cf_sharded_agg(name, fpp float8, capacity bigint) (
     PARALLEL = SAFE
 );
 COMMENT ON AGGREGATE cf_sharded_agg(name, float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+-- A "char" key would be ambiguous among the text, char(n) and name
+-- declarations; cf_agg takes it as its own type, and so does this one.
+CREATE AGGREGATE cf_sharded_agg("char") (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg("char") IS 'cf_agg with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg("char", float8) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg("char", float8) IS 'cf_agg(key, fpp) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
+CREATE AGGREGATE cf_sharded_agg("char", fpp float8, capacity bigint) (
+    SFUNC = cf_sharded_state_trans,
+    STYPE = cf_sharded_state,
+    SSPACE = 200,
+    FINALFUNC = cf_sharded_state_final,
+    FINALFUNC_EXTRA,
+    COMBINEFUNC = cf_sharded_state_combine,
+    PARALLEL = SAFE
+);
+COMMENT ON AGGREGATE cf_sharded_agg("char", float8, bigint) IS 'cf_agg(key, fpp, capacity) with a compact state (cf_sharded_state) and a combine function, for engines that combine partial states across nodes (Citus)';
 
 -- On Citus, cuckoo's planner hook wraps every cf_sharded_agg call in
 -- cf_sharded_typed(call, NULL::key type): with no rows the coordinator calls

@@ -19,12 +19,13 @@
 
 # Key columns: name, type, value for row g (NULL for every tenth row, and for
 # every row of the groups grp = 0 and id % 40 = 7).
-kcols=(k_int8 k_int4 k_int2 k_num k_text k_vc k_ch k_name k_bytea k_date k_ts k_uuid k_inet k_mood k_arr k_ci)
-ktypes=(bigint integer smallint numeric text "varchar(20)" "char(8)" name bytea date timestamptz uuid inet keys_mood "int[]" citext)
+kcols=(k_int8 k_int4 k_int2 k_num k_text k_vc k_ch k_name k_bytea k_date k_ts k_uuid k_inet k_mood k_arr k_ci k_qch)
+ktypes=(bigint integer smallint numeric text "varchar(20)" "char(8)" name bytea date timestamptz uuid inet keys_mood "int[]" citext '"char"')
 kvals=("g * 7919 % 5000" "g % 3001" "(g % 30000)::smallint" "g % 3000 / 7.0" "'t' || g % 4000" "'v' || g % 4000" "'c' || g % 2000"
   "('n' || g % 2000)::name" "decode(md5((g % 3000)::text), 'hex')" "date '2026-01-01' + g % 900"
   "timestamptz '2026-01-01 00:00+00' + g % 7000 * interval '1 minute'" "md5((g % 3000)::text)::uuid"
-  "('10.0.' || g % 200 || '.' || g % 250)::inet" "(enum_range(NULL::keys_mood))[1 + g % 3]" "ARRAY[g % 300, g % 7]" "'Ci' || g % 500")
+  "('10.0.' || g % 200 || '.' || g % 250)::inet" "(enum_range(NULL::keys_mood))[1 + g % 3]" "ARRAY[g % 300, g % 7]" "'Ci' || g % 500"
+  "chr(65 + g % 26)::\"char\"")
 krows=8000
 coldefs="id bigint, grp int" sel="g % 400, g % 9"
 for i in "${!kcols[@]}"; do

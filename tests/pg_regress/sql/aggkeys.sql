@@ -1,7 +1,7 @@
 -- The key type cf_agg records, on every path (issue 30, item 5): for keys of
 -- every kind, cf_sharded_agg gives cf_agg's filter byte for byte over the
 -- same rows (md5 of the text form, so the recorded key type too): char(n)
--- and name keys (which have their own cf_sharded_agg declarations), citext
+-- name and "char" keys (which have their own cf_sharded_agg declarations), citext
 -- (given to the text declaration through an implicit cast), no rows (a WHERE
 -- that matches nothing, an empty table, with fpp and capacity), NULL keys,
 -- rows and groups whose keys are all NULL, DISTINCT, explicit
@@ -16,20 +16,20 @@ RESET client_min_messages;
 CREATE TYPE ak_mood AS ENUM ('sad', 'ok', 'happy');
 CREATE TABLE ak (id int, g int, k_int8 bigint, k_int4 int, k_int2 smallint, k_num numeric, k_text text,
   k_vc varchar(20), k_ch char(6), k_name name, k_bytea bytea, k_date date, k_ts timestamptz, k_uuid uuid,
-  k_inet inet, k_mood ak_mood, k_arr int[], k_ci citext);
+  k_inet inet, k_mood ak_mood, k_arr int[], k_ci citext, k_qch "char");
 -- Group g = 0 and every seventh row hold NULL keys only.
 INSERT INTO ak SELECT i, i % 5, n * 7919 % 500, n, n::smallint, n / 7.0, 't' || n, 'v' || n, 'c' || n,
     ('n' || n)::name, decode(md5(n::text), 'hex'), date '2026-01-01' + n, timestamptz '2026-01-01 00:00+00' + n * interval '1 minute',
     md5(n::text)::uuid, ('10.0.0.' || n % 250)::inet, (enum_range(NULL::ak_mood))[1 + n % 3], ARRAY[n % 30, n % 7],
-    CASE WHEN n % 2 = 0 THEN 'Ci' ELSE 'cI' END || n % 40
+    CASE WHEN n % 2 = 0 THEN 'Ci' ELSE 'cI' END || n % 40, chr(65 + n % 26)::"char"
   FROM generate_series(1, 300) i, LATERAL (SELECT CASE WHEN i % 5 = 0 OR i % 7 = 0 THEN NULL ELSE i * 3 % 211 END AS n) x;
 CREATE TABLE ak_empty (LIKE ak);
 CREATE TABLE ak_cols (c text);
 INSERT INTO ak_cols VALUES ('k_int8'), ('k_int4'), ('k_int2'), ('k_num'), ('k_text'), ('k_vc'), ('k_ch'), ('k_name'),
-  ('k_bytea'), ('k_date'), ('k_ts'), ('k_uuid'), ('k_inet'), ('k_mood'), ('k_arr'), ('k_ci');
--- char(n) and name keys resolve to their own cf_sharded_agg; varchar and
--- citext keys are cast to text (varchar keys are text keys).
-EXPLAIN (VERBOSE, COSTS OFF) SELECT cf_sharded_agg(k_ch), cf_sharded_agg(k_name), cf_sharded_agg(k_vc), cf_sharded_agg(k_ci) FROM ak;
+  ('k_bytea'), ('k_date'), ('k_ts'), ('k_uuid'), ('k_inet'), ('k_mood'), ('k_arr'), ('k_ci'), ('k_qch');
+-- char(n), name and "char" keys resolve to their own cf_sharded_agg; varchar
+-- and citext keys are cast to text (varchar keys are text keys).
+EXPLAIN (VERBOSE, COSTS OFF) SELECT cf_sharded_agg(k_ch), cf_sharded_agg(k_name), cf_sharded_agg(k_vc), cf_sharded_agg(k_ci), cf_sharded_agg(k_qch) FROM ak;
 -- check(name, query): the query with %1$s for the aggregate and %2$s for
 -- the key column, run with cf_sharded_agg and with cf_agg for every key
 -- column; the rows where the two differ (or either fails).
