@@ -250,20 +250,22 @@ pub(crate) unsafe fn named_call<'a>(fcinfo: pg_sys::FunctionCallInfo, write: boo
 impl NamedCall {
     /// Looks the name up, checks the caller's right, and caches the filter.
     fn resolve(&mut self, r: &'static Region, name: &str, who: pg_sys::Oid) {
-        let mut checked = false;
+        // The filter last checked: one that replaces it under the name
+        // before it is pinned is checked in turn.
+        let mut checked = None;
         loop {
             let Some(info) = r.find(db(), name) else {
                 citus::check_task(name, None, self.write, self.pin);
                 not_found(name)
             };
             require_access(&info, self.write);
-            if !checked {
+            if checked != Some((info.index, info.seq)) {
                 // On a Citus cluster: whether this node's filter is the one meant.
                 citus::check_task(name, Some(&info), self.write, self.pin);
                 if self.write {
                     citus::check_change(name);
                 }
-                checked = true;
+                checked = Some((info.index, info.seq));
             }
             if !info.usable() {
                 needs_reload(&info);

@@ -419,6 +419,45 @@ pub(super) fn epoch() -> Option<(i64, pg_sys::Oid)> {
     Some((latest.unwrap_or(0), rel))
 }
 
+/// The version of this transaction's first publish (`cluster::begin`), for
+/// the transaction that publishes.
+static mut PUBLISHING: Option<(pg_sys::LocalTransactionId, i64)> = None;
+
+/// This transaction publishes, as `version` (its first publish counts).
+pub(super) fn note_publishing(version: i64) {
+    // SAFETY: MyProc is this backend's own PGPROC; backends are single-threaded
+    // and PUBLISHING is only touched here and in `publishing`.
+    unsafe {
+        let xact = (*pg_sys::MyProc).lxid;
+        if (*(&raw const PUBLISHING)).is_none_or(|(x, _)| x != xact) {
+            *(&raw mut PUBLISHING) = Some((xact, version));
+        }
+    }
+}
+
+/// If this transaction publishes: the version of its first publish.
+fn publishing() -> Option<i64> {
+    // SAFETY: as in `note_publishing`.
+    unsafe {
+        let xact = (*pg_sys::MyProc).lxid;
+        (*(&raw const PUBLISHING)).and_then(|(x, version)| (x == xact).then_some(version))
+    }
+}
+
+/// The pin a query planned now carries (`pin`), and the OID of the record's
+/// table: the latest publish the cluster records (see `epoch`); or, planned
+/// by a transaction that publishes, `-(its first publish's version + 1)`.
+/// Such a transaction holds the lock that lets one cluster change run at a
+/// time, so no publish commits while its queries run; it sees its own
+/// record where its own connections read, and the other nodes do not yet.
+pub(super) fn pin_for_query() -> Option<(i64, pg_sys::Oid)> {
+    let (latest, rel) = epoch()?;
+    Some(match publishing() {
+        Some(own) => (-(own + 1), rel),
+        None => (latest, rel),
+    })
+}
+
 /// A publish version as the time it was made (versions are the
 /// coordinator's clock in microseconds, or one more than the last).
 fn publish_time(v: i64) -> String {
@@ -446,6 +485,13 @@ const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run 
 /// before, so this one fails (40001: retried, the query is planned again).
 fn check_current(name: &str, info: &EntryInfo, l: &Listing, pin: Option<i64>) {
     let quoted = name.replace('\'', "''");
+    // The latest publish the query may answer from, or, for a query planned
+    // by a transaction that publishes, the version of its first publish
+    // (`pin_for_query`).
+    let (pin, own) = match pin {
+        Some(p) if p < 0 => (None, Some(-(p + 1))),
+        p => (p, None),
+    };
     let Some(listed) = l.version else {
         fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -482,6 +528,14 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing, pin: Option<i64>) {
                 this_node(),
                 publish_time(r.version)
             )),
+        ),
+        Some(r) if listed > r.version && own.is_some_and(|v| listed >= v) => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "cuckoo filter \"{name}\" on {} is the copy of a publish that has not committed: the query runs in the transaction that publishes it",
+                this_node()
+            ),
+            Some("The other nodes answer from a publish once its transaction commits. Look it up after COMMIT."),
         ),
         Some(r) if listed > r.version && pin.is_some_and(|p| p >= listed) => fail(
             PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,

@@ -296,17 +296,6 @@ v1_functions! {
         let (schema, rel) = ext_table(c"cuckoo_cluster_copies").expect("checked by begin");
         let me = user();
         as_table_owner(rel, || {
-            // Kept plans whose lookups were pinned (`pin`) depend on this
-            // table: a change to its definition, which Citus makes on every
-            // node (the table and each replica) in this transaction,
-            // invalidates it there when the record commits, so they are
-            // planned again. Resetting a storage option no one sets changes
-            // nothing else, and its lock (SHARE UPDATE EXCLUSIVE) lets
-            // reads and the record's writes through. (Made on every node
-            // even where a session turned Citus's DDL propagation off.)
-            citus::with_citus_setting(c"citus.enable_ddl_propagation", || {
-                spi_run(&format!("ALTER TABLE {schema}.cuckoo_cluster_copies RESET (toast_tuple_target)"), &[])
-            });
             spi_run(
                 &format!(
                     "INSERT INTO {schema}.cuckoo_cluster_copies (name, version, owner, digest, durable, published_at) \
@@ -381,5 +370,23 @@ fn begin(name: &str, new_version: bool) -> Option<i64> {
     // SAFETY: reads the clock.
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     let latest = citus::epoch().map_or(0, |(v, _)| v);
-    Some(now.max(latest + 1).max(recorded.map_or(0, |r| r.version + 1)))
+    let version = now.max(latest + 1).max(recorded.map_or(0, |r| r.version + 1));
+    citus::note_publishing(version);
+    // Kept plans whose lookups were pinned depend on the record's table: a
+    // change to its definition, which Citus makes on every node (the table
+    // and each replica) in this transaction, invalidates it there when the
+    // publish commits, so they are planned again. Resetting a storage option
+    // no one sets changes nothing else; its lock (SHARE UPDATE EXCLUSIVE on
+    // every node) lets reads and the record's writes through, and is taken
+    // here, before any node's copy changes, so that a publish that waits for
+    // it (behind an ANALYZE, say) leaves every node answering meanwhile.
+    // (Made on every node even where a session turned Citus's DDL
+    // propagation off.)
+    let (schema, _) = ext_table(c"cuckoo_cluster_copies").expect("checked above");
+    as_table_owner(rel, || {
+        citus::with_citus_setting(c"citus.enable_ddl_propagation", || {
+            spi_run(&format!("ALTER TABLE {schema}.cuckoo_cluster_copies RESET (toast_tuple_target)"), &[])
+        })
+    });
+    Some(version)
 }

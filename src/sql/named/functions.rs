@@ -362,17 +362,19 @@ v1_functions! {
         // SAFETY: this call's frame.
         let pin = unsafe { super::pin::pin_of(fcinfo) };
         let r = region();
-        let mut checked = false;
+        // The filter last checked: one that replaces it under the name
+        // before it is pinned is checked in turn.
+        let mut checked = None;
         loop {
             let Some(info) = r.find(db(), name) else {
                 citus::check_task(name, None, false, pin);
                 not_found(name)
             };
             require_access(&info, false);
-            if !checked {
+            if checked != Some((info.index, info.seq)) {
                 // On a Citus cluster: whether this node's filter is the one meant.
                 citus::check_task(name, Some(&info), false, pin);
-                checked = true;
+                checked = Some((info.index, info.seq));
             }
             if !info.usable() {
                 needs_reload(&info);

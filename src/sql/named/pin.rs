@@ -22,8 +22,11 @@
 //! pin, once a publish commits.
 //!
 //! Calls the planner does not see as written are not pinned: a call inside a
-//! SQL function that the planner inlines, or one built by dynamic SQL inside a
-//! function that runs on the workers. They keep the checks of `citus`.
+//! SQL function that the planner inlines, one built by dynamic SQL inside a
+//! function that runs on the workers, one in a row-level security policy
+//! (Citus sends the workers the query without it; each applies its own).
+//! They keep the checks of `citus`. A query planned by the transaction that
+//! publishes carries that publish's version instead (`citus::pin_for_query`).
 
 use std::ffi::CStr;
 
@@ -62,25 +65,59 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
         if calls.is_empty() {
             return pg_sys::InvalidOid;
         }
-        let Some((latest, record)) = citus::epoch() else {
+        let Some((latest, record)) = citus::pin_for_query() else {
             return pg_sys::InvalidOid;
         };
         for (f, pin_fn) in calls {
-            let cell = (*(*f).args).elements;
-            let name = (*cell).ptr_value as *mut pg_sys::Node;
+            let slot = name_slot(f).expect("collected with a name");
+            let name = *slot;
             let collation = pg_sys::exprCollation(name);
             let latest = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
             let args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), name as *mut std::ffi::c_void), latest as *mut std::ffi::c_void);
             let call = pg_sys::makeFuncExpr(pin_fn, pg_sys::TEXTOID, args, collation, collation, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
             (*call).location = (*f).location;
-            (*cell).ptr_value = call as *mut std::ffi::c_void;
+            *slot = call as *mut pg_sys::Node;
         }
         record
     }
 }
 
+/// Where a call's argument for its first parameter (the filter's name) is,
+/// as the parser leaves the call (the planner puts arguments in order later):
+/// the first argument if it is given by position, else the one given by name
+/// for the first parameter (inside its named-argument node).
+///
+/// # Safety
+/// `f` is a live FuncExpr of a query not yet planned.
+unsafe fn name_slot(f: *mut pg_sys::FuncExpr) -> Option<*mut *mut pg_sys::Node> {
+    // SAFETY: as documented; node tags are checked before each cast.
+    unsafe {
+        let args = (*f).args;
+        if args.is_null() {
+            return None;
+        }
+        for i in 0..(*args).length as usize {
+            let cell = (*args).elements.add(i);
+            let a = (*cell).ptr_value as *mut pg_sys::Node;
+            if a.is_null() {
+                return None;
+            }
+            if (*a).type_ == pg_sys::NodeTag::T_NamedArgExpr {
+                let named = a as *mut pg_sys::NamedArgExpr;
+                if (*named).argnumber == 0 {
+                    return Some(&raw mut (*named).arg as *mut *mut pg_sys::Node);
+                }
+            } else if i == 0 {
+                return Some(&raw mut (*cell).ptr_value as *mut *mut pg_sys::Node);
+            }
+        }
+        None
+    }
+}
+
 /// Tree walker: gathers the calls of functions outside the system catalog
-/// whose first argument is text, in subqueries and CTEs too. It reads node
+/// whose first parameter is given a text argument, in subqueries and CTEs
+/// too. It reads node
 /// tags and types only; the catalog is read afterwards.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
@@ -92,11 +129,8 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::
         match (*node).type_ {
             pg_sys::NodeTag::T_FuncExpr => {
                 let f = node as *mut pg_sys::FuncExpr;
-                if (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId && !(*f).args.is_null() && (*(*f).args).length >= 1 {
-                    let first = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
-                    if pg_sys::exprType(first) == pg_sys::TEXTOID {
-                        (*(cx as *mut Vec<*mut pg_sys::FuncExpr>)).push(f);
-                    }
+                if (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId && name_slot(f).is_some_and(|slot| pg_sys::exprType(*slot) == pg_sys::TEXTOID) {
+                    (*(cx as *mut Vec<*mut pg_sys::FuncExpr>)).push(f);
                 }
             }
             pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(collect), cx, 0),
@@ -114,15 +148,14 @@ const LOOKUPS: [&CStr; 3] = [c"cf_contains", c"cf_count", c"cf_snapshot"];
 /// without citus, or an extension not yet updated to have it). `ours` caches
 /// the extension's OID.
 unsafe fn lookup_to_pin(f: *mut pg_sys::FuncExpr, ours: &mut Option<pg_sys::Oid>) -> Option<pg_sys::Oid> {
-    // SAFETY: `f` is a live FuncExpr with a first argument (see `collect`);
+    // SAFETY: `f` is a live FuncExpr with a name argument (see `collect`);
     // catalog lookups may raise errors, which the guard reports.
     unsafe {
         let name = pg_sys::get_func_name((*f).funcid);
         if name.is_null() || !LOOKUPS.contains(&CStr::from_ptr(name)) {
             return None;
         }
-        let first = (*(*(*f).args).elements).ptr_value as *mut pg_sys::Node;
-        if is_pin_call(first, (*f).funcid).is_some() {
+        if is_pin_call(*name_slot(f)?, (*f).funcid).is_some() {
             return None;
         }
         // (InvalidOid in a database without citus: nothing to pin there.)
