@@ -110,6 +110,23 @@ done
 t_copy=$(echo "${copy_tps[@]}" | median) t_plain=$(echo "${plain_tps[@]}" | median) t_bare=$(echo "${bare_tps[@]}" | median)
 ms() { awk -v t="$1" 'BEGIN { printf "%.3f", 1000 / t }'; }
 echo "citus bench: one-lookup statements on the coordinator: a cluster copy $(ms "$t_copy") ms, an unlisted filter $(ms "$t_plain") ms, the same in a database without citus $(ms "$t_bare") ms: the cluster copy's checks cost $(ratio "$t_copy" "$t_bare")x a lookup without Citus, $(ratio "$t_copy" "$t_plain")x an unlisted filter's"
+# What pinning costs a distributed statement (issue 30): a router query of
+# orders with a lookup of the cluster copy, the planner pinning it (it reads
+# the latest publish from the node's replica of the record), against the
+# same query with the pin written in it (the planner reads nothing). An
+# index on oid keeps each statement to one row of one shard.
+q coord -c "CREATE INDEX ON orders (oid)" >/dev/null
+router_tps() { # name expression
+  printf '\\set k random(1, %s)\nSELECT count(*) FROM orders WHERE oid = :k AND cf_contains(%s, account);\n' "$KEYS" "$1" > "$BASE/router.sql"
+  "$PGBIN/pgbench" -n -h "$BASE/coord" -p "$PORT" -U postgres -c 1 -T "${CITUS_BENCH_LOOKUP_SECS:-5}" -f "$BASE/router.sql" postgres 2>/dev/null \
+    | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+}
+pinned_tps=() hand_tps=()
+for _ in $(seq "$ROUNDS"); do
+  pinned_tps+=("$(router_tps "'acc'")") hand_tps+=("$(router_tps "cf_cluster_pin('acc', 9223372036854775806)")")
+done
+t_pinned=$(echo "${pinned_tps[@]}" | median) t_hand=$(echo "${hand_tps[@]}" | median)
+echo "citus bench: router statements with a lookup of the cluster copy: pinned by the planner $(ms "$t_pinned") ms, pin written in the query $(ms "$t_hand") ms: the planner's read of the latest publish costs $(ratio "$t_pinned" "$t_hand")x"
 
 if [ "$BIG" -gt 0 ]; then
   q coord -c "SET citus.shard_count = 32" -c "CREATE TABLE big (id bigint, account bigint)" -c "SELECT create_distributed_table('big', 'id')" \

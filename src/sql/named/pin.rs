@@ -52,7 +52,8 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
         }
         let mut found: Vec<*mut pg_sys::FuncExpr> = Vec::new();
         pg_sys::query_tree_walker(parse, Some(collect), &mut found as *mut _ as *mut std::ffi::c_void, 0);
-        if found.is_empty() {
+        // (Queries of local tables only run here, under one snapshot.)
+        if found.is_empty() || !reads_citus_table(parse) {
             return pg_sys::InvalidOid;
         }
         let mut ours = None;
@@ -79,6 +80,57 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
             *slot = call as *mut pg_sys::Node;
         }
         record
+    }
+}
+
+/// Whether the query reads or writes a table of Citus's (in subqueries and
+/// CTEs too): only then may its lookups run in pieces on several nodes; a
+/// query of local tables alone runs here, under one snapshot. Asked of
+/// Citus's own `IsCitusTable` (its metadata cache); a Citus without it
+/// counts every table.
+///
+/// # Safety
+/// `parse` is a query tree handed to the planner.
+unsafe fn reads_citus_table(parse: *mut pg_sys::Query) -> bool {
+    // SAFETY: as documented; the walker reads range table entries only.
+    unsafe { pg_sys::query_tree_walker(parse, Some(citus_relation), std::ptr::null_mut(), pg_sys::QTW_EXAMINE_RTES_BEFORE as i32) }
+}
+
+/// Citus's `bool IsCitusTable(Oid)`, found by its symbol once per process.
+fn is_citus_table() -> Option<unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool> {
+    static FOUND: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // SAFETY: dlsym reads the process's global symbol table (Citus is
+    // preloaded with RTLD_GLOBAL); the symbol is Citus's exported
+    // `bool IsCitusTable(Oid relationId)` (every release since 10), called
+    // only with that signature.
+    let addr = *FOUND.get_or_init(|| unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"IsCitusTable".as_ptr()) as usize });
+    (addr != 0).then(|| unsafe { std::mem::transmute::<usize, unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool>(addr) })
+}
+
+/// Walker of `reads_citus_table`: true at a relation Citus knows.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn citus_relation(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
+    // SAFETY: the walkers pass valid nodes (or null); node tags are checked
+    // before each cast. Citus's function may raise an error, which the FFI
+    // boundary turns into a PostgreSQL error at the guard.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        match (*node).type_ {
+            pg_sys::NodeTag::T_RangeTblEntry => {
+                let rte = node as *mut pg_sys::RangeTblEntry;
+                if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
+                    return match is_citus_table() {
+                        Some(f) => pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f((*rte).relid)),
+                        None => true,
+                    };
+                }
+                false
+            }
+            pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(citus_relation), cx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32),
+            _ => pg_sys::expression_tree_walker(node, Some(citus_relation), cx),
+        }
     }
 }
 
