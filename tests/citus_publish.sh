@@ -198,6 +198,8 @@ for i in $(seq 300); do [ "$(q w2 -c "SELECT count(*) FROM pg_locks WHERE lockty
 (screen_straddled >"$BASE/straddle.out" &)
 for i in $(seq 600); do [ "$(gate_waits)" -gt 0 ] && break; sleep 0.1; done
 [ "$(gate_waits)" -gt 0 ] || fail "no piece of the query reached the gate on w2: the scenario does not test a straddle"
+# (w1's pieces answer first, all of them, from B.)
+for i in $(seq 600); do [ "$(q w1 -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(%' AND state = 'active' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done
 [ "$(q coord -c "SELECT cf_publish_cluster('pub', (SELECT cf_agg(account) FROM keys_a))")" = 3 ] || fail "publishing A during the straddled query did not reach 3 nodes"
 q w2 -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted AND mode = 'ExclusiveLock'" >/dev/null
 for i in $(seq 600); do [ "$(q coord -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(o.oid) AND%' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done

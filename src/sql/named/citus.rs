@@ -147,22 +147,25 @@ pub(super) fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(quer
 
 /// How this node's `cuckoo_cluster_filters` lists `name`.
 pub(super) fn listing(name: &str) -> Option<Listing> {
-    read_listing(name, false)
+    read_listing(name)
 }
 
-/// How `cuckoo_cluster_filters` lists `name` now, in a snapshot taken for
-/// this read (READ COMMITTED; otherwise the transaction's): the listing a
-/// statement's own snapshot shows may be older than the copy in shared
-/// memory. None in a parallel worker (which may start no command).
+/// How `cuckoo_cluster_filters` lists `name` now, in the latest snapshot
+/// (whatever the isolation level): the listing a statement's own snapshot
+/// shows may be older than the copy in shared memory.
 fn listing_now(name: &str) -> Option<Listing> {
-    // SAFETY: reads a backend global.
-    if unsafe { pg_sys::IsInParallelMode() } {
-        return None;
+    // SAFETY: the latest snapshot is pushed for the read (a read-only SPI
+    // query uses the active snapshot) and popped after; an error's abort
+    // pops it too.
+    unsafe {
+        pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot());
+        let l = read_listing(name);
+        pg_sys::PopActiveSnapshot();
+        l
     }
-    read_listing(name, true)
 }
 
-fn read_listing(name: &str, now: bool) -> Option<Listing> {
+fn read_listing(name: &str) -> Option<Listing> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_filters")?;
     // SAFETY: a syscache lookup of a column of an existing table.
     let versioned = unsafe { pg_sys::get_attnum(rel, c"version".as_ptr()) } != pg_sys::InvalidAttrNumber as i16;
@@ -193,18 +196,10 @@ fn read_listing(name: &str, now: bool) -> Option<Listing> {
     };
     // (Read as the table's owner: the digest is not everyone's to read.)
     as_table_owner(rel, || {
-        if now {
-            // A read that is not read-only takes a snapshot of its own.
-            Spi::connect_mut(|client| {
-                let t = client.update(query.as_str(), Some(1), &[name.into()])?;
-                row(t)
-            })
-        } else {
-            Spi::connect(|client| {
-                let plan = kept_plan(&raw mut LISTING_PLAN, rel, versioned, client, &query)?;
-                row(client.select(plan, Some(1), &[name.into()])?)
-            })
-        }
+        Spi::connect(|client| {
+            let plan = kept_plan(&raw mut LISTING_PLAN, rel, versioned, client, &query)?;
+            row(client.select(plan, Some(1), &[name.into()])?)
+        })
         .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_filters: {e}"))
     })
 }
@@ -425,9 +420,15 @@ static mut PUBLISHING: Option<(pg_sys::LocalTransactionId, i64)> = None;
 
 /// This transaction publishes, as `version` (its first publish counts).
 pub(super) fn note_publishing(version: i64) {
-    // SAFETY: MyProc is this backend's own PGPROC; backends are single-threaded
-    // and PUBLISHING is only touched here and in `publishing`.
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registering callbacks PostgreSQL keeps for the process; MyProc
+    // is this backend's own PGPROC; backends are single-threaded and
+    // PUBLISHING is only touched here, in `publishing` and in the callbacks.
     unsafe {
+        REGISTERED.call_once(|| {
+            pg_sys::RegisterXactCallback(Some(publish_aborted), std::ptr::null_mut());
+            pg_sys::RegisterSubXactCallback(Some(publish_sub_aborted), std::ptr::null_mut());
+        });
         let xact = (*pg_sys::MyProc).lxid;
         if (*(&raw const PUBLISHING)).is_none_or(|(x, _)| x != xact) {
             *(&raw mut PUBLISHING) = Some((xact, version));
@@ -435,12 +436,63 @@ pub(super) fn note_publishing(version: i64) {
     }
 }
 
-/// If this transaction publishes: the version of its first publish.
+/// If this transaction publishes, and still holds the lock that lets one
+/// cluster change run at a time (a publish rolled back to a savepoint
+/// released it): the version of its first publish.
 fn publishing() -> Option<i64> {
-    // SAFETY: as in `note_publishing`.
+    // SAFETY: as in `note_publishing`; LockHeldByMe reads this backend's
+    // local lock table.
     unsafe {
         let xact = (*pg_sys::MyProc).lxid;
-        (*(&raw const PUBLISHING)).and_then(|(x, version)| (x == xact).then_some(version))
+        let (x, version) = (*(&raw const PUBLISHING))?;
+        if x != xact {
+            return None;
+        }
+        let (_, listing) = ext_table(c"cuckoo_cluster_filters")?;
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: pg_sys::MyDatabaseId.to_u32(),
+            locktag_field2: listing.to_u32(),
+            locktag_field3: 0,
+            locktag_field4: 0,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_RELATION as u8,
+            locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
+        };
+        pg_sys::LockHeldByMe(&tag, pg_sys::ShareUpdateExclusiveLock as i32).then_some(version)
+    }
+}
+
+/// A transaction (or subtransaction) that published aborts: plans it made
+/// were pinned as its own (`pin_for_query`), and no invalidation of the
+/// record's table reaches them (the publish's went with it), so every plan
+/// this backend keeps is made again.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn publish_aborted(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    if event == pg_sys::XactEvent::XACT_EVENT_ABORT || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT {
+        forget_publishing();
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn publish_sub_aborted(event: pg_sys::SubXactEvent::Type, _sub: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        // SAFETY: as in `note_publishing`.
+        let publishing = unsafe { (*(&raw const PUBLISHING)).is_some_and(|(x, _)| x == (*pg_sys::MyProc).lxid) };
+        if publishing {
+            // SAFETY: invalidates this backend's cached plans (PostgreSQL's
+            // own reaction to a change of search_path or of a namespace).
+            unsafe { pg_sys::ResetPlanCache() };
+        }
+    }
+}
+
+fn forget_publishing() {
+    // SAFETY: as in `note_publishing`; ResetPlanCache as in
+    // `publish_sub_aborted`.
+    unsafe {
+        if (*(&raw const PUBLISHING)).is_some() {
+            *(&raw mut PUBLISHING) = None;
+            pg_sys::ResetPlanCache();
+        }
     }
 }
 

@@ -21,10 +21,11 @@
 //! (`cluster::cf_cluster_record`), so a kept plan is made again, with a new
 //! pin, once a publish commits.
 //!
-//! Calls the planner does not see as written are not pinned: a call inside a
-//! SQL function that the planner inlines, one built by dynamic SQL inside a
-//! function that runs on the workers, one in a row-level security policy
-//! (Citus sends the workers the query without it; each applies its own).
+//! Calls the planner does not see as written in the query are not pinned: a
+//! call inside a function the query calls on the workers (a task plans the
+//! function's queries itself), one in a row-level security policy (Citus
+//! sends the workers the query without it; each applies its own). A pin
+//! written in the query is taken as written.
 //! They keep the checks of `citus`. A query planned by the transaction that
 //! publishes carries that publish's version instead (`citus::pin_for_query`).
 
