@@ -350,20 +350,22 @@ fn replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option
     // SAFETY: MyProc is this backend's own PGPROC; backends are single-threaded
     // and REPLICA_SEEN is only touched here.
     let xact = unsafe { (*pg_sys::MyProc).lxid };
-    if let Some((x, r, found)) = unsafe { *(&raw const REPLICA_SEEN) } {
+    let seen = &raw mut REPLICA_SEEN;
+    if let Some((x, r, found)) = unsafe { *seen } {
         if (x, r) == (xact, rel) {
             return Ok(found);
         }
     }
     let found = find_replica(client, rel)?;
     // SAFETY: as above.
-    unsafe { *(&raw mut REPLICA_SEEN) = Some((xact, rel, found)) };
+    unsafe { *seen = Some((xact, rel, found)) };
     Ok(found)
 }
 
 /// This node's replica as `replica` last found it: the local transaction,
-/// the table's OID, and what was found.
-static mut REPLICA_SEEN: Option<(pg_sys::LocalTransactionId, pg_sys::Oid, Option<(i64, pg_sys::Oid)>)> = None;
+/// the table's OID, and what was found (the shard id and its table).
+type ReplicaSeen = (pg_sys::LocalTransactionId, pg_sys::Oid, Option<(i64, pg_sys::Oid)>);
+static mut REPLICA_SEEN: Option<ReplicaSeen> = None;
 
 fn find_replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
     let replica = kept_plan(
@@ -418,6 +420,10 @@ pub(super) fn epoch() -> Option<(i64, pg_sys::Oid)> {
 /// the transaction that publishes.
 static mut PUBLISHING: Option<(pg_sys::LocalTransactionId, i64)> = None;
 
+fn publishing_slot() -> *mut Option<(pg_sys::LocalTransactionId, i64)> {
+    &raw mut PUBLISHING
+}
+
 /// This transaction publishes, as `version` (its first publish counts).
 pub(super) fn note_publishing(version: i64) {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
@@ -430,8 +436,8 @@ pub(super) fn note_publishing(version: i64) {
             pg_sys::RegisterSubXactCallback(Some(publish_sub_aborted), std::ptr::null_mut());
         });
         let xact = (*pg_sys::MyProc).lxid;
-        if (*(&raw const PUBLISHING)).is_none_or(|(x, _)| x != xact) {
-            *(&raw mut PUBLISHING) = Some((xact, version));
+        if (*publishing_slot()).is_none_or(|(x, _)| x != xact) {
+            *publishing_slot() = Some((xact, version));
         }
     }
 }
@@ -444,7 +450,7 @@ fn publishing() -> Option<i64> {
     // local lock table.
     unsafe {
         let xact = (*pg_sys::MyProc).lxid;
-        let (x, version) = (*(&raw const PUBLISHING))?;
+        let (x, version) = (*publishing_slot())?;
         if x != xact {
             return None;
         }
@@ -461,14 +467,18 @@ fn publishing() -> Option<i64> {
     }
 }
 
-/// A transaction (or subtransaction) that published aborts: plans it made
-/// were pinned as its own (`pin_for_query`), and no invalidation of the
-/// record's table reaches them (the publish's went with it), so every plan
-/// this backend keeps is made again.
+/// A transaction (or subtransaction) that published ends. Plans it made
+/// were pinned as its own (`pin_for_query`). Committed, its publish
+/// invalidates the record's table, and them with it; aborted or prepared
+/// for two-phase commit, no invalidation reaches them now, so every plan this
+/// backend keeps is made again.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn publish_aborted(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    if event == pg_sys::XactEvent::XACT_EVENT_ABORT || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT {
-        forget_publishing();
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT | XACT_EVENT_PREPARE => forget_publishing(true),
+        XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => forget_publishing(false),
+        _ => {}
     }
 }
 
@@ -476,7 +486,7 @@ unsafe extern "C-unwind" fn publish_aborted(event: pg_sys::XactEvent::Type, _arg
 unsafe extern "C-unwind" fn publish_sub_aborted(event: pg_sys::SubXactEvent::Type, _sub: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         // SAFETY: as in `note_publishing`.
-        let publishing = unsafe { (*(&raw const PUBLISHING)).is_some_and(|(x, _)| x == (*pg_sys::MyProc).lxid) };
+        let publishing = unsafe { (*publishing_slot()).is_some_and(|(x, _)| x == (*pg_sys::MyProc).lxid) };
         if publishing {
             // SAFETY: invalidates this backend's cached plans (PostgreSQL's
             // own reaction to a change of search_path or of a namespace).
@@ -485,13 +495,15 @@ unsafe extern "C-unwind" fn publish_sub_aborted(event: pg_sys::SubXactEvent::Typ
     }
 }
 
-fn forget_publishing() {
+fn forget_publishing(replan: bool) {
     // SAFETY: as in `note_publishing`; ResetPlanCache as in
     // `publish_sub_aborted`.
     unsafe {
-        if (*(&raw const PUBLISHING)).is_some() {
-            *(&raw mut PUBLISHING) = None;
-            pg_sys::ResetPlanCache();
+        if (*publishing_slot()).is_some() {
+            *publishing_slot() = None;
+            if replan {
+                pg_sys::ResetPlanCache();
+            }
         }
     }
 }

@@ -36,11 +36,12 @@ use pgrx::pg_sys;
 use super::citus;
 use crate::sql::value::rewrite::qualified;
 
-/// From the planner hook: pins every by-name lookup of the query (in
-/// subqueries and CTEs too) not yet pinned, and returns the OID of the
-/// record's table if it pinned any (the plan then depends on it), else
-/// InvalidOid. Nothing is pinned in a piece of a distributed query (its
-/// calls came pinned) or in a database without Citus.
+/// From the planner hook: pins every by-name lookup of a query that reads or
+/// writes a Citus table (in subqueries and CTEs too) not yet pinned, and
+/// returns the OID of the record's table if it pinned any (the plan then
+/// depends on it), else InvalidOid. Nothing is pinned in a piece of a
+/// distributed query (its calls came pinned) or in a database without
+/// Citus.
 ///
 /// # Safety
 /// `parse` is a query tree handed to the planner, which may change it.
@@ -170,8 +171,7 @@ unsafe fn name_slot(f: *mut pg_sys::FuncExpr) -> Option<*mut *mut pg_sys::Node> 
 
 /// Tree walker: gathers the calls of functions outside the system catalog
 /// whose first parameter is given a text argument, in subqueries and CTEs
-/// too. It reads node
-/// tags and types only; the catalog is read afterwards.
+/// too. It reads node tags and types only; the catalog is read afterwards.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
     // SAFETY: the walkers pass valid nodes (or null) and our context.
