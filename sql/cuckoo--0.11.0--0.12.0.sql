@@ -67,6 +67,9 @@ COMMENT ON TABLE cuckoo_cluster_copies IS 'the publish of each cluster copy that
 CREATE FUNCTION cf_cluster_pin(name text, latest bigint) RETURNS text
     AS 'MODULE_PATHNAME', 'cf_cluster_pin' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION cf_cluster_pin(text, bigint) IS 'used by the planner on a Citus cluster: the name, with the latest publish the query was planned with (read by the by-name lookup that takes it)';
+CREATE FUNCTION cf_cluster_carry(latest bigint) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_cluster_carry' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION cf_cluster_carry(bigint) IS 'used by the planner on a Citus cluster: true; the statement that evaluates it holds the by-name lookups made out of the planner''s sight (in functions, in row-level security policies) to the latest publish it was planned with';
 
 CREATE FUNCTION cf_cluster_list(name text, scope text, version bigint) RETURNS text
     AS 'MODULE_PATHNAME', 'cf_cluster_list' LANGUAGE C VOLATILE PARALLEL UNSAFE;

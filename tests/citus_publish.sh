@@ -185,32 +185,42 @@ BEGIN
   RETURN true;
 END\$\$" >/dev/null
 [ "$(q w2 -c "SELECT count(*) FROM pg_proc WHERE proname = 'straddle_gate'")" = 1 ] || fail "straddle_gate() did not reach w2"
-screen_straddled() {
-  q coord -v VERBOSITY=verbose -c "SET citus.max_adaptive_executor_pool_size = 1" \
-    -c "SELECT count(*) FROM orders o WHERE straddle_gate(o.oid) AND cf_contains('pub', o.account)" 2>&1
-}
-gated_b=$(screen_straddled)
-[ "$(publish_b)" = 3 ] || fail "publishing B before the straddle did not reach 3 nodes"
-[ "$(screen_straddled)" = "$gated_b" ] || fail "the gated screen gives different counts under B"
+# A lookup written in the query, and one inside a PL/pgSQL function the
+# query calls (which the planner cannot see: the query carries its pin).
+q coord -c "CREATE FUNCTION screen_pl(k bigint) RETURNS boolean LANGUAGE plpgsql STABLE AS \$\$BEGIN RETURN cf_contains('pub', k); END\$\$" >/dev/null
 gate_waits() { q w2 -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted"; }
-(q w2 -c "SELECT pg_advisory_lock(4242), pg_sleep(600)" >/dev/null 2>&1 &)
-for i in $(seq 300); do [ "$(q w2 -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted")" = 1 ] && break; sleep 0.1; done
-(screen_straddled >"$BASE/straddle.out" &)
-for i in $(seq 600); do [ "$(gate_waits)" -gt 0 ] && break; sleep 0.1; done
-[ "$(gate_waits)" -gt 0 ] || fail "no piece of the query reached the gate on w2: the scenario does not test a straddle"
-# (w1's pieces answer first, all of them, from B.)
-for i in $(seq 600); do [ "$(q w1 -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(%' AND state = 'active' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done
-[ "$(q coord -c "SELECT cf_publish_cluster('pub', (SELECT cf_agg(account) FROM keys_a))")" = 3 ] || fail "publishing A during the straddled query did not reach 3 nodes"
-q w2 -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted AND mode = 'ExclusiveLock'" >/dev/null
-for i in $(seq 600); do [ "$(q coord -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(o.oid) AND%' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done
-out=$(cat "$BASE/straddle.out")
-gated_a=$(screen_straddled)
-[ "$gated_a" != "$gated_b" ] || fail "the gated screen gives the same count under A and B: the scenario could not tell a mix"
-case $out in
-  *"ERROR:  40001: cuckoo filter \"pub\" was published again while this query ran"*) ;;
-  *) fail "a query whose pieces straddled a publish of A over B gave '$out' (the gated screen gives $gated_b under B alone, $gated_a under A alone): expected 40001" ;;
-esac
+straddle() {
+  local lookup=$1 i out
+  screen_straddled() {
+    q coord -v VERBOSITY=verbose -c "SET citus.max_adaptive_executor_pool_size = 1" \
+      -c "SELECT count(*) FROM orders o WHERE straddle_gate(o.oid) AND $lookup" 2>&1
+  }
+  [ "$(publish_b)" = 3 ] || fail "publishing B before the straddle did not reach 3 nodes"
+  gated_b=$(screen_straddled)
+  [ "$(screen_straddled)" = "$gated_b" ] || fail "the gated screen ($lookup) gives different counts under B"
+  (q w2 -c "SELECT pg_advisory_lock(4242), pg_sleep(600)" >/dev/null 2>&1 &)
+  for i in $(seq 300); do [ "$(q w2 -c "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted")" = 1 ] && break; sleep 0.1; done
+  (screen_straddled >"$BASE/straddle.out" &)
+  for i in $(seq 600); do [ "$(gate_waits)" -gt 0 ] && break; sleep 0.1; done
+  [ "$(gate_waits)" -gt 0 ] || fail "no piece of the query ($lookup) reached the gate on w2: the scenario does not test a straddle"
+  # (w1's pieces answer first, all of them, from B.)
+  for i in $(seq 600); do [ "$(q w1 -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(%' AND state = 'active' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done
+  [ "$(q coord -c "SELECT cf_publish_cluster('pub', (SELECT cf_agg(account) FROM keys_a))")" = 3 ] || fail "publishing A during the straddled query did not reach 3 nodes"
+  q w2 -c "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND granted AND mode = 'ExclusiveLock'" >/dev/null
+  for i in $(seq 600); do [ "$(q coord -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%straddle_gate(o.oid) AND%' AND pid <> pg_backend_pid()")" = 0 ] && break; sleep 0.1; done
+  out=$(cat "$BASE/straddle.out")
+  gated_a=$(screen_straddled)
+  [ "$gated_a" != "$gated_b" ] || fail "the gated screen ($lookup) gives the same count under A and B: the scenario could not tell a mix"
+  case $out in
+    *"ERROR:  40001: cuckoo filter \"pub\" was published again while this query ran"*) ;;
+    *) fail "a query ($lookup) whose pieces straddled a publish of A over B gave '$out' (the gated screen gives $gated_b under B alone, $gated_a under A alone): expected 40001" ;;
+  esac
+}
+straddle "cf_contains('pub', o.account)"
+straddled_direct="$gated_b under B alone, $gated_a under A alone"
+straddle "screen_pl(o.account)"
 [ "$(q coord -c "SELECT count(*) FROM orders o WHERE cf_contains('pub', o.account)")" = "$count_a" ] || fail "the screen under A does not give A's own count $count_a"
+[ "$(q coord -c "SELECT count(*) FROM orders o WHERE screen_pl(o.account)")" = "$count_a" ] || fail "the screen through a function under A does not give A's own count $count_a"
 # Kept plans: a prepared statement's generic plan, on the coordinator and on
 # a worker (Citus plans there too), answers from the publish made by another
 # session after it was planned.
@@ -222,7 +232,7 @@ for n in coord w1; do
     -c "EXECUTE kept" 2>&1)
   [ "$(echo $got)" = "$want" ] || fail "a kept plan on $n across a publish gave '$(echo $got)', expected '$want'"
 done
-q coord -c "DROP FUNCTION straddle_gate(bigint)" >/dev/null
+q coord -c "DROP FUNCTION straddle_gate(bigint)" -c "DROP FUNCTION screen_pl(bigint)" >/dev/null
 [ "$(publish_b)" = 3 ] || fail "publishing B after the straddle did not reach 3 nodes"
 # Named notation is pinned too, whichever argument comes first (and a role's
 # call of an unknown name in it is an error in its backend).
@@ -257,7 +267,7 @@ for i in $(seq 300); do [ -s "$BASE/waiting.out" ] && break; sleep 0.1; done
 [ "$(cat "$BASE/waiting.out")" = 3 ] || fail "the publish that waited for the ANALYZE: $(cat "$BASE/waiting.out")"
 [ "$(q coord -c "SELECT count(*) FROM orders o WHERE cf_contains('pub', o.account)")" = "$count_a" ] || fail "after the publish that waited, a screen does not give A's count"
 [ "$(publish_b)" = 3 ] || fail "publishing B again did not reach 3 nodes"
-ok "a query whose pieces straddled a publish fails with 40001 (retry) instead of answering partly from each (gated: $gated_b orders under B alone, $gated_a under A alone); kept plans on the coordinator and on a worker answer from the publish another session made after they were planned; calls in named notation are pinned; a lookup in the publishing transaction fails saying so; a publish waiting behind an ANALYZE leaves every node answering from the previous one"
+ok "a query whose pieces straddled a publish fails with 40001 (retry) instead of answering partly from each, the lookup written in the query (gated: $straddled_direct) or inside a PL/pgSQL function it calls; kept plans on the coordinator and on a worker answer from the publish another session made after they were planned; calls in named notation are pinned; a lookup in the publishing transaction fails saying so; a publish waiting behind an ANALYZE leaves every node answering from the previous one"
 
 # 4. A name claimed first.
 q coord -c "GRANT SELECT ON orders, events, keys_a, keys_b TO squatter, tenant" >/dev/null

@@ -508,6 +508,30 @@ fn forget_publishing(replan: bool) {
     }
 }
 
+/// The pin the statement running in this backend carries
+/// (`pin::cf_cluster_carry`): its local transaction, its start, the pin.
+static mut STATEMENT_PIN: Option<(pg_sys::LocalTransactionId, pg_sys::TimestampTz, i64)> = None;
+
+fn statement_slot() -> *mut Option<(pg_sys::LocalTransactionId, pg_sys::TimestampTz, i64)> {
+    &raw mut STATEMENT_PIN
+}
+
+/// The statement running in this backend carries pin `pin`.
+pub(super) fn note_statement_pin(pin: i64) {
+    // SAFETY: MyProc is this backend's own PGPROC; backends are single-threaded
+    // and STATEMENT_PIN is only touched here and in `statement_pin`.
+    unsafe { *statement_slot() = Some(((*pg_sys::MyProc).lxid, pg_sys::GetCurrentStatementStartTimestamp(), pin)) };
+}
+
+/// The pin the statement running in this backend carries, if any.
+fn statement_pin() -> Option<i64> {
+    // SAFETY: as in `note_statement_pin`.
+    unsafe {
+        let (x, at, pin) = (*statement_slot())?;
+        ((x, at) == ((*pg_sys::MyProc).lxid, pg_sys::GetCurrentStatementStartTimestamp())).then_some(pin)
+    }
+}
+
 /// The pin a query planned now carries (`pin`), and the OID of the record's
 /// table: the latest publish the cluster records (see `epoch`); or, planned
 /// by a transaction that publishes, `-(its first publish's version + 1)`.
@@ -646,6 +670,9 @@ pub(super) fn check_task(name: &str, found: Option<&EntryInfo>, write: bool, pin
     if !citus_loaded() {
         return;
     }
+    // A call the planner did not pin (inside a function, or a row-level
+    // security policy) is held to its statement's carried pin.
+    let pin = pin.or_else(statement_pin);
     if !in_task() {
         if write || !citus_here() {
             return;

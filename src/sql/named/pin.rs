@@ -21,11 +21,15 @@
 //! (`cluster::cf_cluster_record`), so a kept plan is made again, with a new
 //! pin, once a publish commits.
 //!
-//! Calls the planner does not see as written in the query are not pinned: a
-//! call inside a function the query calls on the workers (a task plans the
-//! function's queries itself), one in a row-level security policy (Citus
-//! sends the workers the query without it; each applies its own). A pin
-//! written in the query is taken as written.
+//! Calls the planner does not see in the query are held to its pin another
+//! way: a call inside a function the query calls on the workers (a task
+//! plans the function's queries itself), one in a row-level security policy
+//! (Citus sends the workers the query without it; each applies its own). A
+//! query that may make such calls carries its pin as a qual without columns,
+//! `cf_cluster_carry(latest)`, which a task evaluates once before it reads a
+//! row; a lookup without a pin of its own is held to the pin of the
+//! statement it runs in (`citus::check_task`). A pin written in the query is
+//! taken as written.
 //! They keep the checks of `citus`. A query planned by the transaction that
 //! publishes carries that publish's version instead (`citus::pin_for_query`).
 
@@ -55,7 +59,7 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
         let mut found: Vec<*mut pg_sys::FuncExpr> = Vec::new();
         pg_sys::query_tree_walker(parse, Some(collect), &mut found as *mut _ as *mut std::ffi::c_void, 0);
         // (Queries of local tables only run here, under one snapshot.)
-        if found.is_empty() || !reads_citus_table(parse) {
+        if !reads_citus_table(parse) {
             return pg_sys::InvalidOid;
         }
         let mut ours = None;
@@ -65,12 +69,24 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
                 calls.push((f, pin_fn));
             }
         }
-        if calls.is_empty() {
+        let carry = (*parse).commandType == pg_sys::CmdType::CMD_SELECT && may_look_up_unseen(parse);
+        if calls.is_empty() && !carry {
             return pg_sys::InvalidOid;
         }
         let Some((latest, record)) = citus::pin_for_query() else {
             return pg_sys::InvalidOid;
         };
+        if carry && latest != 0 {
+            if let Some(carry_fn) = carrier(record) {
+                let c = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
+                let call = pg_sys::makeFuncExpr(carry_fn, pg_sys::BOOLOID, pg_sys::lappend(std::ptr::null_mut(), c as *mut std::ffi::c_void), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+                let tree = (*parse).jointree;
+                (*tree).quals = pg_sys::make_and_qual((*tree).quals, call as *mut pg_sys::Node);
+            }
+        } else if calls.is_empty() {
+            // Nothing published to the cluster yet: nothing to carry.
+            return pg_sys::InvalidOid;
+        }
         for (f, pin_fn) in calls {
             let slot = name_slot(f).expect("collected with a name");
             let name = *slot;
@@ -82,6 +98,88 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
             *slot = call as *mut pg_sys::Node;
         }
         record
+    }
+}
+
+/// Whether the query's pieces may look a filter up by name out of the
+/// planner's sight: it calls a function that no extension made (whose body
+/// may), or reads a table under row-level security (whose policies each
+/// worker applies itself). Such a query carries its pin
+/// (`cf_cluster_carry(latest)`, a qual without columns, which each piece
+/// evaluates once before it reads a row) unless it already does.
+///
+/// # Safety
+/// `parse` is a query tree handed to the planner.
+unsafe fn may_look_up_unseen(parse: *mut pg_sys::Query) -> bool {
+    // SAFETY: as documented; the walker reads nodes and the catalog.
+    unsafe {
+        let mut found = Unseen::default();
+        pg_sys::query_tree_walker(parse, Some(unseen), &mut found as *mut Unseen as *mut std::ffi::c_void, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+        found.risky && !found.carried
+    }
+}
+
+#[derive(Default)]
+struct Unseen {
+    /// A user's function, or a table under row-level security.
+    risky: bool,
+    /// `cf_cluster_carry` is already in the query (a query Citus planned
+    /// again, or sent to this node).
+    carried: bool,
+}
+
+/// Walker of `may_look_up_unseen`.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn unseen(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
+    // SAFETY: the walkers pass valid nodes (or null) and our context; node
+    // tags are checked before each cast; catalog lookups may raise errors,
+    // which the guard reports.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        let found = &mut *(cx as *mut Unseen);
+        let function = match (*node).type_ {
+            pg_sys::NodeTag::T_FuncExpr => (*(node as *mut pg_sys::FuncExpr)).funcid,
+            pg_sys::NodeTag::T_OpExpr => {
+                let op = node as *mut pg_sys::OpExpr;
+                if (*op).opfuncid == pg_sys::InvalidOid { pg_sys::get_opcode((*op).opno) } else { (*op).opfuncid }
+            }
+            pg_sys::NodeTag::T_Aggref => (*(node as *mut pg_sys::Aggref)).aggfnoid,
+            pg_sys::NodeTag::T_WindowFunc => (*(node as *mut pg_sys::WindowFunc)).winfnoid,
+            pg_sys::NodeTag::T_RangeTblEntry => {
+                if !(*(node as *mut pg_sys::RangeTblEntry)).securityQuals.is_null() {
+                    found.risky = true;
+                }
+                return false;
+            }
+            pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(unseen), cx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32),
+            _ => pg_sys::InvalidOid,
+        };
+        if function.to_u32() >= pg_sys::FirstNormalObjectId {
+            let name = pg_sys::get_func_name(function);
+            if !name.is_null() && CStr::from_ptr(name) == c"cf_cluster_carry" {
+                found.carried = true;
+            } else if !found.risky && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) == pg_sys::InvalidOid {
+                found.risky = true;
+            }
+        }
+        pg_sys::expression_tree_walker(node, Some(unseen), cx)
+    }
+}
+
+/// `cf_cluster_carry(bigint)` of the extension whose record's table is
+/// `record` (None: an extension not yet updated to have it).
+unsafe fn carrier(record: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: catalog lookups of an existing table's schema.
+    unsafe {
+        let nsp = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(record));
+        if nsp.is_null() {
+            return None;
+        }
+        let mut types = [pg_sys::INT8OID];
+        let f = pg_sys::LookupFuncName(qualified(nsp, c"cf_cluster_carry"), 1, types.as_mut_ptr(), true);
+        (f != pg_sys::InvalidOid).then_some(f)
     }
 }
 
@@ -277,5 +375,16 @@ v1_functions! {
     fn cf_cluster_pin(fcinfo) {
         // SAFETY: strict; argument 0 is a text datum, returned as it is.
         unsafe { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0) }
+    }
+
+    /// `cf_cluster_carry(latest bigint) -> boolean`: true; the statement
+    /// that evaluates it carries pin `latest` (see `may_look_up_unseen`), to
+    /// which the by-name lookups it makes without a pin of their own are
+    /// held.
+    fn cf_cluster_carry(fcinfo) {
+        // SAFETY: strict; argument 0 is a bigint.
+        let latest = unsafe { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
+        citus::note_statement_pin(latest);
+        pg_sys::Datum::from(true)
     }
 }
