@@ -232,6 +232,11 @@ for n in coord w1; do
     -c "EXECUTE kept" 2>&1)
   [ "$(echo $got)" = "$want" ] || fail "a kept plan on $n across a publish gave '$(echo $got)', expected '$want'"
 done
+# The carried pin is the first of a task's one-time quals (they keep their
+# written order, and a function among them may look up with constant
+# arguments).
+q coord -c "EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM orders o WHERE screen_pl(600)" | grep -q "One-Time Filter: (cf_cluster_carry('[0-9]*'::bigint) AND screen_pl('600'::bigint))" \
+  || fail "a task's one-time filter does not evaluate the carried pin first: $(q coord -c "EXPLAIN (VERBOSE, COSTS OFF) SELECT count(*) FROM orders o WHERE screen_pl(600)" | grep -m1 'One-Time')"
 q coord -c "DROP FUNCTION straddle_gate(bigint)" -c "DROP FUNCTION screen_pl(bigint)" >/dev/null
 [ "$(publish_b)" = 3 ] || fail "publishing B after the straddle did not reach 3 nodes"
 # Named notation is pinned too, whichever argument comes first (and a role's

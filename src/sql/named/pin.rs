@@ -80,8 +80,10 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
             if let Some(carry_fn) = carrier(record) {
                 let c = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
                 let call = pg_sys::makeFuncExpr(carry_fn, pg_sys::BOOLOID, pg_sys::lappend(std::ptr::null_mut(), c as *mut std::ffi::c_void), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+                // First among the quals: a one-time filter keeps their
+                // written order, and a user's function there may look up.
                 let tree = (*parse).jointree;
-                (*tree).quals = pg_sys::make_and_qual((*tree).quals, call as *mut pg_sys::Node);
+                (*tree).quals = pg_sys::make_and_qual(call as *mut pg_sys::Node, (*tree).quals);
             }
         } else if calls.is_empty() {
             // Nothing published to the cluster yet: nothing to carry.
@@ -384,7 +386,13 @@ v1_functions! {
     fn cf_cluster_carry(fcinfo) {
         // SAFETY: strict; argument 0 is a bigint.
         let latest = unsafe { pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 0).value() as i64 };
-        citus::note_statement_pin(latest);
+        // Only a piece of a distributed query (one statement Citus sent)
+        // takes it: in the backend that planned the query, the statement
+        // may be a function or DO block whose later queries are not this
+        // one's.
+        if citus::in_task() {
+            citus::note_statement_pin(latest);
+        }
         pg_sys::Datum::from(true)
     }
 }
