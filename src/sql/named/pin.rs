@@ -70,7 +70,9 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
             }
         }
         let carry = (*parse).commandType == pg_sys::CmdType::CMD_SELECT && may_look_up_unseen(parse);
-        if calls.is_empty() && !carry {
+        // (A query with no lookup in sight carries a pin only once something
+        // was published to the cluster: the record is then Citus's table.)
+        if calls.is_empty() && !(carry && record_distributed()) {
             return pg_sys::InvalidOid;
         }
         let Some((latest, record)) = citus::pin_for_query() else {
@@ -167,6 +169,17 @@ unsafe extern "C-unwind" fn unseen(node: *mut pg_sys::Node, cx: *mut std::ffi::c
             }
         }
         pg_sys::expression_tree_walker(node, Some(unseen), cx)
+    }
+}
+
+/// Whether the cluster's record is a table of Citus's (the first
+/// `cf_publish_cluster` makes it one), asked of Citus's metadata cache.
+fn record_distributed() -> bool {
+    let Some((_, record)) = citus::ext_table(c"cuckoo_cluster_copies") else { return false };
+    match is_citus_table() {
+        // SAFETY: Citus's function, as in `citus_relation`.
+        Some(f) => unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f(record)) },
+        None => true,
     }
 }
 
