@@ -298,47 +298,62 @@ pub(super) fn as_table_owner<T>(rel: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
 }
 
 /// What the cluster's record (`cuckoo_cluster_copies`) says of `name`; None
-/// if it records nothing. Read as the table's owner (the digest is not
-/// everyone's to read) from this node's replica of the reference table when
-/// Citus lists one here (Citus writes every listed replica in the publishing
-/// transaction), directly, without a distributed query (none may run in a
-/// parallel worker, and it is cheaper); else through Citus, which reads
-/// another node's.
+/// if it records nothing (read as `read_record` reads).
 pub(super) fn record(name: &str) -> Option<Record> {
+    read_record("SELECT version, digest, owner::pg_catalog.oid FROM {table} WHERE name OPERATOR(pg_catalog.=) $1", Some(name), [&raw mut RECORD_PLAN, &raw mut ROUTED_PLAN], |t| {
+        if t.is_empty() {
+            return Ok(None);
+        }
+        let row = t.first();
+        Ok(Some(Record {
+            version: row.get::<i64>(1)?.unwrap_or(0),
+            digest: row.get::<String>(2)?.unwrap_or_default(),
+            owner: row.get::<pg_sys::Oid>(3)?.unwrap_or(pg_sys::InvalidOid),
+        }))
+    })?
+    .0
+}
+
+/// Runs `query` on the cluster's record, as the table's owner (the digest is
+/// not everyone's to read), and hands its rows to `rows`; with the record's
+/// OID, or None if there is no such table. `{table}` in the query names this
+/// node's replica of the reference table when Citus lists one here (Citus
+/// writes every listed replica in the publishing transaction), read
+/// directly, without a distributed query (none may run in a parallel
+/// worker, and it is cheaper); else the table, which Citus reads on another
+/// node. `name`: the query's one text parameter, if any. `plans`: where the
+/// plans of the two forms are kept.
+fn read_record<T>(query: &str, name: Option<&str>, plans: [*mut PlanSlot; 2], rows: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> Result<T, pgrx::spi::Error>) -> Option<(T, pg_sys::Oid)> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
-    as_table_owner(rel, || {
+    let args: Vec<pgrx::datum::DatumWithOid> = name.map(|n| vec![n.into()]).unwrap_or_default();
+    let out = as_table_owner(rel, || {
         Spi::connect(|client| {
-            let columns = "version, digest, owner::pg_catalog.oid";
             let t = match replica(client, rel)? {
                 Some((id, r)) => {
-                    let plan = kept_plan(&raw mut RECORD_PLAN, r, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies_{id} WHERE name OPERATOR(pg_catalog.=) $1"))?;
-                    client.select(plan, Some(1), &[name.into()])?
+                    let plan = kept_plan_of(plans[0], r, true, client, &query.replace("{table}", &format!("{schema}.cuckoo_cluster_copies_{id}")), name.is_some())?;
+                    client.select(plan, Some(1), &args)?
                 }
                 None => {
                     // SAFETY: reads a backend global.
                     if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
                         fail(
                             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                            format!("cuckoo filter \"{name}\" cannot be checked in a parallel worker: {} holds no replica of cuckoo_cluster_copies", this_node()),
+                            match name {
+                                Some(name) => format!("cuckoo filter \"{name}\" cannot be checked in a parallel worker: {} holds no replica of cuckoo_cluster_copies", this_node()),
+                                None => format!("the cluster's record cannot be read in a parallel worker: {} holds no replica of cuckoo_cluster_copies", this_node()),
+                            },
                             Some("Run SELECT replicate_reference_tables() on the coordinator, or SET max_parallel_workers_per_gather = 0."),
                         );
                     }
-                    let plan = kept_plan(&raw mut ROUTED_PLAN, rel, true, client, &format!("SELECT {columns} FROM {schema}.cuckoo_cluster_copies WHERE name OPERATOR(pg_catalog.=) $1"))?;
-                    nested_allowed(|| client.select(plan, Some(1), &[name.into()]))?
+                    let plan = kept_plan_of(plans[1], rel, true, client, &query.replace("{table}", &format!("{schema}.cuckoo_cluster_copies")), name.is_some())?;
+                    nested_allowed(|| client.select(plan, Some(1), &args))?
                 }
             };
-            if t.is_empty() {
-                return Ok(None);
-            }
-            let row = t.first();
-            Ok(Some(Record {
-                version: row.get::<i64>(1)?.unwrap_or(0),
-                digest: row.get::<String>(2)?.unwrap_or_default(),
-                owner: row.get::<pg_sys::Oid>(3)?.unwrap_or(pg_sys::InvalidOid),
-            }))
+            rows(t)
         })
         .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
-    })
+    });
+    Some((out, rel))
 }
 
 /// This node's replica of the cluster's record (the reference table
@@ -396,23 +411,7 @@ pub(super) fn epoch() -> Option<(i64, pg_sys::Oid)> {
     if !citus_loaded() || !citus_here() {
         return None;
     }
-    let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
-    let latest = as_table_owner(rel, || {
-        Spi::connect(|client| {
-            let t = match replica(client, rel)? {
-                Some((id, r)) => {
-                    let plan = kept_plan_of(&raw mut EPOCH_PLAN, r, true, client, &format!("SELECT pg_catalog.max(version) FROM {schema}.cuckoo_cluster_copies_{id}"), false)?;
-                    client.select(plan, Some(1), &[])?
-                }
-                None => {
-                    let plan = kept_plan_of(&raw mut EPOCH_ROUTED_PLAN, rel, true, client, &format!("SELECT pg_catalog.max(version) FROM {schema}.cuckoo_cluster_copies"), false)?;
-                    nested_allowed(|| client.select(plan, Some(1), &[]))?
-                }
-            };
-            t.first().get_one::<i64>()
-        })
-        .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not read cuckoo_cluster_copies: {e}"))
-    });
+    let (latest, rel) = read_record("SELECT pg_catalog.max(version) FROM {table}", None, [&raw mut EPOCH_PLAN, &raw mut EPOCH_ROUTED_PLAN], |t| t.first().get_one::<i64>())?;
     Some((latest.unwrap_or(0), rel))
 }
 

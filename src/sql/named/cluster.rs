@@ -328,7 +328,7 @@ v1_functions! {
 fn begin(name: &str, new_version: bool) -> Option<i64> {
     not_in_task("the cluster functions");
     check_name(name);
-    let Some((_, rel)) = ext_table(c"cuckoo_cluster_copies") else {
+    let Some((schema, rel)) = ext_table(c"cuckoo_cluster_copies") else {
         error!("cuckoo: cuckoo_cluster_copies is missing: update the extension (ALTER EXTENSION cuckoo UPDATE)")
     };
     if !first_row::<bool>("SELECT pg_catalog.citus_is_coordinator()", &[]).unwrap_or(false) {
@@ -382,7 +382,6 @@ fn begin(name: &str, new_version: bool) -> Option<i64> {
     // it (behind an ANALYZE, say) leaves every node answering meanwhile.
     // (Made on every node even where a session turned Citus's DDL
     // propagation off.)
-    let (schema, _) = ext_table(c"cuckoo_cluster_copies").expect("checked above");
     as_table_owner(rel, || {
         citus::with_citus_setting(c"citus.enable_ddl_propagation", || {
             spi_run(&format!("ALTER TABLE {schema}.cuckoo_cluster_copies RESET (toast_tuple_target)"), &[])

@@ -175,12 +175,7 @@ unsafe extern "C-unwind" fn unseen(node: *mut pg_sys::Node, cx: *mut std::ffi::c
 /// Whether the cluster's record is a table of Citus's (the first
 /// `cf_publish_cluster` makes it one), asked of Citus's metadata cache.
 fn record_distributed() -> bool {
-    let Some((_, record)) = citus::ext_table(c"cuckoo_cluster_copies") else { return false };
-    match is_citus_table() {
-        // SAFETY: Citus's function, as in `citus_relation`.
-        Some(f) => unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f(record)) },
-        None => true,
-    }
+    citus::ext_table(c"cuckoo_cluster_copies").is_some_and(|(_, record)| citus_table(record))
 }
 
 /// `cf_cluster_carry(bigint)` of the extension whose record's table is
@@ -211,6 +206,18 @@ unsafe fn reads_citus_table(parse: *mut pg_sys::Query) -> bool {
     unsafe { pg_sys::query_tree_walker(parse, Some(citus_relation), std::ptr::null_mut(), pg_sys::QTW_EXAMINE_RTES_BEFORE as i32) }
 }
 
+/// Whether Citus knows `rel` (distributed, reference or local to its
+/// metadata), asked of its own `IsCitusTable`; a Citus without it counts
+/// every table.
+fn citus_table(rel: pg_sys::Oid) -> bool {
+    match is_citus_table() {
+        // SAFETY: Citus's function, with its signature; an error it raises
+        // comes back through the FFI boundary as a PostgreSQL error.
+        Some(f) => unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f(rel)) },
+        None => true,
+    }
+}
+
 /// Citus's `bool IsCitusTable(Oid)`, found by its symbol once per process.
 fn is_citus_table() -> Option<unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool> {
     static FOUND: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -236,10 +243,7 @@ unsafe extern "C-unwind" fn citus_relation(node: *mut pg_sys::Node, cx: *mut std
             pg_sys::NodeTag::T_RangeTblEntry => {
                 let rte = node as *mut pg_sys::RangeTblEntry;
                 if (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION {
-                    return match is_citus_table() {
-                        Some(f) => pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f((*rte).relid)),
-                        None => true,
-                    };
+                    return citus_table((*rte).relid);
                 }
                 false
             }
