@@ -21,8 +21,13 @@ test: setup test-core loom test-isolation test-regress test-clients test-shared 
 # The filter core alone, without pgrx: proves it does not depend on it. Includes
 # the threaded stress test (scale with CUCKOO_STRESS_OPS, CUCKOO_STRESS_THREADS);
 # the native benchmark is compiled too, so that it cannot fall behind the core;
+# the sources are formatted (rustfmt.toml) and clippy finds nothing (the lints
+# are chosen in Cargo.toml's [lints] table), for the core alone and with pgrx;
 # and the source files import one another without a circle (tests/layering.py).
-test-core:
+test-core: setup
+	cargo fmt --check
+	cargo clippy --no-default-features --lib --tests -- -D warnings
+	cargo clippy --all-targets --features pg_test -- -D warnings
 	python3 tests/layering.py --self-test
 	python3 tests/layering.py
 	cargo test --no-default-features --lib --release

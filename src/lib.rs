@@ -44,7 +44,10 @@ mod tests {
             Spi::run("SET LOCAL statement_timeout = '60s'").unwrap();
             Spi::run("CHECKPOINT").unwrap();
             // A cut of the filter happened while this process was pinned.
-            let written = Spi::get_one::<i64>("SELECT checkpoint_write_bytes FROM cuckoo_filters WHERE name = 'ck_reader'").unwrap().unwrap();
+            let written =
+                Spi::get_one::<i64>("SELECT checkpoint_write_bytes FROM cuckoo_filters WHERE name = 'ck_reader'")
+                    .unwrap()
+                    .unwrap();
             assert!(written > 0, "no cut was written");
             // A snapshot's writer pause does not wait for readers either.
             let snap = Spi::get_one::<bool>("SELECT cf_contains(cf_snapshot('ck_reader'), 500)").unwrap();
@@ -93,7 +96,12 @@ mod tests {
             unsafe {
                 let mut flinfo: pg_sys::FmgrInfo = std::mem::zeroed();
                 pg_sys::fmgr_info(poly, &mut flinfo);
-                pg_sys::FunctionCall2Coll(&mut flinfo, pg_sys::InvalidOid, Vec::<u8>::new().into_datum().unwrap(), pg_sys::Datum::from(2i64));
+                pg_sys::FunctionCall2Coll(
+                    &mut flinfo,
+                    pg_sys::InvalidOid,
+                    Vec::<u8>::new().into_datum().unwrap(),
+                    pg_sys::Datum::from(2i64),
+                );
             }
             false
         })
@@ -107,10 +115,9 @@ mod tests {
         // A filter stored in a table is toasted (storage external); probing it from
         // every row must give the same answers as the in-memory value.
         Spi::run("CREATE TABLE fs AS SELECT cf_agg(g) f FROM generate_series(1, 100000) g").unwrap();
-        let hits = Spi::get_one::<i64>(
-            "SELECT count(*) FROM generate_series(1, 100000) k, fs WHERE cf_contains(fs.f, k)",
-        )
-        .unwrap();
+        let hits =
+            Spi::get_one::<i64>("SELECT count(*) FROM generate_series(1, 100000) k, fs WHERE cf_contains(fs.f, k)")
+                .unwrap();
         assert_eq!(hits, Some(100000));
     }
 
@@ -126,8 +133,9 @@ mod tests {
                UNION ALL SELECT 3, cf_agg(g) FROM generate_series(1, 10) g",
         )
         .unwrap();
-        let big = Spi::get_one::<bool>("SELECT bool_and((cf_info(f) ->> 'bytes')::int > 4 << 20) FROM alt WHERE id < 3")
-            .unwrap();
+        let big =
+            Spi::get_one::<bool>("SELECT bool_and((cf_info(f) ->> 'bytes')::int > 4 << 20) FROM alt WHERE id < 3")
+                .unwrap();
         assert_eq!(big, Some(true));
         let per_filter = Spi::get_one::<String>(
             "SELECT string_agg(id || ':' || n, ',' ORDER BY id) FROM (

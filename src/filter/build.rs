@@ -115,7 +115,12 @@ pub fn merge_dedup(runs: &[&[u64]]) -> Result<Vec<u64>, RunError> {
 /// never come close; only a crafted state can, and it would otherwise grow the
 /// table to its limit. A build that still fails after the retries is refused as
 /// well: honest hashes fit at the first or second try.
-pub fn build_filter(hashes: &[u64], mut params: Params, mut capacity: u64, max_buckets: u64) -> Result<OwnedFilter, BuildError> {
+pub fn build_filter(
+    hashes: &[u64],
+    mut params: Params,
+    mut capacity: u64,
+    max_buckets: u64,
+) -> Result<OwnedFilter, BuildError> {
     let mut tries = 0;
     loop {
         super::host::check_interrupts();
@@ -128,7 +133,10 @@ pub fn build_filter(hashes: &[u64], mut params: Params, mut capacity: u64, max_b
             return Err(BuildError::Inseparable(n));
         }
         tries += 1;
-        if tries > MAX_BUILD_RETRIES || params.bucket_count >= max_buckets || params.mapping != super::layout::Mapping::Fastrange {
+        if tries > MAX_BUILD_RETRIES
+            || params.bucket_count >= max_buckets
+            || params.mapping != super::layout::Mapping::Fastrange
+        {
             return Err(BuildError::Full);
         }
         params.bucket_count = (params.bucket_count + 1).max(params.bucket_count * 101 / 100).min(max_buckets);
@@ -240,7 +248,10 @@ impl BitWriter {
 pub fn encode_run(hashes: &[u64]) -> Vec<u8> {
     let n = hashes.len() as u64;
     if n <= RAW_RUN_MAX {
-        assert!(hashes.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])), "run not in bucket order without repeats");
+        assert!(
+            hashes.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])),
+            "run not in bucket order without repeats"
+        );
         let mut out = super::host::vec_with_capacity(RUN_HEADER_BYTES + 8 * hashes.len());
         out.extend_from_slice(&n.to_le_bytes());
         out.push(RAW);
@@ -298,7 +309,10 @@ pub struct RunError(pub &'static str);
 pub fn check_run(bytes: &[u8]) -> Result<u64, RunError> {
     if bytes.len() >= RUN_HEADER_BYTES && bytes[8] == RAW {
         let n = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
-        if bytes[9..16].iter().any(|&b| b != 0) || n > RAW_RUN_MAX || bytes.len() as u64 != RUN_HEADER_BYTES as u64 + 8 * n {
+        if bytes[9..16].iter().any(|&b| b != 0)
+            || n > RAW_RUN_MAX
+            || bytes.len() as u64 != RUN_HEADER_BYTES as u64 + 8 * n
+        {
             return Err(RunError("bad raw run header or length"));
         }
         return Ok(n);
@@ -320,11 +334,13 @@ pub fn run_hashes(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u64]>, RunError>
         return Ok(std::borrow::Cow::Owned(out));
     }
     let words = &bytes[RUN_HEADER_BYTES..];
-    if cfg!(target_endian = "little") && words.as_ptr() as usize % std::mem::align_of::<u64>() == 0 {
+    if cfg!(target_endian = "little") && (words.as_ptr() as usize).is_multiple_of(std::mem::align_of::<u64>()) {
         // SAFETY: `check_run` verified `words` is exactly `n` 8-byte words; the
         // pointer is aligned for u64, every bit pattern is a valid u64, and the
         // target is little-endian, the order the words were written in.
-        return Ok(std::borrow::Cow::Borrowed(unsafe { std::slice::from_raw_parts(words.as_ptr() as *const u64, n as usize) }));
+        return Ok(std::borrow::Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(words.as_ptr() as *const u64, n as usize)
+        }));
     }
     let mut out = super::host::vec_with_capacity(n as usize);
     out.extend(words.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())));
@@ -338,7 +354,8 @@ pub fn decode_run(bytes: &[u8]) -> Result<Vec<u64>, RunError> {
     if bytes[8] != RAW {
         return RunReader::new(bytes)?.collect();
     }
-    let v: Vec<u64> = bytes[RUN_HEADER_BYTES..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let v: Vec<u64> =
+        bytes[RUN_HEADER_BYTES..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
     debug_assert_eq!(v.len() as u64, n);
     if !v.windows(2).all(|w| bucket_order_key(w[0]) < bucket_order_key(w[1])) {
         return Err(RunError("raw run not in bucket order without repeats"));
@@ -359,7 +376,7 @@ pub struct RunReader<'a> {
 
 impl<'a> RunReader<'a> {
     pub fn new(bytes: &'a [u8]) -> Result<RunReader<'a>, RunError> {
-        if bytes.len() < RUN_HEADER_BYTES || (bytes.len() - RUN_HEADER_BYTES) % 8 != 0 {
+        if bytes.len() < RUN_HEADER_BYTES || !(bytes.len() - RUN_HEADER_BYTES).is_multiple_of(8) {
             return Err(RunError("run length is not a header plus whole words"));
         }
         let n = u64::from_le_bytes(bytes[0..8].try_into().unwrap());
@@ -449,7 +466,7 @@ impl<'a> RunReader<'a> {
             // Canonical end: zero bits to the end of the last word, no more words.
             let used_words = self.pos.div_ceil(64);
             let tail = self.word(self.pos / 64) >> (self.pos % 64);
-            if (self.pos % 64 != 0 && tail != 0) || used_words * 8 != self.words.len() as u64 {
+            if (!self.pos.is_multiple_of(64) && tail != 0) || used_words * 8 != self.words.len() as u64 {
                 return Err(RunError("bits after the last hash"));
             }
         }
@@ -529,7 +546,12 @@ mod tests {
             assert!(raw.len() as u64 <= run_size_bound(m as u64));
             assert_eq!(decode_run(&raw).unwrap(), v[..m]);
             let rice = encode_rice(&v[..m]);
-            assert!(rice.len() as u64 <= rice_size_bound(m as u64), "n {n}: {} > {}", rice.len(), rice_size_bound(m as u64));
+            assert!(
+                rice.len() as u64 <= rice_size_bound(m as u64),
+                "n {n}: {} > {}",
+                rice.len(),
+                rice_size_bound(m as u64)
+            );
             assert_eq!(decode_run(&rice).unwrap(), v[..m]);
             assert_eq!(check_run(&rice).unwrap(), m as u64);
         }
@@ -594,5 +616,3 @@ mod tests {
         }
     }
 }
-
-

@@ -301,7 +301,8 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
             }
             let handle = self.dir.handle(n - 1);
             let newest = || n == MAX_TABLES || self.dir.handles[n].load(Ordering::SeqCst) <= CLAIMED;
-            let (added, items) = self.tables.with_table(n - 1, handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
+            let (added, items) =
+                self.tables.with_table(n - 1, handle, |t| (t.insert_new_counted(hash, stats, &newest), t.item_count()));
             match added {
                 NewKey::Added => {
                     self.stored(n, handle, items);
@@ -360,7 +361,8 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
                 });
             }
             if let Some(&h) = hashes.get(i) {
-                out[i] = if new { self.insert_new_counted(h, stats) } else { self.insert_counted(h, stats).map(|_| true) };
+                out[i] =
+                    if new { self.insert_new_counted(h, stats) } else { self.insert_counted(h, stats).map(|_| true) };
                 i += 1;
             }
         }
@@ -582,7 +584,11 @@ impl OwnedChain {
     /// The chain's false-positive bound: the sum of its tables' bounds at their
     /// loads now (at least their planned capacity's, once they are full).
     pub fn fpp_bound(&self) -> f64 {
-        self.dir.handles().into_iter().map(|h| sizing::expected_fpp(&self.filter(h).table().params(), self.filter(h).table().item_count())).sum()
+        self.dir
+            .handles()
+            .into_iter()
+            .map(|h| sizing::expected_fpp(&self.filter(h).table().params(), self.filter(h).table().item_count()))
+            .sum()
     }
 }
 
@@ -602,7 +608,8 @@ impl Tables for OwnedChain {
     fn make(&self, index: usize, before: &[u64]) -> Option<u64> {
         let (params, capacity) = match &self.plan {
             Plan::Growth(g) => {
-                let shapes: Vec<(Params, u64)> = before.iter().map(|&h| (self.filter(h).table().params(), self.filter(h).capacity())).collect();
+                let shapes: Vec<(Params, u64)> =
+                    before.iter().map(|&h| (self.filter(h).table().params(), self.filter(h).capacity())).collect();
                 let s = g.next(&shapes, super::layout::MAX_BUCKET_COUNT).ok()?;
                 (s.params, s.capacity)
             }
@@ -674,7 +681,11 @@ mod tests {
         let bound = c.fpp_bound();
         let fixed = size_for_capacity(n as u64, DEFAULT_FPP, u64::MAX).unwrap();
         let ratio = c.word_bytes() as f64 / bytes_of(&fixed.params) as f64;
-        eprintln!("{} tables, rate {rate:.6}, bound {bound:.6}, bytes {:.3}x a filter made for 2M", ch.dir.count(), ratio);
+        eprintln!(
+            "{} tables, rate {rate:.6}, bound {bound:.6}, bytes {:.3}x a filter made for 2M",
+            ch.dir.count(),
+            ratio
+        );
         assert!(rate <= DEFAULT_FPP, "measured rate {rate}");
         assert!(bound <= DEFAULT_FPP, "bound {bound}");
         assert!(ratio <= 1.5, "{ratio}x the bytes");
@@ -727,11 +738,8 @@ mod tests {
         let ch = c.chain();
         let mut stored = Vec::new();
         let mut k = 0;
-        loop {
-            match ch.insert(hash_i64(k)) {
-                Ok(_) => stored.push(k),
-                Err(Full) => break,
-            }
+        while ch.insert(hash_i64(k)).is_ok() {
+            stored.push(k);
             k += 1;
         }
         assert_eq!(ch.dir.count(), 2);

@@ -65,9 +65,11 @@ enum Mutation {
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
-    let boundary = prop_oneof![Just(0u64), Just(1), Just(u32::MAX as u64), Just(i64::MAX as u64), Just(u64::MAX), any::<u64>()];
+    let boundary =
+        prop_oneof![Just(0u64), Just(1), Just(u32::MAX as u64), Just(i64::MAX as u64), Just(u64::MAX), any::<u64>()];
     prop_oneof![
-        (any::<usize>(), prop_oneof![Just(0u8), Just(0xff), Just(0x7f), Just(0x80), any::<u8>()]).prop_map(|(i, b)| Mutation::Set(i, b)),
+        (any::<usize>(), prop_oneof![Just(0u8), Just(0xff), Just(0x7f), Just(0x80), any::<u8>()])
+            .prop_map(|(i, b)| Mutation::Set(i, b)),
         (any::<usize>(), boundary).prop_map(|(i, w)| Mutation::Word(i, w)),
         any::<usize>().prop_map(Mutation::Truncate),
         proptest::collection::vec(any::<u8>(), 1..32).prop_map(Mutation::Extend),

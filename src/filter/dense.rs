@@ -95,7 +95,11 @@ impl KeyType {
     /// What a value made from a named filter records: a pending key type
     /// (an empty filter) records none.
     pub fn for_value(self) -> KeyType {
-        if self.kind == KEY_PENDING { KeyType::NONE } else { self }
+        if self.kind == KEY_PENDING {
+            KeyType::NONE
+        } else {
+            self
+        }
     }
 
     fn check(&self) -> Result<(), FormatError> {
@@ -413,7 +417,11 @@ impl<'a> Dense<'a> {
         let (i1, fp) = (g.primary(hash), g.fingerprint(hash));
         let i2 = g.alternate(i1, fp);
         let c1 = g.copies(self.word(i1), fp) as u64;
-        if i2 == i1 { c1 } else { c1 + g.copies(self.word(i2), fp) as u64 }
+        if i2 == i1 {
+            c1
+        } else {
+            c1 + g.copies(self.word(i2), fp) as u64
+        }
     }
 
     /// Looks up many hashes, one answer each (exactly those of `contains`),
@@ -429,7 +437,7 @@ impl<'a> Dense<'a> {
         // inside `data` (see `raw_bucket`).
         unsafe {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let byte = (i * self.l.bucket_bits as u64 >> 3) as usize;
+            let byte = ((i * self.l.bucket_bits as u64) >> 3) as usize;
             _mm_prefetch::<_MM_HINT_T0>(self.data.as_ptr().add(byte) as *const i8);
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -464,10 +472,10 @@ impl<'a> Dense<'a> {
         }
         let end = g.bucket_count * self.l.bucket_bits as u64;
         let first = (end / 8) as usize;
-        if end % 8 != 0 && self.data[first] >> (end % 8) != 0 {
+        if !end.is_multiple_of(8) && self.data[first] >> (end % 8) != 0 {
             return Err(FormatError::PaddingNotZero);
         }
-        let rest = first + (end % 8 != 0) as usize;
+        let rest = first + !end.is_multiple_of(8) as usize;
         if self.data[rest..].iter().any(|&b| b != 0) {
             return Err(FormatError::PaddingNotZero);
         }
@@ -544,8 +552,7 @@ mod tests {
     #[test]
     fn semi_sorted_tables_enumerate_every_sorted_tuple_once() {
         let mut seen = 0;
-        for idx in 0..4096usize {
-            let t = DECODE[idx];
+        for (idx, &t) in DECODE.iter().enumerate() {
             if idx >= SEMI_TUPLES {
                 assert_eq!(t, 0xffff);
                 continue;
@@ -580,7 +587,8 @@ mod tests {
         for fpp in [0.05, 0.002, 1e-6] {
             let (f, hashes) = filled(fpp, 50_000, 7);
             let t = f.table();
-            let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
+            let h =
+                DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
             let bytes = encode(&h, f.words());
             let d = Dense::new(&h.params, &bytes[V2_HEADER_BYTES..]);
             let mut rng = Rng(5);
@@ -606,7 +614,12 @@ mod tests {
             for n in [1u64, 7, 1000, 30_011] {
                 let (f, hashes) = filled(fpp, n, n);
                 let t = f.table();
-                let h = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
+                let h = DenseHeader {
+                    params: t.params(),
+                    items: t.item_count(),
+                    capacity: f.capacity(),
+                    key: KeyType::NONE,
+                };
                 let bytes = encode(&h, f.words());
                 let parsed = parse_v2(&bytes).unwrap();
                 assert_eq!(parsed, h);
@@ -639,12 +652,17 @@ mod tests {
     fn key_types_round_trip_and_bad_ones_are_refused() {
         let (f, _) = filled(0.002, 100, 5);
         let t = f.table();
-        let base = DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
+        let base =
+            DenseHeader { params: t.params(), items: t.item_count(), capacity: f.capacity(), key: KeyType::NONE };
         // Nothing recorded: bytes 10..16 stay zero, as every value before.
         let plain = encode(&base, f.words());
         assert!(plain[10..16].iter().all(|&b| b == 0));
-        for key in [KeyType { kind: KEY_BUILTIN, oid: 20 }, KeyType { kind: KEY_ENUM, oid: 16_500 }, KeyType { kind: KEY_LOCAL, oid: 70_000 }] {
-            let h = DenseHeader { key, ..base.clone() };
+        for key in [
+            KeyType { kind: KEY_BUILTIN, oid: 20 },
+            KeyType { kind: KEY_ENUM, oid: 16_500 },
+            KeyType { kind: KEY_LOCAL, oid: 70_000 },
+        ] {
+            let h = DenseHeader { key, ..base };
             let bytes = encode(&h, f.words());
             assert_eq!(parse_v2(&bytes).unwrap(), h);
             assert_eq!(&bytes[16..], &plain[16..], "the key type changes nothing else");

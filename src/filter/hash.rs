@@ -120,7 +120,13 @@ mod tests {
     #[test]
     fn alternate_is_an_involution_inside_the_table_for_every_size() {
         for m in (1..200u64).chain([1000, 4095, 4096, 4097, 999_983, 1 << 32]) {
-            let g = Geometry::new(&Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: m, seed: 0, mapping: Mapping::Fastrange });
+            let g = Geometry::new(&Params {
+                fingerprint_bits: 12,
+                slots_per_bucket: 4,
+                bucket_count: m,
+                seed: 0,
+                mapping: Mapping::Fastrange,
+            });
             for fp in 1..300u64 {
                 for i in [0, 1, m / 2, m - 1].into_iter().filter(|&i| i < m) {
                     let j = g.alternate(i, fp);
@@ -134,7 +140,13 @@ mod tests {
     #[test]
     fn primary_is_monotone_in_the_low_bits() {
         for m in [1u64, 3, 1000, 999_983] {
-            let g = Geometry::new(&Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: m, seed: 0, mapping: Mapping::Fastrange });
+            let g = Geometry::new(&Params {
+                fingerprint_bits: 12,
+                slots_per_bucket: 4,
+                bucket_count: m,
+                seed: 0,
+                mapping: Mapping::Fastrange,
+            });
             let mut last = 0;
             for lo in (0..(1u64 << 32)).step_by(65_537) {
                 let i = g.primary(lo | 0xdead_beef << 32);
@@ -149,7 +161,13 @@ mod tests {
         // For a fixed primary bucket, fingerprints send keys to many different
         // alternates (not clustered near the primary).
         let m = 100_003;
-        let g = Geometry::new(&Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: m, seed: 0, mapping: Mapping::Fastrange });
+        let g = Geometry::new(&Params {
+            fingerprint_bits: 12,
+            slots_per_bucket: 4,
+            bucket_count: m,
+            seed: 0,
+            mapping: Mapping::Fastrange,
+        });
         let alts: std::collections::HashSet<u64> = (1..4096).map(|fp| g.alternate(500, fp)).collect();
         assert!(alts.len() > 4000);
         let near = alts.iter().filter(|&&a| a.abs_diff(500) < 1000).count();

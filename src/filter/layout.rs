@@ -104,7 +104,9 @@ impl Params {
                 "slots per bucket must be between 1 and {MAX_SLOTS_PER_BUCKET}, got {b}"
             )));
         }
-        if f < MIN_FINGERPRINT_BITS || f > MAX_FINGERPRINT_BITS || (f as u32) * (b as u32) + MIN_COUNTER_BITS > 64 {
+        if !(MIN_FINGERPRINT_BITS..=MAX_FINGERPRINT_BITS).contains(&f)
+            || (f as u32) * (b as u32) + MIN_COUNTER_BITS > 64
+        {
             return Err(FormatError::BadParams(format!(
                 "{f} fingerprint bits: need {MIN_FINGERPRINT_BITS} to {MAX_FINGERPRINT_BITS}, fitting {b} slots and a {MIN_COUNTER_BITS}-bit counter in a 64-bit bucket"
             )));
@@ -154,10 +156,7 @@ impl Params {
             ));
         }
         if self.mapping == Mapping::Fastrange && self.bucket_count != other.bucket_count {
-            return Err(format!(
-                "bucket counts differ ({} and {})",
-                self.bucket_count, other.bucket_count
-            ));
+            return Err(format!("bucket counts differ ({} and {})", self.bucket_count, other.bucket_count));
         }
         Ok(())
     }
@@ -265,14 +264,12 @@ impl fmt::Display for FormatError {
             FormatError::UnsupportedHash(h) => write!(f, "unsupported hash algorithm {h}"),
             FormatError::ReservedNotZero => write!(f, "reserved header bytes are not zero"),
             FormatError::BadParams(m) => write!(f, "{m}"),
-            FormatError::LengthMismatch { expected, actual } => write!(
-                f,
-                "body is {actual} bytes but the header describes {expected} bytes"
-            ),
-            FormatError::ItemCountMismatch { header, counted } => write!(
-                f,
-                "header claims {header} items but the buckets hold {counted}"
-            ),
+            FormatError::LengthMismatch { expected, actual } => {
+                write!(f, "body is {actual} bytes but the header describes {expected} bytes")
+            }
+            FormatError::ItemCountMismatch { header, counted } => {
+                write!(f, "header claims {header} items but the buckets hold {counted}")
+            }
             FormatError::BadBucket { bucket, why } => write!(f, "bucket {bucket}: {why}"),
             FormatError::PaddingNotZero => write!(f, "bits after the last bucket are not zero"),
         }
@@ -373,7 +370,13 @@ impl Geometry {
     /// two buckets of the hash 16 places later: many cache misses in flight at
     /// once although each lookup is long. The batched lookups of both layouts.
     #[inline(always)]
-    pub fn lookup_batch(&self, hashes: &[u64], out: &mut [bool], prefetch: impl Fn(u64), contains: impl Fn(u64) -> bool) {
+    pub fn lookup_batch(
+        &self,
+        hashes: &[u64],
+        out: &mut [bool],
+        prefetch: impl Fn(u64),
+        contains: impl Fn(u64) -> bool,
+    ) {
         const PREFETCH_AHEAD: usize = 16;
         assert_eq!(hashes.len(), out.len());
         for i in 0..hashes.len() {

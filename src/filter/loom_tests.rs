@@ -103,7 +103,10 @@ pub(crate) fn model_with_bound(bound: usize, f: impl Fn() + Sync + Send + 'stati
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(bound);
     RUNS.store(0, std::sync::atomic::Ordering::Relaxed);
-    b.check(move || { RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed); f() });
+    b.check(move || {
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f()
+    });
     eprintln!("loom runs: {}", RUNS.load(std::sync::atomic::Ordering::Relaxed));
 }
 
@@ -125,7 +128,10 @@ fn fp_with_alternate(from: u64, to: u64, buckets: u64, mapping: Mapping, n: usiz
 }
 
 /// Runs `op` on the table in a new loom thread.
-fn spawn<R: Send + 'static>(f: &Arc<OwnedFilter>, op: impl FnOnce(Table<'_>) -> R + Send + 'static) -> thread::JoinHandle<R> {
+fn spawn<R: Send + 'static>(
+    f: &Arc<OwnedFilter>,
+    op: impl FnOnce(Table<'_>) -> R + Send + 'static,
+) -> thread::JoinHandle<R> {
     let f = f.clone();
     thread::spawn(move || op(f.table()))
 }
@@ -154,22 +160,22 @@ fn move_between(t: &Table<'_>, from: u64, to: u64, fp: u64) -> bool {
 #[test]
 fn loom_lookup_races_back_and_forth_migration() {
     for mapping in MAPPINGS {
-    model_with_bound(BOUND_FOR_LOOKUP, move || {
-        let f = filter(2, mapping);
-        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
-        f.table().insert_fingerprint(1, fp).unwrap();
-        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative during migration"));
-        let mover = spawn(&f, move |t| {
-            for (from, to) in [(1, 0), (0, 1), (1, 0)] {
-                assert!(move_between(&t, from, to, fp));
-            }
+        model_with_bound(BOUND_FOR_LOOKUP, move || {
+            let f = filter(2, mapping);
+            let fp = fp_with_alternate(0, 1, 2, mapping, 0);
+            f.table().insert_fingerprint(1, fp).unwrap();
+            let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative during migration"));
+            let mover = spawn(&f, move |t| {
+                for (from, to) in [(1, 0), (0, 1), (1, 0)] {
+                    assert!(move_between(&t, from, to, fp));
+                }
+            });
+            reader.join().unwrap();
+            mover.join().unwrap();
+            let t = f.table();
+            assert_eq!(copies(&t, 0, fp), 1);
+            assert_eq!(copies(&t, 1, fp), 0);
         });
-        reader.join().unwrap();
-        mover.join().unwrap();
-        let t = f.table();
-        assert_eq!(copies(&t, 0, fp), 1);
-        assert_eq!(copies(&t, 1, fp), 0);
-    });
     }
 }
 
@@ -178,22 +184,22 @@ fn loom_lookup_races_back_and_forth_migration() {
 #[test]
 fn loom_delete_races_back_and_forth_migration() {
     for mapping in MAPPINGS {
-    model_with_bound(BOUND_FOR_LOOKUP, move || {
-        let f = filter(2, mapping);
-        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
-        f.table().insert_fingerprint(1, fp).unwrap();
-        let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a moving copy"));
-        let mover = spawn(&f, move |t| {
-            for (from, to) in [(1, 0), (0, 1), (1, 0)] {
-                move_between(&t, from, to, fp);
-            }
+        model_with_bound(BOUND_FOR_LOOKUP, move || {
+            let f = filter(2, mapping);
+            let fp = fp_with_alternate(0, 1, 2, mapping, 0);
+            f.table().insert_fingerprint(1, fp).unwrap();
+            let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a moving copy"));
+            let mover = spawn(&f, move |t| {
+                for (from, to) in [(1, 0), (0, 1), (1, 0)] {
+                    move_between(&t, from, to, fp);
+                }
+            });
+            deleter.join().unwrap();
+            mover.join().unwrap();
+            let t = f.table();
+            assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0);
+            assert_eq!(t.item_count(), 0);
         });
-        deleter.join().unwrap();
-        mover.join().unwrap();
-        let t = f.table();
-        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0);
-        assert_eq!(t.item_count(), 0);
-    });
     }
 }
 
@@ -205,21 +211,21 @@ fn loom_delete_races_back_and_forth_migration() {
 #[test]
 fn loom_lookup_races_colliding_insert_and_delete() {
     for mapping in MAPPINGS {
-    model_with_bound(BOUND_FOR_LOOKUP, move || {
-        let f = filter(2, mapping);
-        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
-        f.table().insert_fingerprint(1, fp).unwrap();
-        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
-        let churn = spawn(&f, move |t| {
-            for (into, from) in [(0, 1), (1, 0), (0, 1)] {
-                t.insert_fingerprint(into, fp).unwrap();
-                assert!(t.delete_fingerprint(from, fp));
-            }
+        model_with_bound(BOUND_FOR_LOOKUP, move || {
+            let f = filter(2, mapping);
+            let fp = fp_with_alternate(0, 1, 2, mapping, 0);
+            f.table().insert_fingerprint(1, fp).unwrap();
+            let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
+            let churn = spawn(&f, move |t| {
+                for (into, from) in [(0, 1), (1, 0), (0, 1)] {
+                    t.insert_fingerprint(into, fp).unwrap();
+                    assert!(t.delete_fingerprint(from, fp));
+                }
+            });
+            reader.join().unwrap();
+            churn.join().unwrap();
+            assert_eq!(f.table().item_count(), 1);
         });
-        reader.join().unwrap();
-        churn.join().unwrap();
-        assert_eq!(f.table().item_count(), 1);
-    });
     }
 }
 
@@ -228,21 +234,21 @@ fn loom_lookup_races_colliding_insert_and_delete() {
 #[test]
 fn loom_delete_races_migration_single_copy() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
-        f.table().insert_fingerprint(0, fp).unwrap();
-        let mover = spawn(&f, move |t| {
-            move_between(&t, 0, 1, fp);
+        model(move || {
+            let f = filter(2, mapping);
+            let fp = fp_with_alternate(0, 1, 2, mapping, 0);
+            f.table().insert_fingerprint(0, fp).unwrap();
+            let mover = spawn(&f, move |t| {
+                move_between(&t, 0, 1, fp);
+            });
+            let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a copy being moved"));
+            mover.join().unwrap();
+            deleter.join().unwrap();
+            let t = f.table();
+            assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0, "delete plus move left a copy");
+            assert_eq!(t.item_count(), 0);
+            assert!(!t.contains_fingerprint(0, fp));
         });
-        let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp), "delete missed a copy being moved"));
-        mover.join().unwrap();
-        deleter.join().unwrap();
-        let t = f.table();
-        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 0, "delete plus move left a copy");
-        assert_eq!(t.item_count(), 0);
-        assert!(!t.contains_fingerprint(0, fp));
-    });
     }
 }
 
@@ -252,23 +258,23 @@ fn loom_delete_races_migration_single_copy() {
 #[test]
 fn loom_delete_races_migration_two_copies() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
-        f.table().insert_fingerprint(0, fp).unwrap();
-        f.table().insert_fingerprint(0, fp).unwrap();
-        let mover = spawn(&f, move |t| {
-            move_between(&t, 0, 1, fp);
+        model(move || {
+            let f = filter(2, mapping);
+            let fp = fp_with_alternate(0, 1, 2, mapping, 0);
+            f.table().insert_fingerprint(0, fp).unwrap();
+            f.table().insert_fingerprint(0, fp).unwrap();
+            let mover = spawn(&f, move |t| {
+                move_between(&t, 0, 1, fp);
+            });
+            let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
+            let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp)));
+            for h in [mover, reader, deleter] {
+                h.join().unwrap();
+            }
+            let t = f.table();
+            assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1, "a delete must remove exactly one copy");
+            assert_eq!(t.item_count(), 1);
         });
-        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, fp), "false negative"));
-        let deleter = spawn(&f, move |t| assert!(t.delete_fingerprint(0, fp)));
-        for h in [mover, reader, deleter] {
-            h.join().unwrap();
-        }
-        let t = f.table();
-        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1, "a delete must remove exactly one copy");
-        assert_eq!(t.item_count(), 1);
-    });
     }
 }
 
@@ -276,22 +282,22 @@ fn loom_delete_races_migration_two_copies() {
 #[test]
 fn loom_two_movers_of_one_copy() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let fp = fp_with_alternate(0, 1, 2, mapping, 0);
-        f.table().insert_fingerprint(0, fp).unwrap();
-        let a = spawn(&f, move |t| {
-            move_between(&t, 0, 1, fp);
+        model(move || {
+            let f = filter(2, mapping);
+            let fp = fp_with_alternate(0, 1, 2, mapping, 0);
+            f.table().insert_fingerprint(0, fp).unwrap();
+            let a = spawn(&f, move |t| {
+                move_between(&t, 0, 1, fp);
+            });
+            let b = spawn(&f, move |t| {
+                move_between(&t, 0, 1, fp);
+            });
+            a.join().unwrap();
+            b.join().unwrap();
+            let t = f.table();
+            assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1);
+            assert!(t.contains_fingerprint(0, fp));
         });
-        let b = spawn(&f, move |t| {
-            move_between(&t, 0, 1, fp);
-        });
-        a.join().unwrap();
-        b.join().unwrap();
-        let t = f.table();
-        assert_eq!(copies(&t, 0, fp) + copies(&t, 1, fp), 1);
-        assert!(t.contains_fingerprint(0, fp));
-    });
     }
 }
 
@@ -300,26 +306,26 @@ fn loom_two_movers_of_one_copy() {
 #[test]
 fn loom_two_inserters_compete_for_the_last_slot() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let fps: Vec<u64> = (0..9).map(|n| fp_with_alternate(0, 1, 2, mapping, n)).collect();
-        for &fp in &fps[..7] {
-            f.table().insert_fingerprint(0, fp).unwrap();
-        }
-        let (x, y) = (fps[7], fps[8]);
-        let a = spawn(&f, move |t| t.insert_fingerprint(0, x));
-        let b = spawn(&f, move |t| t.insert_fingerprint(0, y));
-        let (rx, ry) = (a.join().unwrap(), b.join().unwrap());
-        assert!(rx.is_ok() != ry.is_ok(), "exactly one insert wins: {rx:?} {ry:?}");
-        assert!(rx == Err(Full) || ry == Err(Full));
-        let t = f.table();
-        assert_eq!(t.item_count(), 8);
-        for &fp in &fps[..7] {
-            assert!(t.contains_fingerprint(0, fp), "an earlier item was lost");
-        }
-        let winner = if rx.is_ok() { x } else { y };
-        assert!(t.contains_fingerprint(0, winner));
-    });
+        model(move || {
+            let f = filter(2, mapping);
+            let fps: Vec<u64> = (0..9).map(|n| fp_with_alternate(0, 1, 2, mapping, n)).collect();
+            for &fp in &fps[..7] {
+                f.table().insert_fingerprint(0, fp).unwrap();
+            }
+            let (x, y) = (fps[7], fps[8]);
+            let a = spawn(&f, move |t| t.insert_fingerprint(0, x));
+            let b = spawn(&f, move |t| t.insert_fingerprint(0, y));
+            let (rx, ry) = (a.join().unwrap(), b.join().unwrap());
+            assert!(rx.is_ok() != ry.is_ok(), "exactly one insert wins: {rx:?} {ry:?}");
+            assert!(rx == Err(Full) || ry == Err(Full));
+            let t = f.table();
+            assert_eq!(t.item_count(), 8);
+            for &fp in &fps[..7] {
+                assert!(t.contains_fingerprint(0, fp), "an earlier item was lost");
+            }
+            let winner = if rx.is_ok() { x } else { y };
+            assert!(t.contains_fingerprint(0, winner));
+        });
     }
 }
 
@@ -329,29 +335,29 @@ fn loom_two_inserters_compete_for_the_last_slot() {
 #[test]
 fn loom_insert_with_migration_races_lookup() {
     for mapping in MAPPINGS {
-    model(move || {
-        // 3 buckets under fastrange (any count), 4 under power-of-two XOR.
-        let m = if mapping == Mapping::Fastrange { 3 } else { 4 };
-        let f = filter(m, mapping);
-        let g = fp_with_alternate(0, 2, m, mapping, 0);
-        let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, m, mapping, n)).collect();
-        let t = f.table();
-        t.insert_fingerprint(0, g).unwrap();
-        for &fp in &pair[..3] {
-            t.insert_fingerprint(0, fp).unwrap();
-        }
-        for &fp in &pair[3..7] {
-            t.insert_fingerprint(1, fp).unwrap();
-        }
-        let x = pair[7];
-        let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, g), "missed g during its migration"));
-        let inserter = spawn(&f, move |t| t.insert_fingerprint(0, x).unwrap());
-        reader.join().unwrap();
-        inserter.join().unwrap();
-        assert_eq!(t.item_count(), 9);
-        assert!(t.contains_fingerprint(0, x) && t.contains_fingerprint(0, g));
-        assert_eq!(copies(&t, 2, g), 1);
-    });
+        model(move || {
+            // 3 buckets under fastrange (any count), 4 under power-of-two XOR.
+            let m = if mapping == Mapping::Fastrange { 3 } else { 4 };
+            let f = filter(m, mapping);
+            let g = fp_with_alternate(0, 2, m, mapping, 0);
+            let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, m, mapping, n)).collect();
+            let t = f.table();
+            t.insert_fingerprint(0, g).unwrap();
+            for &fp in &pair[..3] {
+                t.insert_fingerprint(0, fp).unwrap();
+            }
+            for &fp in &pair[3..7] {
+                t.insert_fingerprint(1, fp).unwrap();
+            }
+            let x = pair[7];
+            let reader = spawn(&f, move |t| assert!(t.contains_fingerprint(0, g), "missed g during its migration"));
+            let inserter = spawn(&f, move |t| t.insert_fingerprint(0, x).unwrap());
+            reader.join().unwrap();
+            inserter.join().unwrap();
+            assert_eq!(t.item_count(), 9);
+            assert!(t.contains_fingerprint(0, x) && t.contains_fingerprint(0, g));
+            assert_eq!(copies(&t, 2, g), 1);
+        });
     }
 }
 
@@ -363,7 +369,16 @@ use super::sync::AtomicU64;
 /// Tables of one bucket of one 16-bit slot: each holds one key, so every second
 /// insert adds a table, and a full table's path search is short.
 fn one_slot() -> (Params, u64) {
-    (Params { fingerprint_bits: 16, slots_per_bucket: 1, bucket_count: 1, seed: DEFAULT_SEED, mapping: Mapping::Fastrange }, 1)
+    (
+        Params {
+            fingerprint_bits: 16,
+            slots_per_bucket: 1,
+            bucket_count: 1,
+            seed: DEFAULT_SEED,
+            mapping: Mapping::Fastrange,
+        },
+        1,
+    )
 }
 
 /// Hashes of distinct keys whose 16-bit fingerprints differ.
@@ -415,8 +430,14 @@ fn loom_chain_inserts_race_a_table_switch() {
         let ks = keys(3);
         let c = full_chain(ks[0], 3);
         let (a, b) = (ks[1], ks[2]);
-        let ta = { let c = c.clone(); thread::spawn(move || c.chain().insert(a)) };
-        let tb = { let c = c.clone(); thread::spawn(move || c.chain().insert(b)) };
+        let ta = {
+            let c = c.clone();
+            thread::spawn(move || c.chain().insert(a))
+        };
+        let tb = {
+            let c = c.clone();
+            thread::spawn(move || c.chain().insert(b))
+        };
         assert!(ta.join().unwrap().is_ok(), "insert of a refused");
         assert!(tb.join().unwrap().is_ok(), "insert of b refused");
         let ch = c.chain();
@@ -473,8 +494,14 @@ fn loom_chain_delete_during_a_table_switch() {
         let ks = keys(2);
         let (k0, a) = (ks[0], ks[1]);
         let c = full_chain(k0, 2);
-        let ta = { let c = c.clone(); thread::spawn(move || c.chain().insert(a).unwrap()) };
-        let tb = { let c = c.clone(); thread::spawn(move || assert_eq!(c.chain().delete(k0), Deleted::Removed, "delete missed a copy")) };
+        let ta = {
+            let c = c.clone();
+            thread::spawn(move || c.chain().insert(a).unwrap())
+        };
+        let tb = {
+            let c = c.clone();
+            thread::spawn(move || assert_eq!(c.chain().delete(k0), Deleted::Removed, "delete missed a copy"))
+        };
         ta.join().unwrap();
         tb.join().unwrap();
         let ch = c.chain();
@@ -521,7 +548,10 @@ fn pair_copies(t: &Table<'_>, h: u64) -> usize {
 }
 
 fn added(results: &[NewKey]) -> usize {
-    assert!(results.iter().all(|&r| r == NewKey::Added || r == NewKey::Present), "a caller neither added nor saw the key: {results:?}");
+    assert!(
+        results.iter().all(|&r| r == NewKey::Added || r == NewKey::Present),
+        "a caller neither added nor saw the key: {results:?}"
+    );
     results.iter().filter(|&&r| r == NewKey::Added).count()
 }
 
@@ -532,17 +562,17 @@ fn added(results: &[NewKey]) -> usize {
 #[test]
 fn loom_insert_new_two_callers() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let k = key_in_pair(1, 0, 2, mapping, &[], 0);
-        let a = spawn(&f, move |t| insert_new(&t, k));
-        let b = spawn(&f, move |t| insert_new(&t, k));
-        let r = [a.join().unwrap(), b.join().unwrap()];
-        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
-        let t = f.table();
-        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
-        assert_eq!(t.item_count(), 1);
-    });
+        model(move || {
+            let f = filter(2, mapping);
+            let k = key_in_pair(1, 0, 2, mapping, &[], 0);
+            let a = spawn(&f, move |t| insert_new(&t, k));
+            let b = spawn(&f, move |t| insert_new(&t, k));
+            let r = [a.join().unwrap(), b.join().unwrap()];
+            assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+            let t = f.table();
+            assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+            assert_eq!(t.item_count(), 1);
+        });
     }
 }
 
@@ -550,16 +580,16 @@ fn loom_insert_new_two_callers() {
 #[test]
 fn loom_insert_new_three_callers() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
-        let hs: Vec<_> = (0..3).map(|_| spawn(&f, move |t| insert_new(&t, k))).collect();
-        let r: Vec<NewKey> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
-        let t = f.table();
-        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
-        assert_eq!(t.item_count(), 1);
-    });
+        model(move || {
+            let f = filter(2, mapping);
+            let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+            let hs: Vec<_> = (0..3).map(|_| spawn(&f, move |t| insert_new(&t, k))).collect();
+            let r: Vec<NewKey> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+            let t = f.table();
+            assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+            assert_eq!(t.item_count(), 1);
+        });
     }
 }
 
@@ -573,39 +603,39 @@ fn loom_insert_new_three_callers() {
 #[test]
 fn loom_insert_new_races_delete() {
     for mapping in MAPPINGS {
-    for at in [0, 1] {
-    model(move || {
-        let f = filter(2, mapping);
-        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
-        let fp = f.table().geometry().fingerprint(k);
-        f.table().insert_fingerprint(at, fp).unwrap();
-        let gone = Arc::new(AtomicU64::new(0));
-        let inserter = |gone: Arc<AtomicU64>| {
-            spawn(&f, move |t| {
-                let after = gone.load(Ordering::Acquire) == 1;
-                (insert_new(&t, k), after)
-            })
-        };
-        let (a, b) = (inserter(gone.clone()), inserter(gone.clone()));
-        let d = {
-            let gone = gone.clone();
-            spawn(&f, move |t| {
-                assert!(t.delete(k), "delete missed the stored copy");
-                gone.store(1, Ordering::Release);
-            })
-        };
-        let ((ra, after_a), (rb, after_b)) = (a.join().unwrap(), b.join().unwrap());
-        d.join().unwrap();
-        let n = added(&[ra, rb]);
-        assert!(n <= 1, "both callers added: {ra:?} {rb:?}");
-        if after_a || after_b {
-            assert_eq!(n, 1, "a caller that began after the delete saw a copy: {ra:?} {rb:?}");
+        for at in [0, 1] {
+            model(move || {
+                let f = filter(2, mapping);
+                let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+                let fp = f.table().geometry().fingerprint(k);
+                f.table().insert_fingerprint(at, fp).unwrap();
+                let gone = Arc::new(AtomicU64::new(0));
+                let inserter = |gone: Arc<AtomicU64>| {
+                    spawn(&f, move |t| {
+                        let after = gone.load(Ordering::Acquire) == 1;
+                        (insert_new(&t, k), after)
+                    })
+                };
+                let (a, b) = (inserter(gone.clone()), inserter(gone.clone()));
+                let d = {
+                    let gone = gone.clone();
+                    spawn(&f, move |t| {
+                        assert!(t.delete(k), "delete missed the stored copy");
+                        gone.store(1, Ordering::Release);
+                    })
+                };
+                let ((ra, after_a), (rb, after_b)) = (a.join().unwrap(), b.join().unwrap());
+                d.join().unwrap();
+                let n = added(&[ra, rb]);
+                assert!(n <= 1, "both callers added: {ra:?} {rb:?}");
+                if after_a || after_b {
+                    assert_eq!(n, 1, "a caller that began after the delete saw a copy: {ra:?} {rb:?}");
+                }
+                let t = f.table();
+                assert_eq!(pair_copies(&t, k), n, "copies do not match the adds after the delete");
+                assert_eq!(t.item_count(), n as u64);
+            });
         }
-        let t = f.table();
-        assert_eq!(pair_copies(&t, k), n, "copies do not match the adds after the delete");
-        assert_eq!(t.item_count(), n as u64);
-    });
-    }
     }
 }
 
@@ -619,31 +649,31 @@ fn loom_insert_new_races_delete() {
 #[test]
 fn loom_insert_new_races_back_and_forth_migration() {
     for mapping in MAPPINGS {
-    for start in [0, 1] {
-    model_with_bound(BOUND_FOR_LOOKUP, move || {
-        let f = filter(2, mapping);
-        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
-        let fp = f.table().geometry().fingerprint(k);
-        if start == 0 {
-            assert_eq!(insert_new(&f.table(), k), NewKey::Added);
-            assert_eq!(copies(&f.table(), 0, fp), 1);
-        } else {
-            f.table().insert_fingerprint(1, fp).unwrap();
+        for start in [0, 1] {
+            model_with_bound(BOUND_FOR_LOOKUP, move || {
+                let f = filter(2, mapping);
+                let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+                let fp = f.table().geometry().fingerprint(k);
+                if start == 0 {
+                    assert_eq!(insert_new(&f.table(), k), NewKey::Added);
+                    assert_eq!(copies(&f.table(), 0, fp), 1);
+                } else {
+                    f.table().insert_fingerprint(1, fp).unwrap();
+                }
+                let inserter = spawn(&f, move |t| insert_new(&t, k));
+                let mover = spawn(&f, move |t| {
+                    for (from, to) in [(start, 1 - start), (1 - start, start), (start, 1 - start)] {
+                        assert!(move_between(&t, from, to, fp));
+                    }
+                });
+                assert_eq!(inserter.join().unwrap(), NewKey::Present, "insert-if-new missed a moving copy");
+                mover.join().unwrap();
+                let t = f.table();
+                assert_eq!(pair_copies(&t, k), 1);
+                assert_eq!(copies(&t, 1 - start, fp), 1);
+                assert_eq!(t.item_count(), 1);
+            });
         }
-        let inserter = spawn(&f, move |t| insert_new(&t, k));
-        let mover = spawn(&f, move |t| {
-            for (from, to) in [(start, 1 - start), (1 - start, start), (start, 1 - start)] {
-                assert!(move_between(&t, from, to, fp));
-            }
-        });
-        assert_eq!(inserter.join().unwrap(), NewKey::Present, "insert-if-new missed a moving copy");
-        mover.join().unwrap();
-        let t = f.table();
-        assert_eq!(pair_copies(&t, k), 1);
-        assert_eq!(copies(&t, 1 - start, fp), 1);
-        assert_eq!(t.item_count(), 1);
-    });
-    }
     }
 }
 
@@ -653,23 +683,23 @@ fn loom_insert_new_races_back_and_forth_migration() {
 #[test]
 fn loom_insert_new_two_callers_race_a_mover() {
     for mapping in MAPPINGS {
-    model(move || {
-        let f = filter(2, mapping);
-        let k = key_in_pair(0, 1, 2, mapping, &[], 0);
-        let fp = f.table().geometry().fingerprint(k);
-        let a = spawn(&f, move |t| insert_new(&t, k));
-        let b = spawn(&f, move |t| insert_new(&t, k));
-        let mover = spawn(&f, move |t| {
-            move_between(&t, 0, 1, fp);
-            move_between(&t, 1, 0, fp);
+        model(move || {
+            let f = filter(2, mapping);
+            let k = key_in_pair(0, 1, 2, mapping, &[], 0);
+            let fp = f.table().geometry().fingerprint(k);
+            let a = spawn(&f, move |t| insert_new(&t, k));
+            let b = spawn(&f, move |t| insert_new(&t, k));
+            let mover = spawn(&f, move |t| {
+                move_between(&t, 0, 1, fp);
+                move_between(&t, 1, 0, fp);
+            });
+            let r = [a.join().unwrap(), b.join().unwrap()];
+            mover.join().unwrap();
+            assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+            let t = f.table();
+            assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+            assert_eq!(t.item_count(), 1);
         });
-        let r = [a.join().unwrap(), b.join().unwrap()];
-        mover.join().unwrap();
-        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
-        let t = f.table();
-        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
-        assert_eq!(t.item_count(), 1);
-    });
     }
 }
 
@@ -682,33 +712,34 @@ fn loom_insert_new_two_callers_race_a_mover() {
 #[test]
 fn loom_insert_new_with_migration_two_callers() {
     for mapping in MAPPINGS {
-    model(move || {
-        let m = if mapping == Mapping::Fastrange { 3 } else { 4 };
-        let f = filter(m, mapping);
-        let k = key_in_pair(0, 1, m, mapping, &[], 0);
-        let fk = f.table().geometry().fingerprint(k);
-        let g = fp_with_alternate(0, 2, m, mapping, 0);
-        let pair: Vec<u64> = (0..8).map(|n| fp_with_alternate(0, 1, m, mapping, n + 1)).filter(|&p| p != fk).take(7).collect();
-        let t = f.table();
-        t.insert_fingerprint(0, g).unwrap();
-        for &p in &pair[..3] {
-            t.insert_fingerprint(0, p).unwrap();
-        }
-        for &p in &pair[3..7] {
-            t.insert_fingerprint(1, p).unwrap();
-        }
-        let a = spawn(&f, move |t| insert_new(&t, k));
-        let b = spawn(&f, move |t| insert_new(&t, k));
-        let r = [a.join().unwrap(), b.join().unwrap()];
-        assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
-        assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
-        assert_eq!(copies(&t, 0, fk), 1, "the copy is not in home");
-        assert_eq!((copies(&t, 0, g), copies(&t, 2, g)), (0, 1), "g was not moved exactly once");
-        for &p in &pair[..7] {
-            assert!(t.contains_fingerprint(0, p), "a stored fingerprint was lost");
-        }
-        assert_eq!(t.item_count(), 9);
-    });
+        model(move || {
+            let m = if mapping == Mapping::Fastrange { 3 } else { 4 };
+            let f = filter(m, mapping);
+            let k = key_in_pair(0, 1, m, mapping, &[], 0);
+            let fk = f.table().geometry().fingerprint(k);
+            let g = fp_with_alternate(0, 2, m, mapping, 0);
+            let pair: Vec<u64> =
+                (0..8).map(|n| fp_with_alternate(0, 1, m, mapping, n + 1)).filter(|&p| p != fk).take(7).collect();
+            let t = f.table();
+            t.insert_fingerprint(0, g).unwrap();
+            for &p in &pair[..3] {
+                t.insert_fingerprint(0, p).unwrap();
+            }
+            for &p in &pair[3..7] {
+                t.insert_fingerprint(1, p).unwrap();
+            }
+            let a = spawn(&f, move |t| insert_new(&t, k));
+            let b = spawn(&f, move |t| insert_new(&t, k));
+            let r = [a.join().unwrap(), b.join().unwrap()];
+            assert_eq!(added(&r), 1, "exactly one caller adds: {r:?}");
+            assert_eq!(pair_copies(&t, k), 1, "insert-if-new stored a copy twice");
+            assert_eq!(copies(&t, 0, fk), 1, "the copy is not in home");
+            assert_eq!((copies(&t, 0, g), copies(&t, 2, g)), (0, 1), "g was not moved exactly once");
+            for &p in &pair[..7] {
+                assert!(t.contains_fingerprint(0, p), "a stored fingerprint was lost");
+            }
+            assert_eq!(t.item_count(), 9);
+        });
     }
 }
 
@@ -727,8 +758,14 @@ fn loom_insert_new_chain_both_switch() {
         let ks = keys(2);
         let (k0, a) = (ks[0], ks[1]);
         let c = full_chain(k0, 2);
-        let ta = { let c = c.clone(); thread::spawn(move || chain_insert_new(&c, a)) };
-        let tb = { let c = c.clone(); thread::spawn(move || chain_insert_new(&c, a)) };
+        let ta = {
+            let c = c.clone();
+            thread::spawn(move || chain_insert_new(&c, a))
+        };
+        let tb = {
+            let c = c.clone();
+            thread::spawn(move || chain_insert_new(&c, a))
+        };
         let r = [ta.join().unwrap(), tb.join().unwrap()];
         assert_eq!(r.iter().filter(|&&x| x == Ok(true)).count(), 1, "exactly one caller adds: {r:?}");
         assert!(r.iter().all(|x| x.is_ok()), "{r:?}");
@@ -756,7 +793,10 @@ fn loom_insert_new_chain_one_caller_sees_the_new_table() {
         let (a, b) = (ks[0], ks[1]);
         let (one, _) = one_slot();
         let c = Arc::new(OwnedChain::with_tables((Params { slots_per_bucket: 2, ..one }, 1), vec![one_slot()]));
-        let ta = { let c = c.clone(); thread::spawn(move || chain_insert_new(&c, a)) };
+        let ta = {
+            let c = c.clone();
+            thread::spawn(move || chain_insert_new(&c, a))
+        };
         let tb = {
             let c = c.clone();
             thread::spawn(move || {

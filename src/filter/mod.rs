@@ -16,12 +16,12 @@ pub mod sizing;
 pub mod sync;
 pub mod table;
 
+#[cfg(all(test, not(loom)))]
+mod decode_props;
 #[cfg(all(test, loom))]
 pub(crate) mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod stress_tests;
-#[cfg(all(test, not(loom)))]
-mod decode_props;
 
 pub use layout::{FormatError, Geometry, Mapping, Params};
 pub use table::newkey::NewKey;

@@ -103,7 +103,11 @@ impl MultiHeader {
 /// The false-positive bound of a filter of these tables: the sum of theirs,
 /// at their loads now or (`at_capacity`) once each holds its capacity.
 pub fn bound(headers: &[DenseHeader], at_capacity: bool) -> f64 {
-    headers.iter().map(|h| sizing::expected_fpp(&h.params, if at_capacity { h.capacity } else { h.items })).sum::<f64>().min(1.0)
+    headers
+        .iter()
+        .map(|h| sizing::expected_fpp(&h.params, if at_capacity { h.capacity } else { h.items }))
+        .sum::<f64>()
+        .min(1.0)
 }
 
 fn le64(b: &[u8], at: usize) -> u64 {
@@ -113,7 +117,11 @@ fn le64(b: &[u8], at: usize) -> u64 {
 /// Checks a growth plan read from a value or a named filter's metadata.
 pub fn check_growth(fpp: f64, expansion: u32) -> Result<Option<Growth>, FormatError> {
     if expansion == 0 {
-        return if fpp.to_bits() == 0 { Ok(None) } else { Err(FormatError::BadParams("a rate is recorded for a filter that does not grow".into())) };
+        return if fpp.to_bits() == 0 {
+            Ok(None)
+        } else {
+            Err(FormatError::BadParams("a rate is recorded for a filter that does not grow".into()))
+        };
     }
     if expansion > MAX_EXPANSION {
         return Err(FormatError::BadParams(format!("expansion {expansion} is larger than {MAX_EXPANSION}")));
@@ -184,14 +192,18 @@ pub fn parse_v3(bytes: &[u8]) -> Result<MultiHeader, FormatError> {
 /// Checks every table's buckets (after [`parse_v3`]).
 pub fn validate_v3(bytes: &[u8], h: &MultiHeader) -> Result<(), FormatError> {
     for p in &h.parts {
-        Dense::new(&p.header.params, &bytes[p.start + dense::V2_HEADER_BYTES..p.start + p.len]).validate(p.header.items)?;
+        Dense::new(&p.header.params, &bytes[p.start + dense::V2_HEADER_BYTES..p.start + p.len])
+            .validate(p.header.items)?;
     }
     Ok(())
 }
 
 /// The tables of a parsed value, to probe.
 pub fn tables<'a>(bytes: &'a [u8], h: &MultiHeader) -> Vec<Dense<'a>> {
-    h.parts.iter().map(|p| Dense::new(&p.header.params, &bytes[p.start + dense::V2_HEADER_BYTES..p.start + p.len])).collect()
+    h.parts
+        .iter()
+        .map(|p| Dense::new(&p.header.params, &bytes[p.start + dense::V2_HEADER_BYTES..p.start + p.len]))
+        .collect()
 }
 
 /// [`contains`] straight from the bytes of a value [`parse_v3`] accepted
@@ -237,7 +249,12 @@ pub fn serialized_len(params: &[Params]) -> u64 {
 
 /// Writes a format-3 value into `out` (zeroed, [`serialized_len`] bytes): the
 /// header, then each table, whose bucket words `words(i)` gives.
-pub fn encode_into<'w, I: Iterator<Item = u64> + 'w>(growth: Option<Growth>, headers: &[DenseHeader], mut words: impl FnMut(usize) -> I, out: &mut [u8]) {
+pub fn encode_into<'w, I: Iterator<Item = u64> + 'w>(
+    growth: Option<Growth>,
+    headers: &[DenseHeader],
+    mut words: impl FnMut(usize) -> I,
+    out: &mut [u8],
+) {
     let k = headers.len();
     assert!((1..=MAX_VALUE_TABLES).contains(&k));
     let params: Vec<Params> = headers.iter().map(|h| h.params).collect();
@@ -391,7 +408,8 @@ mod tests {
     /// measured rate is within the bound it reports.
     #[test]
     fn a_union_of_seven_days_of_different_sizes_keeps_every_key() {
-        let days: Vec<std::ops::Range<i64>> = (0..7).map(|d| d * 1_000_000..d * 1_000_000 + 20_000 + d * 7_919).collect();
+        let days: Vec<std::ops::Range<i64>> =
+            (0..7).map(|d| d * 1_000_000..d * 1_000_000 + 20_000 + d * 7_919).collect();
         let mut acc: Vec<OwnedFilter> = vec![built(days[0].clone())];
         for d in &days[1..] {
             acc = union(acc, vec![built(d.clone())]).unwrap();
@@ -479,7 +497,8 @@ mod tests {
             assert!(parse_v3(&good[..cut]).is_err(), "truncated to {cut}");
         }
         let mh = parse_v3(&good).unwrap();
-        let header_bytes: Vec<usize> = (0..mh.parts[0].start).chain(mh.parts[1].start..mh.parts[1].start + dense::V2_HEADER_BYTES).collect();
+        let header_bytes: Vec<usize> =
+            (0..mh.parts[0].start).chain(mh.parts[1].start..mh.parts[1].start + dense::V2_HEADER_BYTES).collect();
         for &at in &header_bytes {
             let mut bad = good.clone();
             bad[at] ^= 1 << (r.next() % 8);

@@ -233,7 +233,13 @@ mod tests {
 
     #[test]
     fn extremes_round_trip() {
-        for keys in [vec![0u64], vec![u64::MAX], vec![0, 1, 2, u64::MAX - 1, u64::MAX], vec![0, u64::MAX], (0..100).collect::<Vec<u64>>()] {
+        for keys in [
+            vec![0u64],
+            vec![u64::MAX],
+            vec![0, 1, 2, u64::MAX - 1, u64::MAX],
+            vec![0, u64::MAX],
+            (0..100).collect::<Vec<u64>>(),
+        ] {
             let mut out = Vec::new();
             encode(&keys, &mut out);
             assert_eq!(decode(&out, keys.len()).unwrap(), keys);
@@ -271,8 +277,15 @@ mod tests {
         let padded_set = (2..40).map(|n| set(n, 9)).find(|s| {
             let k = rice_parameter(s.len()) as u64;
             let mut next = 0u64;
-            let bits: u64 = s.iter().map(|&x| { let b = ((x - next) >> k) + 1 + k; next = x + 1; b }).sum();
-            bits % 8 != 0
+            let bits: u64 = s
+                .iter()
+                .map(|&x| {
+                    let b = ((x - next) >> k) + 1 + k;
+                    next = x + 1;
+                    b
+                })
+                .sum();
+            !bits.is_multiple_of(8)
         });
         let padded_set = padded_set.expect("some set ends inside a byte");
         let mut padded = Vec::new();

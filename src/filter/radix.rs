@@ -72,7 +72,9 @@ fn lsd_sort_into(src: &mut [u64], dst: &mut [u64], bits: u32, key: impl Fn(u64) 
     let mut counts = vec![0usize; radix];
     // An odd number of passes ends in `dst`; with an even number, start by moving
     // the data there so that the last pass does.
-    let (mut from, mut to) = if passes % 2 == 1 { (src, dst) } else {
+    let (mut from, mut to) = if passes % 2 == 1 {
+        (src, dst)
+    } else {
         dst.copy_from_slice(src);
         (dst, src)
     };

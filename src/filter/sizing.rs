@@ -159,7 +159,8 @@ fn check_capacity(capacity: u64, fpp: f64, shape: &Shape, max_buckets: u64) -> R
     if capacity == 0 {
         return Err(SizingError::Capacity("capacity must be at least 1".into()));
     }
-    let max_capacity = (max_buckets.min(MAX_BUCKET_COUNT) as f64 * shape.slots as f64 * shape.load * 0.99).floor() as u64;
+    let max_capacity =
+        (max_buckets.min(MAX_BUCKET_COUNT) as f64 * shape.slots as f64 * shape.load * 0.99).floor() as u64;
     if capacity > max_capacity {
         return Err(SizingError::Capacity(format!(
             "capacity {capacity} is larger than the maximum {max_capacity} for fpp {fpp}"
@@ -188,7 +189,8 @@ pub fn size_for_capacity(capacity: u64, fpp: f64, max_buckets: u64) -> Result<Si
 /// [`size_for_capacity`] with a given shape (`fpp` only names the rate in messages).
 fn size_shape_for_capacity(capacity: u64, shape: Shape, fpp: f64, max_buckets: u64) -> Result<Sized, SizingError> {
     check_capacity(capacity, fpp, &shape, max_buckets)?;
-    let holds = |m: u64| ((m * shape.slots as u64) as f64 * planned_load(&shape, m * shape.slots as u64)).floor() as u64;
+    let holds =
+        |m: u64| ((m * shape.slots as u64) as f64 * planned_load(&shape, m * shape.slots as u64)).floor() as u64;
     // Start at the plain count and step up: the margin is a few buckets for
     // small tables and a few hundredths of a percent for large ones.
     let mut m = ((capacity as f64 / (shape.slots as f64 * shape.load)).ceil() as u64).max(1);
@@ -201,7 +203,9 @@ fn size_shape_for_capacity(capacity: u64, shape: Shape, fpp: f64, max_buckets: u
         m -= 1;
     }
     if m > max_buckets.min(MAX_BUCKET_COUNT) {
-        return Err(SizingError::Capacity(format!("capacity {capacity} needs more than {max_buckets} buckets for fpp {fpp}")));
+        return Err(SizingError::Capacity(format!(
+            "capacity {capacity} needs more than {max_buckets} buckets for fpp {fpp}"
+        )));
     }
     Ok(Sized { params: params_with(&shape, m), capacity: holds(m), shape })
 }
@@ -233,12 +237,15 @@ pub fn growth_shape(budget: f64) -> Option<Shape> {
     let mut best: Option<Shape> = None;
     for (b, f) in shapes() {
         let load = max_load(b).min(budget * ((1u64 << f) - 1) as f64 / (2.0 * b as f64));
-        if !(load >= max_load(b) / 2.0) {
+        if load.is_nan() || load < max_load(b) / 2.0 {
             continue;
         }
         let s = Shape { slots: b, bits: f, load };
         let keys_per_word = |s: &Shape| s.slots as f64 * s.load;
-        if best.is_none_or(|bst| keys_per_word(&s) > keys_per_word(&bst) + 1e-12 || (keys_per_word(&s) > keys_per_word(&bst) - 1e-12 && s.bits > bst.bits)) {
+        if best.is_none_or(|bst| {
+            keys_per_word(&s) > keys_per_word(&bst) + 1e-12
+                || (keys_per_word(&s) > keys_per_word(&bst) - 1e-12 && s.bits > bst.bits)
+        }) {
             best = Some(s);
         }
     }
@@ -372,7 +379,10 @@ mod tests {
                 let slots = s.params.slot_count();
                 let load = n as f64 / slots as f64;
                 assert!(load <= shape.load + 1e-12, "{n}: load {load}");
-                assert!(slots < shape.slots as u64 || (slots - shape.slots as u64) as f64 * shape.load < n as f64, "{n}: one bucket too many");
+                assert!(
+                    slots < shape.slots as u64 || (slots - shape.slots as u64) as f64 * shape.load < n as f64,
+                    "{n}: one bucket too many"
+                );
                 let c = size_for_capacity(n, fpp, u64::MAX).unwrap();
                 let cslots = c.params.slot_count();
                 assert!(c.capacity >= n);
@@ -383,7 +393,10 @@ mod tests {
                 if n > 1000 {
                     let l = n as f64 / cslots as f64;
                     // Falls by at most the one-bucket granularity.
-                    assert!(l > last_load - shape.slots as f64 / n as f64, "{n}: planned load fell from {last_load} to {l}");
+                    assert!(
+                        l > last_load - shape.slots as f64 / n as f64,
+                        "{n}: planned load fell from {last_load} to {l}"
+                    );
                     last_load = l;
                 }
             }

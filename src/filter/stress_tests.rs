@@ -30,12 +30,24 @@ fn env(name: &str, default: u64) -> u64 {
 
 #[test]
 fn stress_mixed_operations_at_90_percent_load() {
-    stress(Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 12_289, seed: DEFAULT_SEED, mapping: Mapping::Fastrange });
+    stress(Params {
+        fingerprint_bits: 12,
+        slots_per_bucket: 4,
+        bucket_count: 12_289,
+        seed: DEFAULT_SEED,
+        mapping: Mapping::Fastrange,
+    });
 }
 
 #[test]
 fn stress_mixed_operations_at_90_percent_load_power_of_two_xor() {
-    stress(Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 1 << 14, seed: DEFAULT_SEED, mapping: Mapping::PowerOfTwoXor });
+    stress(Params {
+        fingerprint_bits: 12,
+        slots_per_bucket: 4,
+        bucket_count: 1 << 14,
+        seed: DEFAULT_SEED,
+        mapping: Mapping::PowerOfTwoXor,
+    });
 }
 
 fn stress(params: Params) {
@@ -103,8 +115,7 @@ fn stress(params: Params) {
     }
     let t = filter.table();
     assert_eq!(t.item_count(), live.len() as u64, "item count drifted");
-    let occupied: u64 =
-        t.bucket_words().iter().map(|w| t.geometry().occupied(w.load(Ordering::Relaxed)) as u64).sum();
+    let occupied: u64 = t.bucket_words().iter().map(|w| t.geometry().occupied(w.load(Ordering::Relaxed)) as u64).sum();
     assert_eq!(occupied, live.len() as u64, "stored copies differ from live keys");
     for &k in &live {
         assert!(t.contains(hash_i64(DEFAULT_SEED, k)), "live key {k} lost");
@@ -124,7 +135,17 @@ fn stress(params: Params) {
 /// plain inserts, every key is found, and all but a few keys (false positives:
 /// a new key whose fingerprint some other key already put in its pair) are
 /// added by exactly one thread.
-fn race_insert_new<C: Sync>(label: &str, keys: u64, threads: u64, target: &C, insert_new: impl Fn(&C, u64) -> Option<bool> + Sync, insert: impl Fn(&C, u64) -> bool + Sync, contains: impl Fn(&C, u64) -> bool + Sync, items: impl Fn(&C) -> u64) {
+#[allow(clippy::too_many_arguments)]
+fn race_insert_new<C: Sync>(
+    label: &str,
+    keys: u64,
+    threads: u64,
+    target: &C,
+    insert_new: impl Fn(&C, u64) -> Option<bool> + Sync,
+    insert: impl Fn(&C, u64) -> bool + Sync,
+    contains: impl Fn(&C, u64) -> bool + Sync,
+    items: impl Fn(&C) -> u64,
+) {
     let start = Barrier::new(threads as usize + 1);
     let adds: Vec<std::sync::atomic::AtomicU8> = (0..keys).map(|_| std::sync::atomic::AtomicU8::new(0)).collect();
     let plain = std::sync::atomic::AtomicU64::new(0);
@@ -159,7 +180,11 @@ fn race_insert_new<C: Sync>(label: &str, keys: u64, threads: u64, target: &C, in
     let twice = adds.iter().filter(|a| a.load(Ordering::Relaxed) > 1).count();
     assert_eq!(twice, 0, "{label}: {twice} keys were added by more than one thread");
     let added: u64 = adds.iter().map(|a| a.load(Ordering::Relaxed) as u64).sum();
-    assert_eq!(items(target), added + plain.load(Ordering::Relaxed), "{label}: the item count is not the adds plus the plain inserts");
+    assert_eq!(
+        items(target),
+        added + plain.load(Ordering::Relaxed),
+        "{label}: the item count is not the adds plus the plain inserts"
+    );
     for k in 0..keys {
         assert!(contains(target, hash_i64(DEFAULT_SEED, k as i64)), "{label}: key {k} is not found");
     }

@@ -455,7 +455,14 @@ impl<'a> Table<'a> {
     /// overlap instead of following one another. Keys without such a path go to
     /// `left`. Plain loads and stores (exclusive access); a fingerprint only ever
     /// moves between the two buckets of its pair. Returns the keys placed.
-    fn place_by_short_paths(&self, keys: &[u64], moves: u32, batch: usize, place: &impl Fn(u64, u64) -> bool, left: &mut Vec<u64>) -> u64 {
+    fn place_by_short_paths(
+        &self,
+        keys: &[u64],
+        moves: u32,
+        batch: usize,
+        place: &impl Fn(u64, u64) -> bool,
+        left: &mut Vec<u64>,
+    ) -> u64 {
         let g = &self.g;
         let load = |i: u64| self.buckets[i as usize].load(Ordering::Relaxed);
         let pair = |h: u64| {
@@ -805,10 +812,10 @@ impl OwnedFilter {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::filter::Geometry;
     use crate::filter::hash::hash_i64;
     use crate::filter::layout::DEFAULT_SEED;
     use crate::filter::sizing::{fpp_bound, max_load, size_for_capacity, DEFAULT_FPP};
+    use crate::filter::Geometry;
     use std::collections::HashMap;
 
     /// Deterministic SplitMix64 stream, so every failure reproduces.
@@ -849,7 +856,14 @@ pub(crate) mod tests {
         // rate; 10M probes put the measured rate within 4 standard deviations of
         // the true one even at 0.18%, where the margin is tightest.
         let probes = 10_000_000u64;
-        for (fpp, cap) in [(0.05, 100_003u64), (0.01, 200_003), (DEFAULT_FPP, 200_003), (0.0018, 200_003), (0.001, 150_001), (0.0001, 150_001)] {
+        for (fpp, cap) in [
+            (0.05, 100_003u64),
+            (0.01, 200_003),
+            (DEFAULT_FPP, 200_003),
+            (0.0018, 200_003),
+            (0.001, 150_001),
+            (0.0001, 150_001),
+        ] {
             let s = size_for_capacity(cap, fpp, u64::MAX).unwrap();
             let f = OwnedFilter::with_capacity(s.params, s.capacity);
             let t = f.table();
@@ -870,7 +884,10 @@ pub(crate) mod tests {
             let rate = positives as f64 / probes as f64;
             let load = s.capacity as f64 / s.params.slot_count() as f64;
             let bound = fpp_bound(s.params.slots_per_bucket, s.params.fingerprint_bits, load);
-            eprintln!("fpp {fpp}: {}x{} bits, load {load:.4}, bound {bound:.6}, measured {rate:.6}", s.params.slots_per_bucket, s.params.fingerprint_bits);
+            eprintln!(
+                "fpp {fpp}: {}x{} bits, load {load:.4}, bound {bound:.6}, measured {rate:.6}",
+                s.params.slots_per_bucket, s.params.fingerprint_bits
+            );
             assert!(rate <= fpp, "fpp {fpp}: measured {rate} above the rate asked for");
             assert!(rate <= bound * 1.05, "fpp {fpp}: measured {rate} above the bound {bound} at load {load}");
         }
@@ -898,7 +915,10 @@ pub(crate) mod tests {
                         assert!(load > max_load(b), "b={b} m={m}: first failure at {load}");
                     }
                 }
-                assert!(early * 100 <= seeds, "b={b} m={m}: {early} of {seeds} fills failed before the planned capacity");
+                assert!(
+                    early * 100 <= seeds,
+                    "b={b} m={m}: {early} of {seeds} fills failed before the planned capacity"
+                );
             }
             let filter = OwnedFilter::new(params(b, f, 1 << 15, Mapping::PowerOfTwoXor));
             let load = fill_until_full(&filter, &mut Rng(b as u64)).len() as f64 / (b as u64 * (1 << 15)) as f64;
@@ -945,10 +965,11 @@ pub(crate) mod tests {
                 let h = hash_i64(DEFAULT_SEED, k as i64);
                 match rng.next() % 3 {
                     0 => {
-                        if model.values().map(|&c| c as u64).sum::<u64>() < 3500 && model.get(&k).copied().unwrap_or(0) < 2 {
-                            if t.insert(h).is_ok() {
-                                *model.entry(k).or_default() += 1;
-                            }
+                        if model.values().map(|&c| c as u64).sum::<u64>() < 3500
+                            && model.get(&k).copied().unwrap_or(0) < 2
+                            && t.insert(h).is_ok()
+                        {
+                            *model.entry(k).or_default() += 1;
                         }
                     }
                     1 => {

@@ -279,7 +279,11 @@ impl<'a> ChainUnits<'a> {
 
     /// [`Units::mark`] over every table, in unit order.
     pub fn mark(&self, all: bool) -> Vec<u32> {
-        self.parts.iter().zip(&self.first).flat_map(|(p, &f)| p.mark(all).into_iter().map(move |u| (f + u as u64) as u32)).collect()
+        self.parts
+            .iter()
+            .zip(&self.first)
+            .flat_map(|(p, &f)| p.mark(all).into_iter().map(move |u| (f + u as u64) as u32))
+            .collect()
     }
 
     pub fn abandon_marks(&self) -> usize {
@@ -321,7 +325,8 @@ impl WriteHook for Units<'_> {
                 }
                 NEEDED => match self.pool.claim() {
                     Some(slot) => {
-                        if st.compare_exchange(v, (v & CHANGED) | COPYING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                        if st.compare_exchange(v, (v & CHANGED) | COPYING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+                        {
                             let to = self.pool.slot(slot);
                             for (t, w) in to.iter().zip(self.unit_words(u)) {
                                 t.store(w.load(Ordering::Acquire), Ordering::Relaxed);
@@ -333,7 +338,8 @@ impl WriteHook for Units<'_> {
                     }
                     None => {
                         self.waits.fetch_add(1, Ordering::Relaxed);
-                        while st.load(Ordering::Acquire) & SAVE_MASK == NEEDED && self.pool.in_use() as u64 >= self.pool.slots {
+                        while st.load(Ordering::Acquire) & SAVE_MASK == NEEDED && self.pool.in_use() >= self.pool.slots
+                        {
                             spin(&backoff);
                         }
                     }
@@ -366,7 +372,13 @@ mod tests {
     }
 
     fn mem(buckets: u64, pool_slots: u64) -> Mem {
-        let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: buckets, seed: DEFAULT_SEED, mapping: Mapping::Fastrange };
+        let params = Params {
+            fingerprint_bits: 12,
+            slots_per_bucket: 4,
+            bucket_count: buckets,
+            seed: DEFAULT_SEED,
+            mapping: Mapping::Fastrange,
+        };
         Mem {
             states: (0..unit_count(buckets)).map(|_| AtomicU32::new(0)).collect(),
             words: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
@@ -422,7 +434,7 @@ mod tests {
         t.insert(hash_i64(DEFAULT_SEED, 5000)).unwrap();
         let marked = units.mark(false);
         t.insert(hash_i64(DEFAULT_SEED, 5001)).unwrap();
-        assert!(m.used.iter().any(|w| w.load(Ordering::Relaxed) != 0) || marked.len() > 0);
+        assert!(m.used.iter().any(|w| w.load(Ordering::Relaxed) != 0) || !marked.is_empty());
         assert_eq!(units.abandon_marks(), marked.len());
         assert_eq!(m.used.iter().map(|w| w.load(Ordering::Relaxed)).sum::<u64>(), 0);
         assert!(marked.iter().all(|&u| m.states[u as usize].load(Ordering::Relaxed) == CHANGED));
@@ -520,7 +532,11 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         let ops: u64 = writers.into_iter().map(|h| h.join().unwrap()).sum();
-        eprintln!("cuts test: {ops} writer operations, {cuts} cuts, {} units copied by writers, {} pool waits", taken_by_writers.len(), units.pool_waits());
+        eprintln!(
+            "cuts test: {ops} writer operations, {cuts} cuts, {} units copied by writers, {} pool waits",
+            taken_by_writers.len(),
+            units.pool_waits()
+        );
         assert!(ops > 1000);
         assert!(!taken_by_writers.is_empty(), "no writer ever copied a marked unit");
     }

@@ -128,7 +128,11 @@ mod loom_tests {
             ));
             // A writer runs its change only if no pause is on after pinning (else it
             // would unpin and wait; here it just gives up).
-            fn write(s: &(AtomicU64, [AtomicU64; 3], AtomicU64, AtomicU64, AtomicU64), me: usize, change: impl FnOnce()) {
+            fn write(
+                s: &(AtomicU64, [AtomicU64; 3], AtomicU64, AtomicU64, AtomicU64),
+                me: usize,
+                change: impl FnOnce(),
+            ) {
                 pin(&s.0, &s.1[me], true);
                 if s.2.load(Ordering::SeqCst) == 0 {
                     change();
@@ -136,7 +140,8 @@ mod loom_tests {
                 unpin(&s.1[me]);
             }
             let s = st.clone();
-            let inserter = thread::spawn(move || write(&s, 1, || s.3.store(s.3.load(Ordering::Acquire) + 1, Ordering::Release)));
+            let inserter =
+                thread::spawn(move || write(&s, 1, || s.3.store(s.3.load(Ordering::Acquire) + 1, Ordering::Release)));
             let s = st.clone();
             let deleter = thread::spawn(move || {
                 write(&s, 2, || s.4.store(s.4.load(Ordering::Acquire) + 10, Ordering::Release));

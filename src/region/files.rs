@@ -110,7 +110,16 @@ impl FileWriter {
         let path = dir.join(h.name.file_name());
         let tmp = dir.join(format!("{}.tmp", h.name.file_name()));
         let out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
-        let mut w = FileWriter { tmp, path, dir: dir.to_path_buf(), out, sum: xxhash_rust::xxh3::Xxh3::new(), bytes: 0, units_declared: h.units, units_written: 0 };
+        let mut w = FileWriter {
+            tmp,
+            path,
+            dir: dir.to_path_buf(),
+            out,
+            sum: xxhash_rust::xxh3::Xxh3::new(),
+            bytes: 0,
+            units_declared: h.units,
+            units_written: 0,
+        };
         w.put(&header_bytes(h))?;
         Ok(w)
     }
@@ -146,7 +155,10 @@ impl FileWriter {
     pub fn finish(mut self) -> Result<u64, Finish> {
         let before = |e: std::io::Error| Finish::Unnamed(e);
         if self.units_written != self.units_declared {
-            return Err(before(std::io::Error::other(format!("{} units written, {} declared", self.units_written, self.units_declared))));
+            return Err(before(std::io::Error::other(format!(
+                "{} units written, {} declared",
+                self.units_written, self.units_declared
+            ))));
         }
         let sum = self.sum.digest().to_le_bytes();
         self.out.write_all(&sum).map_err(before)?;
@@ -284,7 +296,10 @@ pub fn read_file(path: &Path, mut unit: impl FnMut(u32, &[u64])) -> Result<Heade
         Ok(b)
     };
     let unit_count = meta.unit_count();
-    let body = units.checked_mul(4 + 8 * UNIT_WORDS).filter(|_| units <= unit_count).ok_or_else(|| format!("file claims {units} units of a filter with {unit_count}"))?;
+    let body = units
+        .checked_mul(4 + 8 * UNIT_WORDS)
+        .filter(|_| units <= unit_count)
+        .ok_or_else(|| format!("file claims {units} units of a filter with {unit_count}"))?;
     if len != header_len + body + 8 {
         return Err(format!("file is {len} bytes, its header says {}", header_len + body + 8));
     }
@@ -413,7 +428,9 @@ pub fn read_coverage_as(dir: &Path, name: &str) -> Result<Option<Coverage>, Stri
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {name}: {e}")),
     };
-    if b.len() < 8 || xxhash_rust::xxh3::xxh3_64(&b[..b.len() - 8]) != u64::from_le_bytes(b[b.len() - 8..].try_into().unwrap()) {
+    if b.len() < 8
+        || xxhash_rust::xxh3::xxh3_64(&b[..b.len() - 8]) != u64::from_le_bytes(b[b.len() - 8..].try_into().unwrap())
+    {
         return Err(format!("{name} is damaged (checksum mismatch)"));
     }
     let mut r = Reader { b: &b[..b.len() - 8], what: "coverage file" };
@@ -433,7 +450,13 @@ pub fn read_coverage_as(dir: &Path, name: &str) -> Result<Option<Coverage>, Stri
     let n = r.u32()? as usize;
     let mut entries = Vec::with_capacity(n.min(1 << 16));
     for _ in 0..n {
-        entries.push(CoverEntry { gen: r.u64()?, tip: r.u64()?, confirmed: r.u64()?, reason: r.u64()?, meta: r.meta()? });
+        entries.push(CoverEntry {
+            gen: r.u64()?,
+            tip: r.u64()?,
+            confirmed: r.u64()?,
+            reason: r.u64()?,
+            meta: r.meta()?,
+        });
     }
     r.end()?;
     Ok(Some(Coverage { stamp, frozen, entries }))
@@ -524,9 +547,10 @@ pub fn chain(dir: &Path, names: &[Name]) -> Result<Chain, String> {
         // the same file only when a cut failed after naming its file and the
         // next cut wrote everything since that same file again: the newer one
         // holds all of it.
-        let next = later.iter().rev().find(|n| n.kind == Kind::Delta && {
-            matches!(check(n), Ok(h) if h.prev == last.name.stamp)
-        });
+        let next = later
+            .iter()
+            .rev()
+            .find(|n| n.kind == Kind::Delta && { matches!(check(n), Ok(h) if h.prev == last.name.stamp) });
         match next {
             Some(n) => {
                 let h = check(n).expect("checked");
@@ -559,7 +583,9 @@ pub fn load(dir: &Path, chain: &Chain, words: &mut [u64]) -> Result<(), String> 
     for n in &chain.files {
         let mut outside = None;
         read_file(&dir.join(n.file_name()), |u, unit| match meta.unit_span(u as u64) {
-            Some((_, at, len)) if at as usize + len <= words.len() => words[at as usize..at as usize + len].copy_from_slice(&unit[..len]),
+            Some((_, at, len)) if at as usize + len <= words.len() => {
+                words[at as usize..at as usize + len].copy_from_slice(&unit[..len])
+            }
             _ => outside = Some(u),
         })
         .map_err(|e| format!("{}: {e}", n.file_name()))?;
@@ -595,8 +621,25 @@ mod tests {
     use crate::filter::layout::{Mapping, Params};
 
     fn meta() -> Meta {
-        let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange };
-        Meta { db: 5, owner: 10, readers: 0, capacity: 1000, fpp: 0.002, params, name: "f".into(), key: crate::filter::dense::KeyType::NONE, growth: None, more: Vec::new() }
+        let params = Params {
+            fingerprint_bits: 12,
+            slots_per_bucket: 4,
+            bucket_count: 300,
+            seed: 7,
+            mapping: Mapping::Fastrange,
+        };
+        Meta {
+            db: 5,
+            owner: 10,
+            readers: 0,
+            capacity: 1000,
+            fpp: 0.002,
+            params,
+            name: "f".into(),
+            key: crate::filter::dense::KeyType::NONE,
+            growth: None,
+            more: Vec::new(),
+        }
     }
 
     fn tmpdir(tag: &str) -> PathBuf {
@@ -606,7 +649,14 @@ mod tests {
     }
 
     fn write(dir: &Path, kind: Kind, stamp: u64, prev: u64, units: &[(u32, u64)]) -> u64 {
-        let h = Header { name: Name { gen: 0xAB, stamp, kind }, prev, reason: 0, has_contents: true, meta: meta(), units: units.len() as u64 };
+        let h = Header {
+            name: Name { gen: 0xAB, stamp, kind },
+            prev,
+            reason: 0,
+            has_contents: true,
+            meta: meta(),
+            units: units.len() as u64,
+        };
         let mut w = FileWriter::create(dir, &h).unwrap();
         for &(u, fill) in units {
             w.unit(u, &vec![fill; UNIT_WORDS as usize]).unwrap();
@@ -619,7 +669,14 @@ mod tests {
         let dir = tmpdir("key");
         let key = crate::filter::dense::KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 };
         let typed = Meta { key, ..meta() };
-        let h = Header { name: Name { gen: 0xAC, stamp: 10, kind: Kind::Base }, prev: 0, reason: 0, has_contents: true, meta: typed.clone(), units: 1 };
+        let h = Header {
+            name: Name { gen: 0xAC, stamp: 10, kind: Kind::Base },
+            prev: 0,
+            reason: 0,
+            has_contents: true,
+            meta: typed.clone(),
+            units: 1,
+        };
         let mut w = FileWriter::create(&dir, &h).unwrap();
         w.unit(0, &vec![7u64; UNIT_WORDS as usize]).unwrap();
         w.finish().unwrap();
@@ -683,7 +740,14 @@ mod tests {
         load(&dir, &chain(&dir, &list(&dir).unwrap()[&0xAB]).unwrap(), &mut words).unwrap();
         assert!(words[..128].iter().all(|&w| w == 0) && words[128..256].iter().all(|&w| w == 4));
         // An unfinished write leaves only a temporary file, which is ignored.
-        let h = Header { name: Name { gen: 0xAB, stamp: 50, kind: Kind::Delta }, prev: 40, reason: 0, has_contents: true, meta: meta(), units: 1 };
+        let h = Header {
+            name: Name { gen: 0xAB, stamp: 50, kind: Kind::Delta },
+            prev: 40,
+            reason: 0,
+            has_contents: true,
+            meta: meta(),
+            units: 1,
+        };
         let w = FileWriter::create(&dir, &h).unwrap();
         drop(w);
         assert_eq!(list(&dir).unwrap()[&0xAB].len(), 1);

@@ -97,7 +97,10 @@ pub fn decode(bytes: &[u8]) -> Result<(FileKind, u64, Vec<SavedFilter>), String>
                 let words: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
                 let counted = crate::filter::Geometry::new(&meta.params).occupied_total(words.iter().copied());
                 if counted != items {
-                    return Err(format!("filter \"{}\" holds {counted} fingerprints, its header says {items}", meta.name));
+                    return Err(format!(
+                        "filter \"{}\" holds {counted} fingerprints, its header says {items}",
+                        meta.name
+                    ));
                 }
                 Some(words)
             }
@@ -115,8 +118,25 @@ mod tests {
     use crate::filter::layout::{Mapping, Params};
 
     fn filters() -> Vec<SavedFilter> {
-        let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 10, seed: 7, mapping: Mapping::Fastrange };
-        let meta = |name: &str| Meta { db: 5, owner: 10, readers: 0, capacity: 30, fpp: 0.002, params, name: name.into(), key: crate::filter::dense::KeyType::NONE, growth: None, more: Vec::new() };
+        let params = Params {
+            fingerprint_bits: 12,
+            slots_per_bucket: 4,
+            bucket_count: 10,
+            seed: 7,
+            mapping: Mapping::Fastrange,
+        };
+        let meta = |name: &str| Meta {
+            db: 5,
+            owner: 10,
+            readers: 0,
+            capacity: 30,
+            fpp: 0.002,
+            params,
+            name: name.into(),
+            key: crate::filter::dense::KeyType::NONE,
+            growth: None,
+            more: Vec::new(),
+        };
         let t = crate::filter::OwnedFilter::new(params);
         for h in [1u64, 2, 3, 99_999_999_999] {
             t.table().insert(h.wrapping_mul(0x9E37_79B9_7F4A_7C15)).unwrap();

@@ -119,7 +119,9 @@ impl Meta {
 
     /// Every table, table 0 first.
     pub fn tables(&self) -> Vec<TableSpec> {
-        std::iter::once(TableSpec { params: self.params, capacity: self.capacity }).chain(self.more.iter().copied()).collect()
+        std::iter::once(TableSpec { params: self.params, capacity: self.capacity })
+            .chain(self.more.iter().copied())
+            .collect()
     }
 
     /// Bucket words of all tables.
@@ -151,14 +153,24 @@ impl Meta {
 
     /// The durable filter this metadata describes, to create.
     pub fn new_filter(&self) -> NewFilter<'_> {
-        NewFilter { db: self.db, owner: self.owner, name: &self.name, capacity: self.capacity, fpp: self.fpp, durable: true, key: self.key, growth: self.growth }
+        NewFilter {
+            db: self.db,
+            owner: self.owner,
+            name: &self.name,
+            capacity: self.capacity,
+            fpp: self.fpp,
+            durable: true,
+            key: self.key,
+            growth: self.growth,
+        }
     }
 
     /// The lengths of the variable parts after the fixed metadata, given its
     /// name-length byte: the name and key type, then (if a chain follows) the
     /// chain's fixed start, whose last byte is the count of its tables.
     pub(crate) fn tail_len(len_byte: u8) -> (usize, usize) {
-        let name = (len_byte & !(KEY_FOLLOWS | CHAIN_FOLLOWS)) as usize + if len_byte & KEY_FOLLOWS != 0 { 5 } else { 0 };
+        let name =
+            (len_byte & !(KEY_FOLLOWS | CHAIN_FOLLOWS)) as usize + if len_byte & KEY_FOLLOWS != 0 { 5 } else { 0 };
         (name, if len_byte & CHAIN_FOLLOWS != 0 { CHAIN_FIXED_BYTES } else { 0 })
     }
 }
@@ -167,38 +179,95 @@ impl Meta {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Record {
     Create(Meta),
-    ContentBegin { kind: ContentKind, gen: u64, cut: u64, meta: Meta },
-    ContentChunk { begin: u64, offset: u64, words: Vec<u64> },
-    ContentEnd { begin: u64, items: u64 },
-    Insert { gen: u64, hash: u64 },
-    Refused { gen: u64, hash: u64, insert_end: u64 },
-    Delete { gen: u64, hash: u64 },
+    ContentBegin {
+        kind: ContentKind,
+        gen: u64,
+        cut: u64,
+        meta: Meta,
+    },
+    ContentChunk {
+        begin: u64,
+        offset: u64,
+        words: Vec<u64>,
+    },
+    ContentEnd {
+        begin: u64,
+        items: u64,
+    },
+    Insert {
+        gen: u64,
+        hash: u64,
+    },
+    Refused {
+        gen: u64,
+        hash: u64,
+        insert_end: u64,
+    },
+    Delete {
+        gen: u64,
+        hash: u64,
+    },
     /// Inserts of a batch, about to take effect (kind `INSERT` with more than
     /// one hash; 0.8.0).
-    InsertMany { gen: u64, hashes: Vec<u64> },
+    InsertMany {
+        gen: u64,
+        hashes: Vec<u64>,
+    },
     /// Inserts of the batch logged at `insert_end` that changed nothing, by
     /// their position in it (kind `REFUSED`, longer than one refusal).
-    RefusedMany { gen: u64, insert_end: u64, refused: Vec<(u32, u64)> },
+    RefusedMany {
+        gen: u64,
+        insert_end: u64,
+        refused: Vec<(u32, u64)>,
+    },
     /// Deletes of a batch that removed a copy each (kind `DELETE` with more
     /// than one hash).
-    DeleteMany { gen: u64, hashes: Vec<u64> },
-    Drop { gen: u64 },
-    Grant { gen: u64, readers: u64 },
+    DeleteMany {
+        gen: u64,
+        hashes: Vec<u64>,
+    },
+    Drop {
+        gen: u64,
+    },
+    Grant {
+        gen: u64,
+        readers: u64,
+    },
     PassBegin,
-    PassDone { begin: u64, filters: u64 },
-    Placeholder { gen: u64, reason: u64, meta: Meta },
+    PassDone {
+        begin: u64,
+        filters: u64,
+    },
+    Placeholder {
+        gen: u64,
+        reason: u64,
+        meta: Meta,
+    },
     /// `base`: the cut writes a whole base file; `logged`: its contents follow
     /// in the WAL (a compaction: the filter's older files are about to go).
-    Cut { gen: u64, base: bool, logged: bool },
-    Discard { gen: u64 },
-    KeyType { gen: u64, key: KeyType },
+    Cut {
+        gen: u64,
+        base: bool,
+        logged: bool,
+    },
+    Discard {
+        gen: u64,
+    },
+    KeyType {
+        gen: u64,
+        key: KeyType,
+    },
     /// A checkpoint pass is complete (0.10.0; see `sql::named::cut`): every
     /// change logged before `began` (the WAL position when the pass began) is
     /// in the durable filters' files; `frozen` when durable changes are
     /// frozen until the next start (the pass before a shutdown checkpoint);
     /// `live`: each live durable generation and the stamp of its last file
     /// (0: none yet).
-    Pass { frozen: bool, began: u64, live: Vec<(u64, u64)> },
+    Pass {
+        frozen: bool,
+        began: u64,
+        live: Vec<(u64, u64)>,
+    },
 }
 
 /// Hashes per batch record at most (64 kB): a batched call logs a record per
@@ -244,7 +313,11 @@ impl Writer {
             self.u32(x).u64(f).u8(m.more.len() as u8);
             for t in &m.more {
                 let p = &t.params;
-                self.u64(p.bucket_count).u8(p.fingerprint_bits).u8(p.slots_per_bucket).u8(p.mapping as u8).u64(t.capacity);
+                self.u64(p.bucket_count)
+                    .u8(p.fingerprint_bits)
+                    .u8(p.slots_per_bucket)
+                    .u8(p.mapping as u8)
+                    .u64(t.capacity);
             }
         }
         self
@@ -275,9 +348,11 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     pub(crate) fn meta(&mut self) -> Result<Meta, String> {
-        let (db, owner, readers, capacity, fpp) = (self.u32()?, self.u32()?, self.u64()?, self.u64()?, f64::from_bits(self.u64()?));
+        let (db, owner, readers, capacity, fpp) =
+            (self.u32()?, self.u32()?, self.u64()?, self.u64()?, f64::from_bits(self.u64()?));
         let (bucket_count, seed, f, b, mapping) = (self.u64()?, self.u64()?, self.u8()?, self.u8()?, self.u8()?);
-        let mapping = Mapping::from_code(mapping).ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
+        let mapping = Mapping::from_code(mapping)
+            .ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
         let params = Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count, seed, mapping };
         params.check().map_err(|e| format!("{} record has bad filter parameters: {e}", self.what))?;
         // A union's rate is the sum of its tables' bounds, capped at 1.
@@ -285,8 +360,10 @@ impl<'a> Reader<'a> {
             return Err(format!("{} record has a bad capacity or fpp", self.what));
         }
         let n = self.u8()?;
-        let (n, key_follows, chain_follows) = ((n & !(KEY_FOLLOWS | CHAIN_FOLLOWS)) as usize, n & KEY_FOLLOWS != 0, n & CHAIN_FOLLOWS != 0);
-        let name = std::str::from_utf8(self.take(n)?).map_err(|_| format!("{} record has a name that is not UTF-8", self.what))?;
+        let (n, key_follows, chain_follows) =
+            ((n & !(KEY_FOLLOWS | CHAIN_FOLLOWS)) as usize, n & KEY_FOLLOWS != 0, n & CHAIN_FOLLOWS != 0);
+        let name = std::str::from_utf8(self.take(n)?)
+            .map_err(|_| format!("{} record has a name that is not UTF-8", self.what))?;
         if name.is_empty() || n > super::registry::MAX_NAME_BYTES || name.contains('\0') {
             return Err(format!("{} record has a bad filter name", self.what));
         }
@@ -297,13 +374,16 @@ impl<'a> Reader<'a> {
         let (mut growth, mut more) = (None, Vec::new());
         if chain_follows {
             let (x, f, count) = (self.u32()?, self.u64()?, self.u8()? as usize);
-            growth = crate::filter::multi::check_growth(f64::from_bits(f), x).map_err(|e| format!("{} record has a bad growth plan: {e}", self.what))?;
+            growth = crate::filter::multi::check_growth(f64::from_bits(f), x)
+                .map_err(|e| format!("{} record has a bad growth plan: {e}", self.what))?;
             if count + 1 > MAX_TABLES {
                 return Err(format!("{} record has {} tables, more than {MAX_TABLES}", self.what, count + 1));
             }
             for _ in 0..count {
-                let (bucket_count, f, b, mapping, capacity) = (self.u64()?, self.u8()?, self.u8()?, self.u8()?, self.u64()?);
-                let mapping = Mapping::from_code(mapping).ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
+                let (bucket_count, f, b, mapping, capacity) =
+                    (self.u64()?, self.u8()?, self.u8()?, self.u8()?, self.u64()?);
+                let mapping = Mapping::from_code(mapping)
+                    .ok_or_else(|| format!("{} record has an unknown bucket mapping {mapping}", self.what))?;
                 let p = Params { fingerprint_bits: f, slots_per_bucket: b, bucket_count, seed, mapping };
                 p.check().map_err(|e| format!("{} record has bad table parameters: {e}", self.what))?;
                 if capacity == 0 || capacity > p.slot_count() {
@@ -371,7 +451,11 @@ impl Record {
                 for &h in hashes {
                     w.u64(h);
                 }
-                if matches!(self, Record::InsertMany { .. }) { kind::INSERT } else { kind::DELETE }
+                if matches!(self, Record::InsertMany { .. }) {
+                    kind::INSERT
+                } else {
+                    kind::DELETE
+                }
             }
             Record::RefusedMany { gen, insert_end, refused } => {
                 w.u64(*gen).u64(*insert_end);
@@ -439,8 +523,11 @@ impl Record {
             }
             kind::CONTENT_CHUNK => {
                 let (begin, offset) = (r.u64()?, r.u64()?);
-                if r.b.len() % 8 != 0 || r.b.is_empty() || r.b.len() / 8 > CHUNK_WORDS {
-                    return Err(format!("CONTENT_CHUNK record carries {} bytes, not 1 to {CHUNK_WORDS} words", r.b.len()));
+                if !r.b.len().is_multiple_of(8) || r.b.is_empty() || r.b.len() / 8 > CHUNK_WORDS {
+                    return Err(format!(
+                        "CONTENT_CHUNK record carries {} bytes, not 1 to {CHUNK_WORDS} words",
+                        r.b.len()
+                    ));
                 }
                 let words = r.b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
                 r.b = &[];
@@ -450,10 +537,14 @@ impl Record {
             // One hash (as every release wrote) or a batch of them (0.8.0).
             kind::INSERT | kind::DELETE => {
                 let gen = r.u64()?;
-                if r.b.len() % 8 != 0 || r.b.is_empty() || r.b.len() / 8 > MANY_MAX {
-                    return Err(format!("{what} record carries {} bytes of hashes, not 1 to {MANY_MAX} hashes", r.b.len()));
+                if !r.b.len().is_multiple_of(8) || r.b.is_empty() || r.b.len() / 8 > MANY_MAX {
+                    return Err(format!(
+                        "{what} record carries {} bytes of hashes, not 1 to {MANY_MAX} hashes",
+                        r.b.len()
+                    ));
                 }
-                let mut hashes: Vec<u64> = r.b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                let mut hashes: Vec<u64> =
+                    r.b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
                 r.b = &[];
                 match (k, hashes.len()) {
                     (kind::INSERT, 1) => Record::Insert { gen, hash: hashes.pop().unwrap() },
@@ -463,11 +554,16 @@ impl Record {
                 }
             }
             // One refusal (24 bytes) or a batch's: 16 bytes, then 12 per refusal.
-            kind::REFUSED if body.len() == 24 => Record::Refused { gen: r.u64()?, hash: r.u64()?, insert_end: r.u64()? },
+            kind::REFUSED if body.len() == 24 => {
+                Record::Refused { gen: r.u64()?, hash: r.u64()?, insert_end: r.u64()? }
+            }
             kind::REFUSED => {
                 let (gen, insert_end) = (r.u64()?, r.u64()?);
-                if r.b.len() % 12 != 0 || r.b.is_empty() || r.b.len() / 12 > MANY_MAX {
-                    return Err(format!("REFUSED record carries {} bytes of refusals, not 1 to {MANY_MAX} of 12 bytes", r.b.len()));
+                if !r.b.len().is_multiple_of(12) || r.b.is_empty() || r.b.len() / 12 > MANY_MAX {
+                    return Err(format!(
+                        "REFUSED record carries {} bytes of refusals, not 1 to {MANY_MAX} of 12 bytes",
+                        r.b.len()
+                    ));
                 }
                 let mut refused = Vec::with_capacity(r.b.len() / 12);
                 while !r.b.is_empty() {
@@ -483,7 +579,10 @@ impl Record {
             kind::GRANT => Record::Grant { gen: r.u64()?, readers: r.u64()? },
             kind::KEY_TYPE => {
                 let (gen, kind, oid) = (r.u64()?, r.u8()?, r.u32()?);
-                if kind == crate::filter::dense::KEY_NONE || kind == crate::filter::dense::KEY_PENDING || KeyType::check_named(kind, oid).is_err() {
+                if kind == crate::filter::dense::KEY_NONE
+                    || kind == crate::filter::dense::KEY_PENDING
+                    || KeyType::check_named(kind, oid).is_err()
+                {
                     return Err("KEY_TYPE record has a bad key type".into());
                 }
                 Record::KeyType { gen, key: KeyType { kind, oid } }
@@ -539,7 +638,14 @@ impl Record {
         let meta = |m: &Meta| {
             let mut d = format!(
                 "db {} name \"{}\" owner {} capacity {} fpp {} buckets {} x {} fingerprint bits {}",
-                m.db, m.name, m.owner, m.capacity, m.fpp, m.params.bucket_count, m.params.slots_per_bucket, m.params.fingerprint_bits
+                m.db,
+                m.name,
+                m.owner,
+                m.capacity,
+                m.fpp,
+                m.params.bucket_count,
+                m.params.slots_per_bucket,
+                m.params.fingerprint_bits
             );
             if let Some(g) = m.growth {
                 d.push_str(&format!(" expansion {}", g.expansion));
@@ -558,21 +664,40 @@ impl Record {
                     format!("{kind:?} gen {gen:X} {}", meta(m))
                 }
             }
-            Record::ContentChunk { begin, offset, words } => format!("begin {begin:X} words {offset}..{}", offset + words.len() as u64),
+            Record::ContentChunk { begin, offset, words } => {
+                format!("begin {begin:X} words {offset}..{}", offset + words.len() as u64)
+            }
             Record::ContentEnd { begin, items } => format!("begin {begin:X} items {items}"),
             Record::Insert { gen, hash } | Record::Delete { gen, hash } => format!("gen {gen:X} hash {hash:016X}"),
             Record::Refused { gen, hash, insert_end } => format!("gen {gen:X} hash {hash:016X} insert {insert_end:X}"),
-            Record::InsertMany { gen, hashes } | Record::DeleteMany { gen, hashes } => format!("gen {gen:X} hashes {}", hashes.len()),
-            Record::RefusedMany { gen, insert_end, refused } => format!("gen {gen:X} insert {insert_end:X} refused {}", refused.len()),
+            Record::InsertMany { gen, hashes } | Record::DeleteMany { gen, hashes } => {
+                format!("gen {gen:X} hashes {}", hashes.len())
+            }
+            Record::RefusedMany { gen, insert_end, refused } => {
+                format!("gen {gen:X} insert {insert_end:X} refused {}", refused.len())
+            }
             Record::Drop { gen } => format!("gen {gen:X}"),
             Record::Grant { gen, readers } => format!("gen {gen:X} readers {readers}"),
             Record::KeyType { gen, key } => format!("gen {gen:X} key type kind {} OID {}", key.kind, key.oid),
             Record::PassBegin => String::new(),
             Record::PassDone { begin, filters } => format!("begin {begin:X} filters {filters}"),
             Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
-            Record::Cut { gen, base, logged } => format!("gen {gen:X}{}", if *logged { " base, contents follow" } else if *base { " base" } else { "" }),
+            Record::Cut { gen, base, logged } => format!(
+                "gen {gen:X}{}",
+                if *logged {
+                    " base, contents follow"
+                } else if *base {
+                    " base"
+                } else {
+                    ""
+                }
+            ),
             Record::Discard { gen } => format!("gen {gen:X}"),
-            Record::Pass { frozen, began, live } => format!("PASS began {began:X} filters {}{}", live.len(), if *frozen { ", frozen until the next start" } else { "" }),
+            Record::Pass { frozen, began, live } => format!(
+                "PASS began {began:X} filters {}{}",
+                live.len(),
+                if *frozen { ", frozen until the next start" } else { "" }
+            ),
         }
     }
 
@@ -619,7 +744,13 @@ mod tests {
             readers: 0,
             capacity: 1000,
             fpp: 0.002,
-            params: Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 300, seed: 7, mapping: Mapping::Fastrange },
+            params: Params {
+                fingerprint_bits: 12,
+                slots_per_bucket: 4,
+                bucket_count: 300,
+                seed: 7,
+                mapping: Mapping::Fastrange,
+            },
             name: "f".into(),
             key: KeyType::NONE,
             growth: None,
@@ -628,8 +759,21 @@ mod tests {
     }
 
     fn grown() -> Meta {
-        let p = Params { fingerprint_bits: 16, slots_per_bucket: 3, bucket_count: 700, seed: 7, mapping: Mapping::Fastrange };
-        Meta { growth: Some(Growth { fpp: 0.002, expansion: 2 }), more: vec![TableSpec { params: p, capacity: 1900 }, TableSpec { params: Params { bucket_count: 1400, ..p }, capacity: 3800 }], ..meta() }
+        let p = Params {
+            fingerprint_bits: 16,
+            slots_per_bucket: 3,
+            bucket_count: 700,
+            seed: 7,
+            mapping: Mapping::Fastrange,
+        };
+        Meta {
+            growth: Some(Growth { fpp: 0.002, expansion: 2 }),
+            more: vec![
+                TableSpec { params: p, capacity: 1900 },
+                TableSpec { params: Params { bucket_count: 1400, ..p }, capacity: 3800 },
+            ],
+            ..meta()
+        }
     }
 
     fn all() -> Vec<Record> {
@@ -637,7 +781,12 @@ mod tests {
             Record::Create(meta()),
             Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 }, ..meta() }),
             Record::ContentBegin { kind: ContentKind::Image, gen: 99, cut: 0, meta: meta() },
-            Record::ContentBegin { kind: ContentKind::Publish, gen: 99, cut: 0, meta: Meta { key: KeyType { kind: crate::filter::dense::KEY_ENUM, oid: 16_400 }, ..meta() } },
+            Record::ContentBegin {
+                kind: ContentKind::Publish,
+                gen: 99,
+                cut: 0,
+                meta: Meta { key: KeyType { kind: crate::filter::dense::KEY_ENUM, oid: 16_400 }, ..meta() },
+            },
             Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: meta() },
             Record::ContentChunk { begin: 3, offset: 8, words: vec![1, 2, 3] },
             Record::ContentEnd { begin: 3, items: 17 },
@@ -689,14 +838,26 @@ mod tests {
                 if let Ok(d) = Record::decode(k, &body[..cut]) {
                     let (start, size) = match d {
                         Record::ContentChunk { .. } => (16, 8),
-                        Record::Insert { .. } | Record::Delete { .. } | Record::InsertMany { .. } | Record::DeleteMany { .. } => (8, 8),
+                        Record::Insert { .. }
+                        | Record::Delete { .. }
+                        | Record::InsertMany { .. }
+                        | Record::DeleteMany { .. } => (8, 8),
                         Record::RefusedMany { .. } => (16, 12),
                         // The length tells a single refusal (24 bytes) from a
                         // batch's (16 + 12 per refusal).
                         Record::Refused { .. } if cut == 24 && matches!(r, Record::RefusedMany { .. }) => continue,
                         _ => panic!("{r:?} cut at {cut} decoded as {d:?}"),
                     };
-                    assert!(matches!(r, Record::ContentChunk { .. } | Record::InsertMany { .. } | Record::DeleteMany { .. } | Record::RefusedMany { .. }), "{r:?} cut at {cut} decoded as {d:?}");
+                    assert!(
+                        matches!(
+                            r,
+                            Record::ContentChunk { .. }
+                                | Record::InsertMany { .. }
+                                | Record::DeleteMany { .. }
+                                | Record::RefusedMany { .. }
+                        ),
+                        "{r:?} cut at {cut} decoded as {d:?}"
+                    );
                     assert!(cut > start && (cut - start) % size == 0, "{r:?} cut at {cut} decoded as {d:?}");
                 }
             }

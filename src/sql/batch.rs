@@ -13,19 +13,19 @@
 
 use pgrx::pg_sys;
 
-use super::value::datatype::palloc_slice;
-use super::value::cache::probe_many_arg;
 use super::keys::KeyHasher;
-use crate::filter::dense::KeyType;
 use super::named::call::named_call;
 use super::named::functions::fix_key_type;
 use super::named::log::{flush_at_commit_to_now, log};
 use super::value::cache::call_cache;
+use super::value::cache::probe_many_arg;
+use super::value::datatype::palloc_slice;
 use super::value::datatype::{filter_arg_once, value_from_tables};
 use super::value::functions::{full_error, no_equal_key_error};
 use crate::filter::chain::Deleted;
-use crate::filter::Full;
+use crate::filter::dense::KeyType;
 use crate::filter::multi;
+use crate::filter::Full;
 use crate::region::registry::Tally;
 use crate::region::wal::Record;
 
@@ -80,7 +80,16 @@ impl Keys {
             let mut nulls = std::ptr::null_mut();
             let mut n = 0;
             pg_sys::deconstruct_array(arr, elem_type, len as i32, byval, align, &mut elems, &mut nulls, &mut n);
-            Keys { elems, nulls, n: n as usize, ndim, dims, lbs, elem_type, absent: std::cell::Cell::new(std::ptr::null_mut()) }
+            Keys {
+                elems,
+                nulls,
+                n: n as usize,
+                ndim,
+                dims,
+                lbs,
+                elem_type,
+                absent: std::cell::Cell::new(std::ptr::null_mut()),
+            }
         }
     }
 
@@ -107,7 +116,14 @@ impl Keys {
     ///
     /// # Safety
     /// `mcxt` outlives `hasher`.
-    unsafe fn hashes<'a>(&self, hasher: &mut KeyHasher, seed: u64, key: KeyType, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> &'a [u64] {
+    unsafe fn hashes<'a>(
+        &self,
+        hasher: &mut KeyHasher,
+        seed: u64,
+        key: KeyType,
+        collation: pg_sys::Oid,
+        mcxt: pg_sys::MemoryContext,
+    ) -> &'a [u64] {
         // SAFETY: each non-null element is a datum of `elem_type`.
         unsafe {
             if !hasher.resolved_for(self.elem_type) {
@@ -363,7 +379,7 @@ v1_functions! {
             if keys.any_absent() {
                 no_equal_key_error();
             }
-            let mut tables = v.to_owned_tables();
+            let mut tables = v.copy_tables();
             let growth = v.growth();
             for (i, &h) in hs.iter().enumerate() {
                 crate::filter::host::check_every(i);
@@ -387,7 +403,7 @@ v1_functions! {
             let (keys, collation, mcxt) = Keys::arg(fcinfo);
             // A key with no equal among the filter's keys was never inserted.
             let hs = keys.hashes(&mut call_cache(fcinfo).key, v.seed(), v.key_type(), collation, mcxt);
-            let tables = v.to_owned_tables();
+            let tables = v.copy_tables();
             for &h in hs {
                 multi::delete(&tables, h);
             }

@@ -95,7 +95,11 @@ pub fn builtin_key_type_ok(oid: u32) -> bool {
 /// extended hash function.
 fn hashes_as_key(t: pg_sys::Oid) -> bool {
     // SAFETY: a type-cache lookup of a type that exists.
-    kind_of(t) != EXTENDED || unsafe { (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc != pg_sys::InvalidOid }
+    kind_of(t) != EXTENDED
+        || unsafe {
+            (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc
+                != pg_sys::InvalidOid
+        }
 }
 
 /// Whether a value or state made here may record `key`: nothing, a pending
@@ -290,7 +294,9 @@ impl KeyHasher {
                         ereport!(
                             ERROR,
                             PgSqlErrorCode::ERRCODE_UNDEFINED_FUNCTION,
-                            format!("type {name} has no default hash operator class, so it cannot be a cuckoo filter key")
+                            format!(
+                                "type {name} has no default hash operator class, so it cannot be a cuckoo filter key"
+                            )
                         );
                     }
                 }
@@ -303,7 +309,12 @@ impl KeyHasher {
     ///
     /// # Safety
     /// `mcxt` must outlive `self`.
-    pub unsafe fn try_resolve_type(&mut self, typid: pg_sys::Oid, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Result<(), KeyTypeError> {
+    pub unsafe fn try_resolve_type(
+        &mut self,
+        typid: pg_sys::Oid,
+        collation: pg_sys::Oid,
+        mcxt: pg_sys::MemoryContext,
+    ) -> Result<(), KeyTypeError> {
         // SAFETY: catalog lookups of an existing type.
         unsafe {
             let base = pg_sys::getBaseType(typid);
@@ -370,7 +381,13 @@ impl KeyHasher {
     /// # Safety
     /// As [`Self::hash_arg`].
     #[inline]
-    pub unsafe fn hash_arg_for(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64, key: KeyType) -> Option<u64> {
+    pub unsafe fn hash_arg_for(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        argno: usize,
+        seed: u64,
+        key: KeyType,
+    ) -> Option<u64> {
         // SAFETY: as documented.
         unsafe {
             if self.kind == UNSET {
@@ -404,7 +421,11 @@ impl KeyHasher {
     /// The type keys of the hasher's argument are of: its own, or for a
     /// `text` key made by an implicit cast, the type it was cast from.
     fn own_type(&self) -> pg_sys::Oid {
-        if self.origin != pg_sys::InvalidOid { self.origin } else { self.typid }
+        if self.origin != pg_sys::InvalidOid {
+            self.origin
+        } else {
+            self.typid
+        }
     }
 
     /// The key type argument `argno` gives a filter of its own: its type's, or
@@ -455,7 +476,13 @@ impl KeyHasher {
     /// # Safety
     /// As [`Self::hash_arg`].
     #[inline]
-    unsafe fn hash_arg_self(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64, own: impl FnOnce(&Self) -> KeyType) -> u64 {
+    unsafe fn hash_arg_self(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        argno: usize,
+        seed: u64,
+        own: impl FnOnce(&Self) -> KeyType,
+    ) -> u64 {
         // SAFETY: as documented; a key of its own key type always has a hash.
         unsafe {
             if self.kind == UNSET {
@@ -481,7 +508,12 @@ impl KeyHasher {
     ///
     /// # Safety
     /// `mcxt` must outlive the hasher.
-    pub unsafe fn for_declared(fn_oid: pg_sys::Oid, argno: usize, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Option<KeyHasher> {
+    pub unsafe fn for_declared(
+        fn_oid: pg_sys::Oid,
+        argno: usize,
+        collation: pg_sys::Oid,
+        mcxt: pg_sys::MemoryContext,
+    ) -> Option<KeyHasher> {
         // SAFETY: catalog lookups of a function and its argument type; errors
         // raised unwind through pg_guard.
         unsafe {
@@ -558,13 +590,20 @@ impl KeyHasher {
                     // SAFETY: get_func_name returns a palloc'd name or NULL.
                     let name = unsafe {
                         let p = pg_sys::get_func_name(f);
-                        if p.is_null() { format!("OID {f:?}") } else { std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned() }
+                        if p.is_null() {
+                            format!("OID {f:?}")
+                        } else {
+                            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+                        }
                     };
                     ereport!(
                         ERROR,
                         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                         format!("permission denied for function {name}"),
-                        format!("The probe casts its key to the cuckoo filter's key type {} with this function.", type_name(k))
+                        format!(
+                            "The probe casts its key to the cuckoo filter's key type {} with this function.",
+                            type_name(k)
+                        )
                     );
                 }
                 PrepareError::NoHash => {
@@ -623,20 +662,25 @@ impl KeyHasher {
             if pg_sys::get_typtype(k) == 0 {
                 return Err(PrepareError::NoSuchType);
             }
-            let collation = if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
+            let collation =
+                if pg_sys::type_is_collatable(k) { pg_sys::DEFAULT_COLLATION_OID } else { pg_sys::InvalidOid };
             self.set_target(k, collation, mcxt)?;
             let kk = self.target.kind;
             let tk = kind_of(t);
             let is_int = |x: u8| matches!(x, INT2 | INT4 | INT8);
-            self.mode = if t == k || is_int(tk) && is_int(kk) || tk == BYTES && kk == BYTES {
-                DIRECT
-            } else if tk == EXTENDED && kk == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k) {
+            self.mode = if t == k
+                || is_int(tk) && is_int(kk)
+                || tk == BYTES && kk == BYTES
+                || tk == EXTENDED && kk == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k)
+            {
                 DIRECT
             } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
                 // Text is read with the key type's input function: only for a
                 // caller who may use that type (a value can name a type its
                 // reader was never granted).
-                if pg_sys::pg_type_aclcheck(k, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
+                if pg_sys::pg_type_aclcheck(k, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode)
+                    != pg_sys::AclResult::ACLCHECK_OK
+                {
                     return Err(PrepareError::NoUsage(k));
                 }
                 self.read_text_as(k, mcxt);
@@ -652,7 +696,9 @@ impl KeyHasher {
                     pg_sys::CoercionPathType::COERCION_PATH_FUNC => {
                         // The cast runs as the caller's own cast would: only
                         // if the caller may execute its function.
-                        if pg_sys::pg_proc_aclcheck(func, pg_sys::GetUserId(), pg_sys::ACL_EXECUTE as pg_sys::AclMode) != pg_sys::AclResult::ACLCHECK_OK {
+                        if pg_sys::pg_proc_aclcheck(func, pg_sys::GetUserId(), pg_sys::ACL_EXECUTE as pg_sys::AclMode)
+                            != pg_sys::AclResult::ACLCHECK_OK
+                        {
                             return Err(PrepareError::NoExecute(func));
                         }
                         pg_sys::fmgr_info_cxt(func, &mut self.convert, mcxt);
@@ -672,7 +718,12 @@ impl KeyHasher {
     ///
     /// # Safety
     /// `typ` is a type that exists; `mcxt` must outlive `self`.
-    unsafe fn set_target(&mut self, typ: pg_sys::Oid, collation: pg_sys::Oid, mcxt: pg_sys::MemoryContext) -> Result<(), PrepareError> {
+    unsafe fn set_target(
+        &mut self,
+        typ: pg_sys::Oid,
+        collation: pg_sys::Oid,
+        mcxt: pg_sys::MemoryContext,
+    ) -> Result<(), PrepareError> {
         // SAFETY: as documented.
         unsafe {
             let kind = kind_of(typ);
@@ -759,8 +810,15 @@ impl KeyHasher {
                         pg_sys::pfree(s as *mut std::ffi::c_void);
                         v
                     } else {
-                        let x = if t == pg_sys::FLOAT4OID { f32::from_bits(datum.value() as u32) as f64 } else { f64::from_bits(datum.value() as u64) };
-                        (x.is_finite() && x.fract() == 0.0 && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&x)).then_some(x as i64)
+                        let x = if t == pg_sys::FLOAT4OID {
+                            f32::from_bits(datum.value() as u32) as f64
+                        } else {
+                            f64::from_bits(datum.value() as u64)
+                        };
+                        (x.is_finite()
+                            && x.fract() == 0.0
+                            && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&x))
+                        .then_some(x as i64)
                     };
                     whole.map(|v| hash_i64(seed, v))
                 }
@@ -868,7 +926,10 @@ pub unsafe fn written_key_type(expr: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
         if (*node).type_ == pg_sys::NodeTag::T_FuncExpr {
             let f = node as *mut pg_sys::FuncExpr;
             let name = pg_sys::get_func_name((*f).funcid);
-            if !name.is_null() && std::ffi::CStr::from_ptr(name) == c"cf_sharded_key" && is_sharded_state((*f).funcresulttype) {
+            if !name.is_null()
+                && std::ffi::CStr::from_ptr(name) == c"cf_sharded_key"
+                && is_sharded_state((*f).funcresulttype)
+            {
                 match pgrx::PgList::<pg_sys::Node>::from_pg((*f).args).get_ptr(0) {
                     Some(key) => node = key,
                     None => return None,
@@ -936,7 +997,9 @@ unsafe fn partial_key_type(agg: *mut pg_sys::AggState, aggref: *mut pg_sys::Aggr
             match (*expr).type_ {
                 pg_sys::NodeTag::T_Aggref => {
                     let partial = expr as *mut pg_sys::Aggref;
-                    if (*partial).aggfnoid != (*aggref).aggfnoid || (*partial).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
+                    if (*partial).aggfnoid != (*aggref).aggfnoid
+                        || (*partial).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0
+                    {
                         return None;
                     }
                     let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*partial).args).get_ptr(0)?;
@@ -948,7 +1011,8 @@ unsafe fn partial_key_type(agg: *mut pg_sys::AggState, aggref: *mut pg_sys::Aggr
                         return None;
                     }
                     let plan = (*below).plan;
-                    let tle = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*plan).targetlist).get_ptr(((*v).varattno as usize).checked_sub(1)?)?;
+                    let tle = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*plan).targetlist)
+                        .get_ptr(((*v).varattno as usize).checked_sub(1)?)?;
                     expr = (*tle).expr as *mut pg_sys::Node;
                     if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_Var {
                         below = (*below).lefttree;
@@ -1004,7 +1068,8 @@ pub unsafe fn agg_call_key_type(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_s
                 // PostgreSQL names no window function to its aggregates'
                 // support functions; those of this node that this function
                 // serves must agree.
-                let funcs = pgrx::PgList::<pg_sys::WindowFuncExprState>::from_pg((*(cx as *mut pg_sys::WindowAggState)).funcs);
+                let funcs =
+                    pgrx::PgList::<pg_sys::WindowFuncExprState>::from_pg((*(cx as *mut pg_sys::WindowAggState)).funcs);
                 let mut agreed: Option<pg_sys::Oid> = None;
                 for ws in funcs.iter_ptr() {
                     let wf = (*ws).wfunc;
@@ -1058,8 +1123,11 @@ fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
 unsafe fn same_hash_family(a: pg_sys::Oid, b: pg_sys::Oid) -> bool {
     // SAFETY: catalog lookups.
     unsafe {
-        let (ca, cb) = (pg_sys::GetDefaultOpClass(a, pg_sys::HASH_AM_OID), pg_sys::GetDefaultOpClass(b, pg_sys::HASH_AM_OID));
-        ca != pg_sys::InvalidOid && cb != pg_sys::InvalidOid && pg_sys::get_opclass_family(ca) == pg_sys::get_opclass_family(cb)
+        let (ca, cb) =
+            (pg_sys::GetDefaultOpClass(a, pg_sys::HASH_AM_OID), pg_sys::GetDefaultOpClass(b, pg_sys::HASH_AM_OID));
+        ca != pg_sys::InvalidOid
+            && cb != pg_sys::InvalidOid
+            && pg_sys::get_opclass_family(ca) == pg_sys::get_opclass_family(cb)
     }
 }
 
@@ -1084,7 +1152,13 @@ fn whole_number(text: &[u8]) -> Option<i64> {
 /// `datum` is a non-null value of such a type; for `EXTENDED`, `extended` is its
 /// extended hash function.
 #[inline]
-unsafe fn hash_by(kind: u8, extended: &mut pg_sys::FmgrInfo, collation: pg_sys::Oid, datum: pg_sys::Datum, seed: u64) -> u64 {
+unsafe fn hash_by(
+    kind: u8,
+    extended: &mut pg_sys::FmgrInfo,
+    collation: pg_sys::Oid,
+    datum: pg_sys::Datum,
+    seed: u64,
+) -> u64 {
     // SAFETY: each branch reads the datum in the representation its type guarantees.
     unsafe {
         match kind {
@@ -1097,7 +1171,10 @@ unsafe fn hash_by(kind: u8, extended: &mut pg_sys::FmgrInfo, collation: pg_sys::
                 let inline = pgrx::varlena::varatt_is_4b_u(raw)
                     || (pgrx::varlena::varatt_is_1b(raw) && !pgrx::varlena::varatt_is_1b_e(raw));
                 let v = if inline { raw } else { pg_sys::pg_detoast_datum_packed(raw) };
-                let bytes = std::slice::from_raw_parts(pgrx::varlena::vardata_any(v) as *const u8, pgrx::varlena::varsize_any_exhdr(v));
+                let bytes = std::slice::from_raw_parts(
+                    pgrx::varlena::vardata_any(v) as *const u8,
+                    pgrx::varlena::varsize_any_exhdr(v),
+                );
                 let h = hash_bytes(seed, bytes);
                 if v != raw {
                     pg_sys::pfree(v as *mut std::ffi::c_void);

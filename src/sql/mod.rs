@@ -37,12 +37,12 @@ macro_rules! v1_functions {
 // uses `keys` and `value` (a value published into or snapshotted from a named
 // filter); `batch` and `planner` serve both and use all three; `hook`, the
 // planner hook on Citus, uses `value` and `named`.
-pub mod keys;
-pub mod value;
-pub mod named;
 pub mod batch;
-pub mod planner;
 pub mod hook;
+pub mod keys;
+pub mod named;
+pub mod planner;
+pub mod value;
 
 /// What the filter core does on a pending interrupt or a failed allocation
 /// (`filter::host`): this backend's cancel, `statement_timeout` and
@@ -54,7 +54,12 @@ pub fn install_core_hooks() {
     }
     fn out_of_memory(bytes: u64) -> ! {
         use pgrx::prelude::*;
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY, "out of memory", format!("Failed on request of size {bytes} bytes."));
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_OUT_OF_MEMORY,
+            "out of memory",
+            format!("Failed on request of size {bytes} bytes.")
+        );
     }
     crate::filter::host::set_interrupt_check(interrupts);
     crate::filter::host::set_out_of_memory(out_of_memory);

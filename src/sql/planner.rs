@@ -31,10 +31,10 @@
 use pgrx::pg_sys;
 use pgrx::PgList;
 
-use super::value::datatype::{in_memory, FilterValue};
 use super::keys::{native_key_type, KeyHasher};
-use crate::filter::dense::KeyType;
 use super::named::call::{probe_named_for_plan, PlanProbe};
+use super::value::datatype::{in_memory, FilterValue};
+use crate::filter::dense::KeyType;
 
 /// PostgreSQL's selectivity for a boolean function it knows nothing about.
 pub const DEFAULT_SELECTIVITY: f64 = 1.0 / 3.0;
@@ -105,11 +105,7 @@ impl Known {
                 let mut answers = crate::filter::host::vec_filled(hs.len(), false);
                 v.contains_many(&hs, &mut answers);
                 let items = v.item_count();
-                Some(PlanProbe {
-                    answers,
-                    items,
-                    fpp: v.fpp_bound(),
-                })
+                Some(PlanProbe { answers, items, fpp: v.fpp_bound() })
             }
         }
     }
@@ -197,7 +193,12 @@ unsafe fn selectivity(req: &pg_sys::SupportRequestSelectivity) -> f64 {
 ///
 /// # Safety
 /// `vd` comes from examine_variable.
-unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type: pg_sys::Oid, collation: pg_sys::Oid) -> Option<f64> {
+unsafe fn from_statistics(
+    known: &Known,
+    vd: &pg_sys::VariableStatData,
+    key_type: pg_sys::Oid,
+    collation: pg_sys::Oid,
+) -> Option<f64> {
     // SAFETY: a pg_statistic tuple's fixed part starts at t_hoff; the slots'
     // values are datums of the column type, hashed by a hasher resolved for it.
     unsafe {
@@ -205,7 +206,8 @@ unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type
             return None;
         }
         let t = vd.statsTuple;
-        let form = ((*t).t_data as *const u8).add((*(*t).t_data).t_hoff as usize) as *const pg_sys::FormData_pg_statistic;
+        let form =
+            ((*t).t_data as *const u8).add((*(*t).t_data).t_hoff as usize) as *const pg_sys::FormData_pg_statistic;
         let nullfrac = (*form).stanullfrac as f64;
         let mcv = Slot::get(t, pg_sys::STATISTIC_KIND_MCV, true);
         let hist = Slot::get(t, pg_sys::STATISTIC_KIND_HISTOGRAM, false);
@@ -237,7 +239,8 @@ unsafe fn from_statistics(known: &Known, vd: &pg_sys::VariableStatData, key_type
         // passes nothing; the others are probed.
         let mut equal: Vec<bool> = Vec::new();
         let mut probe = known.probe(|seed| {
-            let hs: Vec<Option<u64>> = mcv_values.iter().chain(bounds).map(|&d| hasher.hash_datum_for(d, seed)).collect();
+            let hs: Vec<Option<u64>> =
+                mcv_values.iter().chain(bounds).map(|&d| hasher.hash_datum_for(d, seed)).collect();
             equal = hs.iter().map(Option::is_some).collect();
             hs.into_iter().flatten().collect()
         })?;
@@ -277,7 +280,12 @@ unsafe fn from_distinct(known: &Known, vd: &pg_sys::VariableStatData) -> Option<
 ///
 /// # Safety
 /// `vd` comes from examine_variable.
-unsafe fn distinct_rate(probe: &PlanProbe, vd: &pg_sys::VariableStatData, skip_values: usize, skip_keys: usize) -> Option<f64> {
+unsafe fn distinct_rate(
+    probe: &PlanProbe,
+    vd: &pg_sys::VariableStatData,
+    skip_values: usize,
+    skip_keys: usize,
+) -> Option<f64> {
     let mut is_default = false;
     // SAFETY: as documented; the function only reads `vd`.
     let d = unsafe { pg_sys::get_variable_numdistinct(vd as *const _ as *mut _, &mut is_default) } - skip_values as f64;
@@ -316,7 +324,8 @@ unsafe fn cost_ops(req: &pg_sys::SupportRequestCost) -> f64 {
                     // an expression just to count its elements could be costly.
                     keys = DEFAULT_BATCH_KEYS;
                     if (*key).type_ == pg_sys::NodeTag::T_Const && !(*(key as *mut pg_sys::Const)).constisnull {
-                        let arr = pg_sys::pg_detoast_datum((*(key as *mut pg_sys::Const)).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+                        let arr = pg_sys::pg_detoast_datum((*(key as *mut pg_sys::Const)).constvalue.cast_mut_ptr())
+                            as *mut pg_sys::ArrayType;
                         keys = pg_sys::ArrayGetNItems((*arr).ndim, super::batch::array_dims(arr)) as f64;
                     }
                     key_type = pg_sys::get_element_type(key_type);

@@ -109,13 +109,17 @@ fn main() {
     let n = probe.len() as f64;
     let mut cases: Vec<(&str, &mut dyn FnMut() -> f64)> = Vec::new();
     let mut a = || timed(|| assert_eq!(black_box(lookups(&t, &probe)), items));
-    let mut b = || timed(|| {
-        black_box(lookups(&t, &misses));
-    });
+    let mut b = || {
+        timed(|| {
+            black_box(lookups(&t, &misses));
+        })
+    };
     let mut c = || timed(|| assert_eq!(black_box(probe.iter().filter(|&k| theirs.contains(k)).count()), items));
-    let mut d = || timed(|| {
-        black_box(misses.iter().filter(|&k| theirs.contains(k)).count());
-    });
+    let mut d = || {
+        timed(|| {
+            black_box(misses.iter().filter(|&k| theirs.contains(k)).count());
+        })
+    };
     let mut e = || {
         timed(|| {
             let hits = probe
@@ -201,10 +205,22 @@ fn main() {
     for (i, (name, _)) in cases.iter().enumerate() {
         println!("  {name:12} {:7.1} ns/lookup", ns(i));
     }
-    println!("  build: ours {:.1} ns/insert, crate {:.1} ns/insert (one run each)", build_ours * 1e9 / n, build_theirs * 1e9 / n);
-    println!("  lookup rate vs cuckoofilter crate: hits {:.2}x, misses {:.2}x  (goal >= 1.3x)", ns(2) / ns(0), ns(3) / ns(1));
+    println!(
+        "  build: ours {:.1} ns/insert, crate {:.1} ns/insert (one run each)",
+        build_ours * 1e9 / n,
+        build_theirs * 1e9 / n
+    );
+    println!(
+        "  lookup rate vs cuckoofilter crate: hits {:.2}x, misses {:.2}x  (goal >= 1.3x)",
+        ns(2) / ns(0),
+        ns(3) / ns(1)
+    );
     println!("  lookup rate vs own table behind a Mutex: {:.2}x", ns(4) / ns(0));
-    println!("  lookup rate vs raw 2-random-read limit: hits {:.2}x, misses {:.2}x  (goal >= 0.8x)", ns(5) / ns(0), ns(5) / ns(1));
+    println!(
+        "  lookup rate vs raw 2-random-read limit: hits {:.2}x, misses {:.2}x  (goal >= 0.8x)",
+        ns(5) / ns(0),
+        ns(5) / ns(1)
+    );
     println!(
         "  batched lookups (contains_many, prefetch) vs raw limit with the same prefetch: hits {:.2}x, misses {:.2}x  (goal >= 0.8x)",
         ns(6) / ns(7),
@@ -213,7 +229,7 @@ fn main() {
     println!("  insert rate vs cuckoofilter crate: {:.2}x", build_theirs / build_ours);
     println!(
         "  space: ours {} MB ({}-bit fingerprints + counter), crate {} MB (8-bit fingerprints)",
-        words * 8 >> 20,
+        (words * 8) >> 20,
         params.fingerprint_bits,
         items.next_power_of_two() >> 20
     );
@@ -259,7 +275,13 @@ enum Guard {
 /// 2 threads on one table at 90% load, each doing `ops` operations of a 50/50 mix:
 /// insert/lookup (load drifts from 88% to 92%) or insert/delete (load stays).
 fn churn_run(guard: Guard, deletes: bool, log2: u8, ops: usize) -> f64 {
-    let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 1 << log2, seed: DEFAULT_SEED, mapping: Mapping::Fastrange };
+    let params = Params {
+        fingerprint_bits: 12,
+        slots_per_bucket: 4,
+        bucket_count: 1 << log2,
+        seed: DEFAULT_SEED,
+        mapping: Mapping::Fastrange,
+    };
     let filter = Arc::new(OwnedFilter::new(params));
     let fill = params.slot_count() as f64 * if deletes { 0.90 } else { 0.88 };
     let per_thread = (fill / 2.0) as u64;
@@ -356,9 +378,11 @@ fn grown(keys: &[i64], misses: &[i64], probe: &[i64], trials: usize) {
     let mut fixed = None;
     let mut build_chain = || {
         let c = OwnedChain::new(1000, growth).unwrap();
-        let t = timed(|| keys.iter().for_each(|&k| {
-            c.chain().insert(hash_i64(DEFAULT_SEED, k)).unwrap();
-        }));
+        let t = timed(|| {
+            keys.iter().for_each(|&k| {
+                c.chain().insert(hash_i64(DEFAULT_SEED, k)).unwrap();
+            })
+        });
         chain = Some(c);
         t
     };
@@ -375,20 +399,47 @@ fn grown(keys: &[i64], misses: &[i64], probe: &[i64], trials: usize) {
     let (ch, t) = (c.chain(), f.table());
     let views = ch.views();
     let n = probe.len() as f64;
-    let mut gh = || timed(|| assert_eq!(black_box(probe.iter().filter(|&&k| views.contains(hash_i64(DEFAULT_SEED, k))).count()), items));
+    let mut gh = || {
+        timed(|| {
+            assert_eq!(black_box(probe.iter().filter(|&&k| views.contains(hash_i64(DEFAULT_SEED, k))).count()), items)
+        })
+    };
     let mut fh = || timed(|| assert_eq!(black_box(lookups(&t, probe)), items));
-    let mut gm = || timed(|| {
-        black_box(misses.iter().filter(|&&k| views.contains(hash_i64(DEFAULT_SEED, k))).count());
-    });
-    let mut fm = || timed(|| {
-        black_box(lookups(&t, misses));
-    });
-    let s = interleaved(trials, &mut [("grown hits", &mut gh), ("fixed hits", &mut fh), ("grown misses", &mut gm), ("fixed misses", &mut fm)]);
+    let mut gm = || {
+        timed(|| {
+            black_box(misses.iter().filter(|&&k| views.contains(hash_i64(DEFAULT_SEED, k))).count());
+        })
+    };
+    let mut fm = || {
+        timed(|| {
+            black_box(lookups(&t, misses));
+        })
+    };
+    let s = interleaved(
+        trials,
+        &mut [("grown hits", &mut gh), ("fixed hits", &mut fh), ("grown misses", &mut gm), ("fixed misses", &mut fm)],
+    );
     let ns = |x: f64| x * 1e9 / n;
-    println!("  {} tables; words {:.2}x the fixed table's ({} against {} bytes)", ch.dir.count(), c.word_bytes() as f64 / (8 * params.bucket_count) as f64, c.word_bytes(), 8 * params.bucket_count);
+    println!(
+        "  {} tables; words {:.2}x the fixed table's ({} against {} bytes)",
+        ch.dir.count(),
+        c.word_bytes() as f64 / (8 * params.bucket_count) as f64,
+        c.word_bytes(),
+        8 * params.bucket_count
+    );
     println!("  lookup hit:  grown {:.1} ns, fixed {:.1} ns: {:.2}x the cost", ns(s[0]), ns(s[1]), s[0] / s[1]);
-    println!("  lookup miss: grown {:.1} ns, fixed {:.1} ns: {:.2}x the cost (a miss asks every table)", ns(s[2]), ns(s[3]), s[2] / s[3]);
-    println!("  insert:      grown {:.1} ns, fixed {:.1} ns: {:.2}x the cost", b[0] * 1e9 / n, b[1] * 1e9 / n, b[0] / b[1]);
+    println!(
+        "  lookup miss: grown {:.1} ns, fixed {:.1} ns: {:.2}x the cost (a miss asks every table)",
+        ns(s[2]),
+        ns(s[3]),
+        s[2] / s[3]
+    );
+    println!(
+        "  insert:      grown {:.1} ns, fixed {:.1} ns: {:.2}x the cost",
+        b[0] * 1e9 / n,
+        b[1] * 1e9 / n,
+        b[0] / b[1]
+    );
 }
 
 fn load_at_first_failure() {
@@ -396,7 +447,13 @@ fn load_at_first_failure() {
     for log2 in [12u8, 16, 20] {
         let mut loads = Vec::new();
         for seed in 0..3u64 {
-            let params = Params { fingerprint_bits: 12, slots_per_bucket: 4, bucket_count: 1 << log2, seed: DEFAULT_SEED, mapping: Mapping::Fastrange };
+            let params = Params {
+                fingerprint_bits: 12,
+                slots_per_bucket: 4,
+                bucket_count: 1 << log2,
+                seed: DEFAULT_SEED,
+                mapping: Mapping::Fastrange,
+            };
             let f = OwnedFilter::new(params);
             let mut rng = Rng(seed * 7919 + log2 as u64);
             let mut n = 0u64;
@@ -406,6 +463,10 @@ fn load_at_first_failure() {
             loads.push(n as f64 / params.slot_count() as f64);
         }
         let mean = loads.iter().sum::<f64>() / loads.len() as f64;
-        println!("  2^{log2} buckets: {:.2}% mean over 3 fills (min {:.2}%)", 100.0 * mean, 100.0 * loads.iter().cloned().fold(1.0, f64::min));
+        println!(
+            "  2^{log2} buckets: {:.2}% mean over 3 fills (min {:.2}%)",
+            100.0 * mean,
+            100.0 * loads.iter().cloned().fold(1.0, f64::min)
+        );
     }
 }

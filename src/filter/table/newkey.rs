@@ -269,7 +269,13 @@ mod tests {
                 a.chain().insert_many(&keys, new, &mut batch, &mut OpStats::default());
                 let one: Vec<Result<bool, Full>> = keys
                     .iter()
-                    .map(|&k| if new { b.chain().insert_new_counted(k, &mut OpStats::default()) } else { b.chain().insert(k).map(|_| true) })
+                    .map(|&k| {
+                        if new {
+                            b.chain().insert_new_counted(k, &mut OpStats::default())
+                        } else {
+                            b.chain().insert(k).map(|_| true)
+                        }
+                    })
                     .collect();
                 assert_eq!(batch, one, "grows {grows}, new {new}");
                 assert_eq!(a.chain().item_count(), b.chain().item_count());

@@ -159,7 +159,17 @@ impl Region {
 pub(super) fn reset_durable(d: &DurableState, durable: bool, gen: u64) {
     d.changed.store(if durable { NEEDS_BASE | CHANGED_META } else { 0 }, Ordering::SeqCst);
     d.stamp.store(gen, Ordering::Relaxed);
-    for c in [&d.cut_file_bytes, &d.cut_wal_bytes, &d.base_bytes, &d.delta_bytes, &d.deltas, &d.pool_waits, &d.confirmed, &d.restored, &d.flags] {
+    for c in [
+        &d.cut_file_bytes,
+        &d.cut_wal_bytes,
+        &d.base_bytes,
+        &d.delta_bytes,
+        &d.deltas,
+        &d.pool_waits,
+        &d.confirmed,
+        &d.restored,
+        &d.flags,
+    ] {
         c.store(0, Ordering::Relaxed);
     }
 }

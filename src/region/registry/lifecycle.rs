@@ -10,17 +10,28 @@
 //! finds the tag pending and runs the allocator's recovery: every allocated run
 //! whose tag no entry or retired record holds is freed.
 
-use super::*;
 use super::durable_state::reset_durable;
 use super::limits::pack_grown;
 use super::tables::{TableSpec, HEAD_BYTES};
+use super::*;
 
 impl Region {
     /// Keeps live filter `info`'s name, owner and grant, as generation `gen`
     /// with parameters `params`, without contents (they were lost: it needs a
     /// reload for `reason`); its blocks are retired.
     #[allow(clippy::too_many_arguments)]
-    pub fn clear_contents(&self, lk: &Locked, info: &EntryInfo, params: &Params, capacity: u64, fpp: f64, key: KeyType, growth: Option<Growth>, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
+    pub fn clear_contents(
+        &self,
+        lk: &Locked,
+        info: &EntryInfo,
+        params: &Params,
+        capacity: u64,
+        fpp: f64,
+        key: KeyType,
+        growth: Option<Growth>,
+        gen: u64,
+        reason: u64,
+    ) -> Result<EntryInfo, RegionError> {
         debug_assert!(reason != 0);
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
@@ -112,7 +123,12 @@ impl Region {
     /// now and `pending` bytes still being released.
     fn no_space(&self, requested: u64, pending: u64) -> RegionError {
         let a = self.allocator();
-        RegionError::NoSpace { requested, free: a.free_blocks() * BLOCK_BYTES, largest: a.largest_free_run() * BLOCK_BYTES, pending }
+        RegionError::NoSpace {
+            requested,
+            free: a.free_blocks() * BLOCK_BYTES,
+            largest: a.largest_free_run() * BLOCK_BYTES,
+            pending,
+        }
     }
 
     pub(super) fn linked(&self, _lk: &Locked) {
@@ -142,7 +158,14 @@ impl Region {
     /// Creates filter `spec` with tables `tables` and nothing in them, or, with
     /// `contents`, the bucket words it writes (a published value's). Returns the
     /// entry.
-    pub fn create(&self, lk: &Locked, spec: &NewFilter<'_>, tables: &[TableSpec], contents: Option<Contents<'_>>, stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
+    pub fn create(
+        &self,
+        lk: &Locked,
+        spec: &NewFilter<'_>,
+        tables: &[TableSpec],
+        contents: Option<Contents<'_>>,
+        stamp: Stamp<'_>,
+    ) -> Result<EntryInfo, RegionError> {
         let name = encode_name(spec.name)?;
         if self.find(spec.db, spec.name).is_some() {
             return Err(RegionError::Exists);
@@ -159,7 +182,14 @@ impl Region {
     /// Records a filter that exists but whose contents were lost (recovery could
     /// not restore them, or they did not fit): it keeps its name, owner and
     /// parameters, holds no blocks, and must be published again before use.
-    pub fn create_placeholder(&self, lk: &Locked, spec: &NewFilter<'_>, params: &Params, gen: u64, reason: u64) -> Result<EntryInfo, RegionError> {
+    pub fn create_placeholder(
+        &self,
+        lk: &Locked,
+        spec: &NewFilter<'_>,
+        params: &Params,
+        gen: u64,
+        reason: u64,
+    ) -> Result<EntryInfo, RegionError> {
         debug_assert!(reason != 0);
         let name = encode_name(spec.name)?;
         if self.find(spec.db, spec.name).is_some() {
@@ -193,7 +223,18 @@ impl Region {
     /// Links entry `index` to the head at `start` (`blocks` long, tagged
     /// `tag`) and `others` blocks of tables outside the head.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn link_entry(&self, lk: &Locked, index: usize, spec: &NewFilter<'_>, params: &Params, name: [u64; NAME_WORDS], (start, blocks, tag): (u64, u64, u64), others: u64, gen: u64, reason: u64) {
+    pub(super) fn link_entry(
+        &self,
+        lk: &Locked,
+        index: usize,
+        spec: &NewFilter<'_>,
+        params: &Params,
+        name: [u64; NAME_WORDS],
+        (start, blocks, tag): (u64, u64, u64),
+        others: u64,
+        gen: u64,
+        reason: u64,
+    ) {
         let e = &self.entries()[index];
         self.rewrite(lk, e, |e| {
             e.db.store(spec.db as u64, Ordering::Relaxed);
@@ -230,9 +271,19 @@ impl Region {
     /// then table 0), and one allocation per further table with the head's tag;
     /// each table's words empty or written by `contents`, its item count
     /// counted from them. On `NoSpace` nothing stays claimed.
-    pub(super) fn fill(&self, lk: &Locked, tables: &[TableSpec], durable: bool, contents: Option<Contents<'_>>) -> Result<(u64, u64, u64), RegionError> {
+    pub(super) fn fill(
+        &self,
+        lk: &Locked,
+        tables: &[TableSpec],
+        durable: bool,
+        contents: Option<Contents<'_>>,
+    ) -> Result<(u64, u64, u64), RegionError> {
         if tables.is_empty() || tables.len() > crate::filter::chain::MAX_TABLES {
-            return Err(RegionError::BadParams(format!("a filter has 1 to {} tables, not {}", crate::filter::chain::MAX_TABLES, tables.len())));
+            return Err(RegionError::BadParams(format!(
+                "a filter has 1 to {} tables, not {}",
+                crate::filter::chain::MAX_TABLES,
+                tables.len()
+            )));
         }
         for t in tables {
             t.params.check().map_err(|e| RegionError::BadParams(e.to_string()))?;
@@ -255,7 +306,8 @@ impl Region {
         // The directory: all zeros, then the handles.
         self.block_bytes(lk, start, HEAD_BYTES).fill(0);
         let head_at = self.lay.data_at + start * BLOCK_BYTES + HEAD_BYTES;
-        let ats: Vec<u64> = std::iter::once(head_at).chain(runs.iter().map(|&(s, _)| self.lay.data_at + s * BLOCK_BYTES)).collect();
+        let ats: Vec<u64> =
+            std::iter::once(head_at).chain(runs.iter().map(|&(s, _)| self.lay.data_at + s * BLOCK_BYTES)).collect();
         for (i, (t, &at)) in tables.iter().zip(&ats).enumerate() {
             // SAFETY: claimed above by this lock holder, not yet linked.
             let words = unsafe { self.fresh_table(at, t, durable) };
@@ -276,7 +328,20 @@ impl Region {
     /// readers see the old filter or the new one, never the new contents under
     /// the old owner.
     #[allow(clippy::too_many_arguments)]
-    pub fn replace(&self, lk: &Locked, info: &EntryInfo, tables: &[TableSpec], contents: Contents<'_>, capacity: u64, fpp: f64, durable: bool, key: KeyType, growth: Option<Growth>, (owner, readers): (u32, u64), stamp: Stamp<'_>) -> Result<EntryInfo, RegionError> {
+    pub fn replace(
+        &self,
+        lk: &Locked,
+        info: &EntryInfo,
+        tables: &[TableSpec],
+        contents: Contents<'_>,
+        capacity: u64,
+        fpp: f64,
+        durable: bool,
+        key: KeyType,
+        growth: Option<Growth>,
+        (owner, readers): (u32, u64),
+        stamp: Stamp<'_>,
+    ) -> Result<EntryInfo, RegionError> {
         let e = self.unchanged(info)?;
         self.retired_room(lk)?;
         let (start, blocks, tag) = self.fill(lk, tables, durable, Some(contents))?;
@@ -385,7 +450,7 @@ impl Region {
     /// running statements still pin every retired copy (the caller may retry after
     /// releasing the lock).
     pub(super) fn retired_room(&self, lk: &Locked) -> Result<(), RegionError> {
-        if (self.header().retired_count.load(Ordering::Relaxed) as u64) < self.lay.entries || self.reclaim(lk) > 0 {
+        if self.header().retired_count.load(Ordering::Relaxed) < self.lay.entries || self.reclaim(lk) > 0 {
             Ok(())
         } else {
             Err(RegionError::Busy)

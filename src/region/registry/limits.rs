@@ -47,9 +47,25 @@ fn grown_blocks(grown: u64, tag: u64) -> Option<u64> {
 /// go at the same time (the contents replaced): a change that does not
 /// need more bytes than it releases passes the byte caps, so that an owner
 /// over a cap lowered since may still shrink a filter.
-fn over(limits: &Limits, (owner, db): (u32, u32), role: Usage, database: Usage, add_filters: u64, add_bytes: u64, released: u64) -> Option<LimitHit> {
+fn over(
+    limits: &Limits,
+    (owner, db): (u32, u32),
+    role: Usage,
+    database: Usage,
+    add_filters: u64,
+    add_bytes: u64,
+    released: u64,
+) -> Option<LimitHit> {
     let hit = |kind, used: u64, requested: u64, cap: Option<u64>| {
-        cap.filter(|&cap| requested > 0 && used.saturating_add(requested) > cap).map(|cap| LimitHit { kind, owner, db, used, requested, cap, replacing: released > 0 })
+        cap.filter(|&cap| requested > 0 && used.saturating_add(requested) > cap).map(|cap| LimitHit {
+            kind,
+            owner,
+            db,
+            used,
+            requested,
+            cap,
+            replacing: released > 0,
+        })
     };
     let bytes = if add_bytes > released { add_bytes } else { 0 };
     hit(LimitKind::RoleFilters, role.filters, add_filters, limits.role_filters)
@@ -97,7 +113,8 @@ impl Region {
     /// and database.
     pub fn usage_rows(&self) -> Vec<UsageRow> {
         let mut rows: Vec<UsageRow> = Vec::new();
-        let mut charges: Vec<(u32, u32, u64)> = (0..self.entries().len()).filter_map(|i| self.charge(i)).map(|(d, o, b)| (o, d, b)).collect();
+        let mut charges: Vec<(u32, u32, u64)> =
+            (0..self.entries().len()).filter_map(|i| self.charge(i)).map(|(d, o, b)| (o, d, b)).collect();
         charges.sort_unstable();
         for (owner, db, bytes) in charges {
             match rows.last_mut() {
@@ -123,7 +140,15 @@ impl Region {
     /// the database within `limits`. Exact: every change that adds a filter
     /// or contents holds the lock (growth, which does not, may add tables
     /// meanwhile; see the module documentation).
-    pub fn admit(&self, _lk: &Locked, limits: &Limits, owner: u32, db: u32, bytes: u64, replacing: Option<&EntryInfo>) -> Result<(), RegionError> {
+    pub fn admit(
+        &self,
+        _lk: &Locked,
+        limits: &Limits,
+        owner: u32,
+        db: u32,
+        bytes: u64,
+        replacing: Option<&EntryInfo>,
+    ) -> Result<(), RegionError> {
         if *limits == Limits::default() {
             return Ok(());
         }

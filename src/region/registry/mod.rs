@@ -57,11 +57,11 @@ use crossbeam_utils::CachePadded;
 
 use super::allocator::BlockAllocator;
 use super::durable::{state_bytes, Pool, Units, UNIT_WORDS};
+use super::epoch;
 use crate::filter::chain::Growth;
 use crate::filter::dense::KeyType;
 use crate::filter::layout::{WordsHeader, WORDS_HEADER_BYTES};
 use crate::filter::sizing;
-use super::epoch;
 use crate::filter::sync::{fence, spin, AtomicU32, AtomicU64, Ordering};
 use crate::filter::{OpStats, Params, Table};
 
@@ -288,7 +288,8 @@ impl Layout {
         let pool_bytes = 8 * (Pool::bitmap_words(pool_slots) + pool_slots * UNIT_WORDS);
         // Each block costs its bytes plus at most 16 bytes of tree (two words per
         // leaf, rounded up to a power of two).
-        let room = size.checked_sub(tree_at + pool_bytes + 256 + BLOCK_BYTES).ok_or("region too small for its metadata")?;
+        let room =
+            size.checked_sub(tree_at + pool_bytes + 256 + BLOCK_BYTES).ok_or("region too small for its metadata")?;
         let mut blocks = (room / (BLOCK_BYTES + 8)).min(super::allocator::MAX_BLOCKS);
         loop {
             let pool_used_at = align_up(tree_at + 8 * BlockAllocator::words_needed(blocks) as u64, 128);
@@ -298,7 +299,20 @@ impl Layout {
                 if blocks == 0 {
                     return Err("region too small for any filter".into());
                 }
-                return Ok(Layout { size, entries, slots, blocks, entries_at, slots_at, retired_at, tree_at, pool_used_at, pool_at, pool_slots, data_at });
+                return Ok(Layout {
+                    size,
+                    entries,
+                    slots,
+                    blocks,
+                    entries_at,
+                    slots_at,
+                    retired_at,
+                    tree_at,
+                    pool_used_at,
+                    pool_at,
+                    pool_slots,
+                    data_at,
+                });
             }
             blocks -= 1;
         }
@@ -331,8 +345,15 @@ pub enum RegionError {
     Exists,
     /// `pending`: bytes of dropped or replaced filters that running statements
     /// may still be reading; they become free once those finish.
-    NoSpace { requested: u64, free: u64, largest: u64, pending: u64 },
-    NoEntries { max: u64 },
+    NoSpace {
+        requested: u64,
+        free: u64,
+        largest: u64,
+        pending: u64,
+    },
+    NoEntries {
+        max: u64,
+    },
     BadName(String),
     BadParams(String),
     /// Readers kept old copies pinned for longer than a change may wait.
@@ -361,7 +382,9 @@ impl std::fmt::Display for RegionError {
             RegionError::BadName(why) => write!(f, "{why}"),
             RegionError::BadParams(why) => write!(f, "bad filter parameters: {why}"),
             RegionError::Busy => write!(f, "old copies of filters are still being read; try again"),
-            RegionError::Closed => write!(f, "durable filters cannot be changed while the cuckoo durability worker is not running"),
+            RegionError::Closed => {
+                write!(f, "durable filters cannot be changed while the cuckoo durability worker is not running")
+            }
             RegionError::OverLimit(hit) => write!(f, "{hit}"),
         }
     }
@@ -543,7 +566,13 @@ fn unpack_growth(expansion: u64, fpp_bits: u64) -> Option<Growth> {
 
 fn unpack_params(w: [u64; 3]) -> Option<Params> {
     let mapping = crate::filter::layout::Mapping::from_code((w[2] >> 16) as u8)?;
-    Some(Params { bucket_count: w[0], seed: w[1], fingerprint_bits: w[2] as u8, slots_per_bucket: (w[2] >> 8) as u8, mapping })
+    Some(Params {
+        bucket_count: w[0],
+        seed: w[1],
+        fingerprint_bits: w[2] as u8,
+        slots_per_bucket: (w[2] >> 8) as u8,
+        mapping,
+    })
 }
 
 /// Called by create and replace after the new filter's words are written and
@@ -720,9 +749,11 @@ impl Region {
             data_bytes: self.lay.data_bytes(),
             free_bytes: a.free_blocks() * BLOCK_BYTES,
             largest_free_bytes: a.largest_free_run() * BLOCK_BYTES,
-            releasing_bytes: self.retired()[..n].iter().map(|r| r.blocks.load(Ordering::Relaxed)).sum::<u64>() * BLOCK_BYTES,
+            releasing_bytes: self.retired()[..n].iter().map(|r| r.blocks.load(Ordering::Relaxed)).sum::<u64>()
+                * BLOCK_BYTES,
             entries: self.lay.entries,
-            entries_used: self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) != STATE_FREE).count() as u64,
+            entries_used: self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) != STATE_FREE).count()
+                as u64,
         }
     }
 
@@ -835,7 +866,14 @@ impl Region {
     /// fingerprints they moved), deletes that removed a copy, and lookups.
     pub fn count_many(&self, index: usize, slot: usize, t: &Tally) {
         let s = self.stripe(index, slot);
-        for (counter, n) in [(&s.inserts, t.stored), (&s.failed_inserts, t.refused), (&s.deletes, t.deleted), (&s.lookups, t.looked), (&s.kicks, t.op.kicks), (&s.lookup_retries, t.op.retries)] {
+        for (counter, n) in [
+            (&s.inserts, t.stored),
+            (&s.failed_inserts, t.refused),
+            (&s.deletes, t.deleted),
+            (&s.lookups, t.looked),
+            (&s.kicks, t.op.kicks),
+            (&s.lookup_retries, t.op.retries),
+        ] {
             if n != 0 {
                 counter.fetch_add(n, Ordering::Relaxed);
             }
@@ -873,7 +911,11 @@ impl Region {
         self.allocator().check()?;
         let mut owned: Vec<(u64, u64, u64)> = Vec::new();
         // A dropped entry's blocks are accounted for by its retired record.
-        for e in self.entries().iter().filter(|e| e.state.load(Ordering::Relaxed) == STATE_LIVE && e.blocks.load(Ordering::Relaxed) > 0) {
+        for e in self
+            .entries()
+            .iter()
+            .filter(|e| e.state.load(Ordering::Relaxed) == STATE_LIVE && e.blocks.load(Ordering::Relaxed) > 0)
+        {
             let (start, tag) = (e.start_block.load(Ordering::Relaxed), e.tag.load(Ordering::Relaxed));
             owned.push((start, e.blocks.load(Ordering::Relaxed), tag));
             owned.extend(self.table_runs(start, tag));

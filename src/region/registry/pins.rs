@@ -4,8 +4,8 @@
 //! checkpoint cut pauses a filter's writers and waits until none is inside
 //! an operation, to read the filter as of one moment.
 
-use super::*;
 use super::tables::{word_offsets, TableInfo};
+use super::*;
 
 impl Region {
     /// Marks the calling process (epoch slot `slot`) as reading filters until the
@@ -85,7 +85,14 @@ impl Region {
     /// snapshots are never held up, and writers of this filter only for one
     /// copy (a table is only ever added by a writer). `SnapshotBusy` if
     /// processes stayed pinned for `patience` waits.
-    pub fn snapshot(&self, info: &EntryInfo, _slot: usize, handles: &[u64], out: &mut [u64], patience: u64) -> Result<Option<Vec<TableInfo>>, SnapshotBusy> {
+    pub fn snapshot(
+        &self,
+        info: &EntryInfo,
+        _slot: usize,
+        handles: &[u64],
+        out: &mut [u64],
+        patience: u64,
+    ) -> Result<Option<Vec<TableInfo>>, SnapshotBusy> {
         let Some(tables) = self.tables(info) else { return Ok(Some(Vec::new())) };
         let same = || tables.handles() == handles;
         // Each table with the range of `out` its words go to.
@@ -100,7 +107,14 @@ impl Region {
         let copy = |out: &mut [u64]| parts.iter().for_each(|(t, r, _)| t.copy_words(&mut out[r.clone()]));
         let equal = |out: &[u64]| parts.iter().all(|(t, r, _)| t.words_equal(&out[r.clone()]));
         let infos = |out: &[u64]| {
-            parts.iter().map(|(t, r, capacity)| TableInfo { params: t.params(), capacity: *capacity, items: t.occupied_in(&out[r.clone()]) }).collect::<Vec<_>>()
+            parts
+                .iter()
+                .map(|(t, r, capacity)| TableInfo {
+                    params: t.params(),
+                    capacity: *capacity,
+                    items: t.occupied_in(&out[r.clone()]),
+                })
+                .collect::<Vec<_>>()
         };
         for _ in 0..3 {
             if !same() {

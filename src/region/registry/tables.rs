@@ -36,9 +36,9 @@
 //! cap do not read the registry again and again.
 
 use super::*;
-use std::cell::Cell;
 use crate::filter::chain::{Chain, Directory, Growth, Tables, DIRECTORY_BYTES};
 use crate::region::durable::ChainUnits;
+use std::cell::Cell;
 
 /// Bytes in front of table 0 in a filter's head allocation: the directory,
 /// rounded up to a cache line.
@@ -94,7 +94,10 @@ impl Region {
         tables
             .iter()
             .enumerate()
-            .map(|(i, t)| (if i == 0 { HEAD_BYTES } else { 0 } + Self::table_bytes(&t.params, durable)).div_ceil(BLOCK_BYTES) * BLOCK_BYTES)
+            .map(|(i, t)| {
+                (if i == 0 { HEAD_BYTES } else { 0 } + Self::table_bytes(&t.params, durable)).div_ceil(BLOCK_BYTES)
+                    * BLOCK_BYTES
+            })
             .sum()
     }
 
@@ -310,7 +313,8 @@ impl<'r> RegionTables<'r> {
 
     /// A durable filter's units over all its published tables.
     pub fn units(&self) -> Option<ChainUnits<'r>> {
-        self.durable.then(|| ChainUnits::new(self.handles().into_iter().map(|h| self.r.units_of(h, self.index)).collect()))
+        self.durable
+            .then(|| ChainUnits::new(self.handles().into_iter().map(|h| self.r.units_of(h, self.index)).collect()))
     }
 
     /// How the filter grows (None: it does not).
@@ -341,7 +345,11 @@ impl<'r> RegionTables<'r> {
     /// Since [`Self::set_limits`]: the cap that kept the filter from adding a
     /// table, if an insert then found it full ([`Self::note_full`]).
     pub fn refused_by_cap(&self) -> Option<LimitHit> {
-        if self.full.get() { self.hit.get() } else { None }
+        if self.full.get() {
+            self.hit.get()
+        } else {
+            None
+        }
     }
 
     /// Whether an insert found the filter full since the caps were set (the
@@ -364,7 +372,9 @@ impl<'r> RegionTables<'r> {
                 return Err(hit);
             }
         }
-        self.r.room_to_grow(&limits, self.owner, self.db, blocks * BLOCK_BYTES).inspect_err(|&hit| self.refused.set(Some((index, limits, changes, hit))))
+        self.r
+            .room_to_grow(&limits, self.owner, self.db, blocks * BLOCK_BYTES)
+            .inspect_err(|&hit| self.refused.set(Some((index, limits, changes, hit))))
     }
 }
 
@@ -399,7 +409,8 @@ impl Tables for RegionTables<'_> {
         // What stopped the latest attempt (none yet): an insert that then
         // finds the filter full reports a cap only if this attempt met one.
         self.hit.set(None);
-        let shapes: Vec<(Params, u64)> = before.iter().map(|&h| (self.r.header_of(h).params(), self.r.header_of(h).capacity)).collect();
+        let shapes: Vec<(Params, u64)> =
+            before.iter().map(|&h| (self.r.header_of(h).params(), self.r.header_of(h).capacity)).collect();
         let sized = growth.next(&shapes, crate::filter::layout::MAX_BUCKET_COUNT).ok()?;
         let mut params = sized.params;
         params.seed = shapes[0].0.seed;

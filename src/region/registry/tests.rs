@@ -2,12 +2,12 @@
 //! pinned readers and churn, generations and reload marks, images and
 //! snapshots under concurrent writers.
 
-use super::*;
 use super::tables::TableSpec;
+use super::*;
 use crate::filter::dense::KeyType;
+use crate::filter::dense::{self, DenseHeader};
 use crate::filter::hash::hash_i64;
 use crate::filter::layout::DEFAULT_SEED;
-use crate::filter::dense::{self, DenseHeader};
 use crate::filter::sizing::{size_for_capacity, DEFAULT_FPP};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -45,7 +45,16 @@ fn region(size: u64) -> (Arc<Mem>, Region) {
 }
 
 fn spec(db: u32, name: &str) -> NewFilter<'_> {
-    NewFilter { db, owner: 10, name, capacity: 1000, fpp: DEFAULT_FPP, durable: false, key: crate::filter::dense::KeyType::NONE, growth: None }
+    NewFilter {
+        db,
+        owner: 10,
+        name,
+        capacity: 1000,
+        fpp: DEFAULT_FPP,
+        durable: false,
+        key: crate::filter::dense::KeyType::NONE,
+        growth: None,
+    }
 }
 
 fn params(capacity: u64) -> Params {
@@ -93,7 +102,9 @@ fn entries_keep_their_key_type() {
     assert_eq!(r.create(&lk, &spec(1, "b"), &one(1000), None, &mut |_, _| 0).unwrap().key, KeyType::NONE);
     // A placeholder's contents cleared for another generation take its key type.
     let labels = KeyType { kind: KEY_ENUM, oid: 16_400 };
-    let d = r.create(&lk, &NewFilter { durable: true, key: int8, ..spec(1, "d") }, &one(1000), None, &mut |_, _| 5).unwrap();
+    let d = r
+        .create(&lk, &NewFilter { durable: true, key: int8, ..spec(1, "d") }, &one(1000), None, &mut |_, _| 5)
+        .unwrap();
     let cleared = r.clear_contents(&lk, &d, &params(1000), 1000, DEFAULT_FPP, labels, None, 77, 2).unwrap();
     assert_eq!(cleared.key, labels);
 }
@@ -196,7 +207,21 @@ fn replace_keeps_the_name_and_retires_the_old_copy() {
     src.table().insert(hash_i64(DEFAULT_SEED, 42)).unwrap();
     let words = words_of(&src);
     let pin = r.pin(0).unwrap();
-    let b = r.replace(&lk, &a, &one_of(p), &copy_from(&words), 1000, 0.001, false, crate::filter::dense::KeyType::NONE, None, (a.owner, a.readers), &mut |_, _| 0).unwrap();
+    let b = r
+        .replace(
+            &lk,
+            &a,
+            &one_of(p),
+            &copy_from(&words),
+            1000,
+            0.001,
+            false,
+            crate::filter::dense::KeyType::NONE,
+            None,
+            (a.owner, a.readers),
+            &mut |_, _| 0,
+        )
+        .unwrap();
     assert_eq!(a.index, b.index);
     assert!(!r.still_current(a.index, a.seq));
     assert!(tbl(&r, &b).contains(hash_i64(DEFAULT_SEED, 42)));
@@ -239,7 +264,21 @@ fn generations_placeholders_and_reload_marks() {
     let marked = r.find(1, "d").unwrap();
     assert!(!marked.usable() && marked.blocks > 0 && marked.seq != d.seq);
     // A replace gives a new generation and clears the mark.
-    let e = r.replace(&lk, &marked, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, (marked.owner, marked.readers), &mut |_, _| 90).unwrap();
+    let e = r
+        .replace(
+            &lk,
+            &marked,
+            &one_of(p),
+            &copy_from(&words),
+            1000,
+            0.002,
+            true,
+            crate::filter::dense::KeyType::NONE,
+            None,
+            (marked.owner, marked.readers),
+            &mut |_, _| 90,
+        )
+        .unwrap();
     assert_eq!((e.gen, e.reload_reason, e.usable()), (90, 0, true));
     assert!(r.find_gen(77).is_none());
     // A placeholder: a name, parameters, no blocks; it can be replaced
@@ -248,7 +287,21 @@ fn generations_placeholders_and_reload_marks() {
     assert_eq!((ph.blocks, ph.reload_reason, ph.params, ph.usable()), (0, 2, Some(p), false));
     assert_eq!(r.create_placeholder(&lk, &spec(1, "lost"), &p, 56, 2), Err(RegionError::Exists));
     r.check().unwrap();
-    let back = r.replace(&lk, &ph, &one_of(p), &copy_from(&words), 1000, 0.002, true, crate::filter::dense::KeyType::NONE, None, (ph.owner, ph.readers), &mut |_, _| 60).unwrap();
+    let back = r
+        .replace(
+            &lk,
+            &ph,
+            &one_of(p),
+            &copy_from(&words),
+            1000,
+            0.002,
+            true,
+            crate::filter::dense::KeyType::NONE,
+            None,
+            (ph.owner, ph.readers),
+            &mut |_, _| 60,
+        )
+        .unwrap();
     assert!(back.usable() && tbl(&r, &back).contains(hash_i64(DEFAULT_SEED, 7)));
     let ph2 = r.create_placeholder(&lk, &spec(1, "gone"), &p, 57, 3).unwrap();
     r.drop_filter(&lk, &ph2).unwrap();
@@ -392,7 +445,21 @@ fn reclamation_waits_for_readers_under_churn() {
     while round < 300 || (total.load(Ordering::Relaxed) < 1_000_000 && round < 1_000_000) {
         round += 1;
         if round % 2 == 0 {
-            change(&|lk| r.replace(lk, &r.find(1, "hot").unwrap(), &one_of(p), &contents, 5000, DEFAULT_FPP, false, crate::filter::dense::KeyType::NONE, None, (1, 0), &mut |_, _| 0));
+            change(&|lk| {
+                r.replace(
+                    lk,
+                    &r.find(1, "hot").unwrap(),
+                    &one_of(p),
+                    &contents,
+                    5000,
+                    DEFAULT_FPP,
+                    false,
+                    crate::filter::dense::KeyType::NONE,
+                    None,
+                    (1, 0),
+                    &mut |_, _| 0,
+                )
+            });
         } else {
             change(&|lk| {
                 let hot = r.find(1, "hot").unwrap();
@@ -512,7 +579,13 @@ fn a_filter_grows_in_the_region_and_its_tables_go_with_it() {
     for durable in [false, true] {
         let name = if durable { "durable" } else { "plain" };
         let info = r
-            .create(&lk, &NewFilter { growth: Some(growth), durable, ..spec(1, name) }, &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0)
+            .create(
+                &lk,
+                &NewFilter { growth: Some(growth), durable, ..spec(1, name) },
+                &[TableSpec { params: first.params, capacity: first.capacity }],
+                None,
+                &mut |_, _| 0,
+            )
             .unwrap();
         let threads: Vec<_> = (0..2u64)
             .map(|t| {
@@ -522,7 +595,10 @@ fn a_filter_grows_in_the_region_and_its_tables_go_with_it() {
                     for k in 0..100_000u64 {
                         let _pin = r.pin_writer(1 + t as usize).unwrap();
                         let tables = r.tables(&info).unwrap();
-                        tables.chain().insert(hash_i64(DEFAULT_SEED, (2 * k + t) as i64)).expect("a filter that grows has room");
+                        tables
+                            .chain()
+                            .insert(hash_i64(DEFAULT_SEED, (2 * k + t) as i64))
+                            .expect("a filter that grows has room");
                     }
                 })
             })
@@ -571,7 +647,15 @@ fn a_filter_without_room_to_grow_is_full_and_keeps_its_keys() {
     let lk = lock();
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
     let first = growth.first(1000, u64::MAX).unwrap();
-    let info = r.create(&lk, &NewFilter { growth: Some(growth), ..spec(1, "g") }, &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0).unwrap();
+    let info = r
+        .create(
+            &lk,
+            &NewFilter { growth: Some(growth), ..spec(1, "g") },
+            &[TableSpec { params: first.params, capacity: first.capacity }],
+            None,
+            &mut |_, _| 0,
+        )
+        .unwrap();
     let tables = r.tables(&info).unwrap();
     let mut stored = 0i64;
     while tables.chain().insert(hash_i64(DEFAULT_SEED, stored)).is_ok() {
@@ -605,13 +689,23 @@ fn usage_counts_every_table_by_owner_and_database() {
     let two = [TableSpec { params: params(1000), capacity: 1000 }, TableSpec { params: params(8000), capacity: 8000 }];
     let b = r.create(&lk, &owned(2, 10, "b"), &two, None, &mut |_, _| 0).unwrap();
     r.create(&lk, &owned(1, 11, "c"), &one(4000), None, &mut |_, _| 0).unwrap();
-    let (a_bytes, b_bytes, c_bytes) = (Region::bytes_for_tables(&one(1000), false), Region::bytes_for_tables(&two, false), Region::bytes_for_tables(&one(4000), false));
+    let (a_bytes, b_bytes, c_bytes) = (
+        Region::bytes_for_tables(&one(1000), false),
+        Region::bytes_for_tables(&two, false),
+        Region::bytes_for_tables(&one(4000), false),
+    );
     assert!(b_bytes > a_bytes + BLOCK_BYTES);
     assert_eq!(r.charged_bytes(&a), a_bytes);
     assert_eq!(r.charged_bytes(&b), b_bytes);
     // Role 10 over both databases; database 1 over both roles.
-    assert_eq!(r.usage(10, 1, None), (Usage { filters: 2, bytes: a_bytes + b_bytes }, Usage { filters: 2, bytes: a_bytes + c_bytes }));
-    assert_eq!(r.usage(10, 1, Some(a.index)), (Usage { filters: 1, bytes: b_bytes }, Usage { filters: 1, bytes: c_bytes }));
+    assert_eq!(
+        r.usage(10, 1, None),
+        (Usage { filters: 2, bytes: a_bytes + b_bytes }, Usage { filters: 2, bytes: a_bytes + c_bytes })
+    );
+    assert_eq!(
+        r.usage(10, 1, Some(a.index)),
+        (Usage { filters: 1, bytes: b_bytes }, Usage { filters: 1, bytes: c_bytes })
+    );
     assert_eq!(r.usage(12, 3, None), (Usage::default(), Usage::default()));
     assert_eq!(
         r.usage_rows(),
@@ -622,7 +716,21 @@ fn usage_counts_every_table_by_owner_and_database() {
         ]
     );
     // A publish over b with one table: b's two tables are released.
-    let b2 = r.replace(&lk, &b, &one(1000), &|_, w: &mut [u64]| w.fill(0), 1000, DEFAULT_FPP, false, KeyType::NONE, None, (b.owner, b.readers), &mut |_, _| 0).unwrap();
+    let b2 = r
+        .replace(
+            &lk,
+            &b,
+            &one(1000),
+            &|_, w: &mut [u64]| w.fill(0),
+            1000,
+            DEFAULT_FPP,
+            false,
+            KeyType::NONE,
+            None,
+            (b.owner, b.readers),
+            &mut |_, _| 0,
+        )
+        .unwrap();
     assert_eq!(r.charged_bytes(&b2), a_bytes);
     assert_eq!(r.usage(10, 2, None).0, Usage { filters: 2, bytes: 2 * a_bytes });
     // A dropped filter is charged to nobody (its blocks may still be read).
@@ -654,38 +762,110 @@ fn admit_keeps_to_the_caps_of_owner_and_database() {
     make(1, 10, &two).unwrap();
     make(2, 10, &two).unwrap();
     // The third filter of role 10, in any database, is refused.
-    assert_eq!(make(3, 10, &two), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleFilters, owner: 10, db: 3, used: 2, requested: 1, cap: 2, replacing: false })));
+    assert_eq!(
+        make(3, 10, &two),
+        Err(RegionError::OverLimit(LimitHit {
+            kind: LimitKind::RoleFilters,
+            owner: 10,
+            db: 3,
+            used: 2,
+            requested: 1,
+            cap: 2,
+            replacing: false
+        }))
+    );
     make(1, 11, &two).unwrap();
     // Database 1 holds two filters (of two roles).
     let db_two = Limits { database_filters: Some(2), ..Limits::default() };
-    assert!(matches!(make(1, 12, &db_two), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::DatabaseFilters, used: 2, .. }))));
+    assert!(matches!(
+        make(1, 12, &db_two),
+        Err(RegionError::OverLimit(LimitHit { kind: LimitKind::DatabaseFilters, used: 2, .. }))
+    ));
     make(4, 12, &db_two).unwrap();
     // Bytes: role 12 has one filter; room for exactly one more.
     let cap = Limits { role_bytes: Some(2 * bytes), ..Limits::default() };
     make(5, 12, &cap).unwrap();
-    assert_eq!(make(5, 12, &cap), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleBytes, owner: 12, db: 5, used: 2 * bytes, requested: bytes, cap: 2 * bytes, replacing: false })));
+    assert_eq!(
+        make(5, 12, &cap),
+        Err(RegionError::OverLimit(LimitHit {
+            kind: LimitKind::RoleBytes,
+            owner: 12,
+            db: 5,
+            used: 2 * bytes,
+            requested: bytes,
+            cap: 2 * bytes,
+            replacing: false
+        }))
+    );
     let db_cap = Limits { database_bytes: Some(3 * bytes - 1), ..Limits::default() };
-    assert!(matches!(make(1, 13, &db_cap), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::DatabaseBytes, used, .. })) if used == 2 * bytes));
+    assert!(
+        matches!(make(1, 13, &db_cap), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::DatabaseBytes, used, .. })) if used == 2 * bytes)
+    );
     make(1, 13, &Limits::default()).unwrap();
     // Replacing: the new size counts, the old is released.
     let f = r.find(5, "f7").unwrap();
     let bigger = Region::bytes_for_tables(&one(50_000), false);
     assert!(r.admit(&lk, &cap, 12, 5, bytes, Some(&f)).is_ok());
-    assert_eq!(r.admit(&lk, &cap, 12, 5, bigger, Some(&f)), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleBytes, owner: 12, db: 5, used: bytes, requested: bigger, cap: 2 * bytes, replacing: true })));
+    assert_eq!(
+        r.admit(&lk, &cap, 12, 5, bigger, Some(&f)),
+        Err(RegionError::OverLimit(LimitHit {
+            kind: LimitKind::RoleBytes,
+            owner: 12,
+            db: 5,
+            used: bytes,
+            requested: bigger,
+            cap: 2 * bytes,
+            replacing: true
+        }))
+    );
     // An owner over a cap lowered since may still shrink a filter, not grow it.
     let lowered = Limits { role_bytes: Some(bytes), ..Limits::default() };
-    let g = r.replace(&lk, &f, &one(50_000), &|_, w: &mut [u64]| w.fill(0), 50_000, DEFAULT_FPP, false, KeyType::NONE, None, (f.owner, f.readers), &mut |_, _| 0).unwrap();
+    let g = r
+        .replace(
+            &lk,
+            &f,
+            &one(50_000),
+            &|_, w: &mut [u64]| w.fill(0),
+            50_000,
+            DEFAULT_FPP,
+            false,
+            KeyType::NONE,
+            None,
+            (f.owner, f.readers),
+            &mut |_, _| 0,
+        )
+        .unwrap();
     assert!(r.admit(&lk, &lowered, 12, 5, bytes, Some(&g)).is_ok());
     assert!(r.admit(&lk, &lowered, 12, 5, bigger + BLOCK_BYTES, Some(&g)).is_err());
     // Contents that pass to another owner are a new filter of that owner's:
     // its filter cap counts them, and nothing it held is released.
     let one_each = Limits { role_filters: Some(0), ..Limits::default() };
     assert!(r.admit(&lk, &one_each, 12, 5, bytes, Some(&g)).is_ok());
-    assert!(matches!(r.admit(&lk, &one_each, 99, 5, bytes, Some(&g)), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleFilters, owner: 99, .. }))));
+    assert!(matches!(
+        r.admit(&lk, &one_each, 99, 5, bytes, Some(&g)),
+        Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleFilters, owner: 99, .. }))
+    ));
     let small = Limits { role_bytes: Some(bytes - 1), ..Limits::default() };
-    assert!(matches!(r.admit(&lk, &small, 99, 5, bytes, Some(&g)), Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleBytes, owner: 99, .. }))));
+    assert!(matches!(
+        r.admit(&lk, &small, 99, 5, bytes, Some(&g)),
+        Err(RegionError::OverLimit(LimitHit { kind: LimitKind::RoleBytes, owner: 99, .. }))
+    ));
     // The replace itself gives the contents, owner and grant at once.
-    let h = r.replace(&lk, &g, &one(1000), &|_, w: &mut [u64]| w.fill(0), 1000, DEFAULT_FPP, false, KeyType::NONE, None, (99, READERS_NONE), &mut |_, _| 0).unwrap();
+    let h = r
+        .replace(
+            &lk,
+            &g,
+            &one(1000),
+            &|_, w: &mut [u64]| w.fill(0),
+            1000,
+            DEFAULT_FPP,
+            false,
+            KeyType::NONE,
+            None,
+            (99, READERS_NONE),
+            &mut |_, _| 0,
+        )
+        .unwrap();
     assert_eq!((h.owner, h.readers, h.index), (99, READERS_NONE, g.index));
     assert_eq!(r.usage(99, 5, None).0.filters, 1);
     // No caps: nothing refused.
@@ -706,7 +886,9 @@ fn growth_keeps_to_a_byte_cap_and_keeps_its_keys() {
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
     let first = growth.first(1000, u64::MAX).unwrap();
     let new = |name| NewFilter { growth: Some(growth), ..spec(1, name) };
-    let info = r.create(&lk, &new("g"), &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0).unwrap();
+    let info = r
+        .create(&lk, &new("g"), &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0)
+        .unwrap();
     // Another filter of the same owner in another database counts too.
     r.create(&lk, &owned(2, 10, "other"), &one(1000), None, &mut |_, _| 0).unwrap();
     let start = r.usage(10, 1, None).0.bytes;
@@ -751,7 +933,9 @@ fn growth_keeps_to_a_byte_cap_and_keeps_its_keys() {
     assert_eq!(r.charged_bytes(&info), tables.blocks() * BLOCK_BYTES);
     // Dropping another filter of the owner (a registry change) makes room
     // under the first cap again for a table of that size.
-    let info2 = r.create(&lk, &new("h"), &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0).unwrap();
+    let info2 = r
+        .create(&lk, &new("h"), &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0)
+        .unwrap();
     let t2 = r.tables(&info2).unwrap();
     let used = r.usage(10, 1, None).0.bytes;
     t2.set_limits(Limits { database_bytes: Some(used), ..Limits::default() });
@@ -778,7 +962,15 @@ fn tables_without_caps_grow_as_before() {
     let lk = lock();
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
     let first = growth.first(1000, u64::MAX).unwrap();
-    let info = r.create(&lk, &NewFilter { growth: Some(growth), ..spec(1, "g") }, &[TableSpec { params: first.params, capacity: first.capacity }], None, &mut |_, _| 0).unwrap();
+    let info = r
+        .create(
+            &lk,
+            &NewFilter { growth: Some(growth), ..spec(1, "g") },
+            &[TableSpec { params: first.params, capacity: first.capacity }],
+            None,
+            &mut |_, _| 0,
+        )
+        .unwrap();
     let tables = r.tables(&info).unwrap();
     for k in 0..50_000 {
         tables.chain().insert(hash_i64(DEFAULT_SEED, k)).unwrap();

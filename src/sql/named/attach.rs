@@ -32,11 +32,13 @@ static MAX_KB_PER_DATABASE: GucSetting<i32> = GucSetting::<i32>::new(-1);
 pub(super) static CUT_WRITE_DELAY_MS: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// `cuckoo.debug_crash_point`: for tests, a named point inside a cut or a
 /// pass where the process stops the server (see `cut::crash_point`).
-pub(super) static CRASH_POINT: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+pub(super) static CRASH_POINT: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
 /// `cuckoo.debug_stop_publish`: for tests, `node:NAME` or `record:NAME`, a
 /// point in a cluster publish of filter NAME where it waits until cancelled
 /// (see `citus::debug_stop`).
-pub(super) static STOP_PUBLISH: GucSetting<Option<std::ffi::CString>> = GucSetting::<Option<std::ffi::CString>>::new(None);
+pub(super) static STOP_PUBLISH: GucSetting<Option<std::ffi::CString>> =
+    GucSetting::<Option<std::ffi::CString>>::new(None);
 /// `cuckoo.debug_compact`: for tests, every cut of a filter that has files
 /// is a compaction.
 pub(super) static ALWAYS_COMPACT: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -207,7 +209,8 @@ unsafe extern "C-unwind" fn shmem_startup() {
         let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock; // AddinShmemInitLock
         pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let mut found = false;
-        let raw = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), (region_bytes() + ALIGN_SLACK) as usize, &mut found) as *mut u8;
+        let raw = pg_sys::ShmemInitStruct(SHMEM_NAME.as_ptr(), (region_bytes() + ALIGN_SLACK) as usize, &mut found)
+            as *mut u8;
         let base = raw.add(raw.align_offset(ALIGN_SLACK as usize));
         let region = if found {
             Region::attach(base, region_bytes(), slot_count())
@@ -240,7 +243,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
 /// The region, or the error that explains how to get one.
 pub(super) fn region() -> &'static Region {
     // SAFETY: REGION is written once, before any backend runs SQL.
-    match unsafe { (*(&raw const REGION)).as_ref() } {
+    match unsafe { (*std::ptr::addr_of!(REGION)).as_ref() } {
         Some(r) => r,
         None => fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -280,7 +283,6 @@ pub(super) fn with_registry_lock<T>(f: impl FnOnce(&Region, &Locked) -> T) -> T 
         pg_sys::LWLockAcquire(REGISTRY_LOCK, pg_sys::LWLockMode::LW_EXCLUSIVE);
         let lk = Locked::assume();
         let out = f(r, &lk);
-        drop(lk);
         pg_sys::LWLockRelease(REGISTRY_LOCK);
         out
     }

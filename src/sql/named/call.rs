@@ -19,8 +19,8 @@ use crate::filter::dense::{KeyType, KEY_PENDING};
 use crate::region::registry::tables::RegionTables;
 use crate::region::registry::Pin;
 use crate::region::registry::{CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
-use crate::region::{EntryInfo, Region};
 use crate::region::wal::MANY_MAX;
+use crate::region::{EntryInfo, Region};
 use crate::sql::keys::KeyHasher;
 
 /// Pins this process (see `region::epoch`) and checks that entry `index` is still
@@ -79,10 +79,20 @@ pub(super) fn new_owner() -> u32 {
     let me = user();
     // SAFETY: a syscache probe by OID.
     let exists = unsafe {
-        pg_sys::SearchSysCacheExists(pg_sys::SysCacheIdentifier::AUTHOID as i32, pg_sys::Datum::from(me), pg_sys::Datum::from(0), pg_sys::Datum::from(0), pg_sys::Datum::from(0))
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::AUTHOID as i32,
+            pg_sys::Datum::from(me),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
     };
     if !exists {
-        fail(PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT, format!("role with OID {} does not exist", me.to_u32()), Some("The role this session runs as was dropped; a cuckoo filter needs an owner that exists."));
+        fail(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!("role with OID {} does not exist", me.to_u32()),
+            Some("The role this session runs as was dropped; a cuckoo filter needs an owner that exists."),
+        );
     }
     me.to_u32()
 }
@@ -132,7 +142,11 @@ pub(super) unsafe fn text_arg<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) ->
         let bytes = pgrx::varlena::varlena_to_byte_slice(raw);
         match std::str::from_utf8(bytes) {
             Ok(s) => s,
-            Err(_) => fail(PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cuckoo filter names must be valid UTF-8".into(), None),
+            Err(_) => fail(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                "cuckoo filter names must be valid UTF-8".into(),
+                None,
+            ),
         }
     }
 }
@@ -271,7 +285,14 @@ impl NamedCall {
                 needs_reload(&info);
             }
             if self.write {
-                prepare_write(info.durable, if info.durable { c"cf_insert(), cf_insert_new() or cf_delete() on a durable filter" } else { c"cf_insert(), cf_insert_new() or cf_delete()" });
+                prepare_write(
+                    info.durable,
+                    if info.durable {
+                        c"cf_insert(), cf_insert_new() or cf_delete() on a durable filter"
+                    } else {
+                        c"cf_insert(), cf_insert_new() or cf_delete()"
+                    },
+                );
             }
             let Some(pin) = pin_current(r, info.index, info.seq) else { continue };
             let Some(tables) = r.tables(&info) else { needs_reload(&info) };
@@ -296,7 +317,10 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with a non-null text argument 0.
-    unsafe fn current<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> (&'static Region, &'a str, pg_sys::Oid, bool) {
+    unsafe fn current<'a>(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+    ) -> (&'static Region, &'a str, pg_sys::Oid, bool) {
         let r = region();
         // SAFETY: as documented.
         let name = unsafe { text_arg(fcinfo, 0) };
@@ -316,7 +340,12 @@ impl NamedCall {
     /// `fcinfo` is a valid frame with non-null text and key arguments.
     /// A key with no equal among the filter's keys (42.5 for an integer filter)
     /// gives `absent()` instead.
-    pub(super) unsafe fn run<T>(&mut self, fcinfo: pg_sys::FunctionCallInfo, absent: impl FnOnce() -> T, op: impl Fn(&Chain<'_, RegionTables<'_>>, u64, &Region, usize, usize, u64) -> T) -> T {
+    pub(super) unsafe fn run<T>(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        absent: impl FnOnce() -> T,
+        op: impl Fn(&Chain<'_, RegionTables<'_>>, u64, &Region, usize, usize, u64) -> T,
+    ) -> T {
         // SAFETY: as documented.
         let (r, name, who, fresh) = unsafe { self.current(fcinfo) };
         if !fresh && self.gen != 0 {
@@ -327,8 +356,14 @@ impl NamedCall {
         let slot = my_slot();
         loop {
             // SAFETY: as documented; the hasher was resolved for this call site.
-            let Some(h) = (unsafe { self.key.hash_arg_for(fcinfo, 1, self.seed, self.filter_key) }) else { return absent() };
-            let pinned = if self.write { pin_current_writer(r, self.index, self.seq) } else { pin_current(r, self.index, self.seq) };
+            let Some(h) = (unsafe { self.key.hash_arg_for(fcinfo, 1, self.seed, self.filter_key) }) else {
+                return absent();
+            };
+            let pinned = if self.write {
+                pin_current_writer(r, self.index, self.seq)
+            } else {
+                pin_current(r, self.index, self.seq)
+            };
             if let Some(pin) = pinned {
                 let Some(pin) = self.go_ahead(r, pin) else { continue };
                 // SAFETY: `resolved` implies `tables` was written; the entry is
@@ -408,7 +443,11 @@ impl NamedCall {
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with a non-null text argument 0.
-    pub(crate) unsafe fn lookup_many<'a>(&mut self, fcinfo: pg_sys::FunctionCallInfo, hashes: impl Fn(&mut KeyHasher, u64, KeyType) -> &'a [u64]) -> &'a [bool] {
+    pub(crate) unsafe fn lookup_many<'a>(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        hashes: impl Fn(&mut KeyHasher, u64, KeyType) -> &'a [u64],
+    ) -> &'a [bool] {
         // SAFETY: as documented.
         let (r, name, who, _) = unsafe { self.current(fcinfo) };
         let slot = my_slot();
@@ -525,7 +564,7 @@ pub(crate) struct PlanProbe {
 /// being read.
 pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u64>) -> Option<PlanProbe> {
     // SAFETY: REGION is written once, before any backend runs SQL.
-    let r = unsafe { (*(&raw const REGION)).as_ref() }?;
+    let r = unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }?;
     let info = r.find(db(), name)?;
     if !info.usable() || !may_access(&info, false, user()) {
         return None;

@@ -32,7 +32,6 @@
 
 use std::ffi::{CStr, CString};
 
-
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -68,7 +67,10 @@ impl Listing {
     /// digest `digest`, and `info` (this node's filter of the name) is still
     /// the filter it lists.
     pub(super) fn is_copy_of(&self, info: &EntryInfo, version: i64, digest: &str) -> bool {
-        self.scope == Scope::Cluster && self.version == Some(version) && self.digest.as_deref() == Some(digest) && self.copy.as_deref() == Some(identity(info).as_str())
+        self.scope == Scope::Cluster
+            && self.version == Some(version)
+            && self.digest.as_deref() == Some(digest)
+            && self.copy.as_deref() == Some(identity(info).as_str())
     }
 }
 
@@ -113,7 +115,7 @@ pub(super) fn ext_table(table: &CStr) -> Option<(String, pg_sys::Oid)> {
     // SAFETY: backends are single-threaded; TABLES is only touched here.
     // get_rel_name and get_relname_relid are syscache lookups.
     unsafe {
-        let cached = &mut *(&raw mut TABLES);
+        let cached = &mut *std::ptr::addr_of_mut!(TABLES);
         if let Some((_, rel, schema)) = cached.iter().find(|(t, _, _)| t.as_c_str() == table) {
             let now = pg_sys::get_rel_name(*rel);
             if !now.is_null() && CStr::from_ptr(now) == table {
@@ -121,12 +123,16 @@ pub(super) fn ext_table(table: &CStr) -> Option<(String, pg_sys::Oid)> {
             }
         }
         cached.retain(|(t, _, _)| t.as_c_str() != table);
-        let nsp = first_row::<pg_sys::Oid>("SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'", &[])?;
+        let nsp = first_row::<pg_sys::Oid>(
+            "SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'cuckoo'",
+            &[],
+        )?;
         let rel = pg_sys::get_relname_relid(table.as_ptr(), nsp);
         if rel == pg_sys::InvalidOid {
             return None;
         }
-        let schema = CStr::from_ptr(pg_sys::quote_identifier(pg_sys::get_namespace_name(nsp))).to_string_lossy().into_owned();
+        let schema =
+            CStr::from_ptr(pg_sys::quote_identifier(pg_sys::get_namespace_name(nsp))).to_string_lossy().into_owned();
         cached.push((table.to_owned(), rel, schema.clone()));
         Some((schema, rel))
     }
@@ -137,10 +143,17 @@ static mut TABLES: Vec<(CString, pg_sys::Oid, String)> = Vec::new();
 /// The first column of the query's first row (None: no row, or NULL), read
 /// by a read-only SPI query (`Spi::get_one` would assign a transaction id,
 /// which a parallel worker may not).
-pub(super) fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(query: &str, args: &[pgrx::datum::DatumWithOid]) -> Option<T> {
+pub(super) fn first_row<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(
+    query: &str,
+    args: &[pgrx::datum::DatumWithOid],
+) -> Option<T> {
     Spi::connect(|client| {
         let t = client.select(query, Some(1), args)?;
-        if t.is_empty() { Ok(None) } else { t.first().get_one::<T>() }
+        if t.is_empty() {
+            Ok(None)
+        } else {
+            t.first().get_one::<T>()
+        }
     })
     .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: {e}"))
 }
@@ -217,11 +230,24 @@ static mut EPOCH_ROUTED_PLAN: PlanSlot = None;
 
 /// The plan of `query` (one text parameter, or none if `param` is false)
 /// over table `rel` (in its form `form`), kept in `slot`.
-fn kept_plan<'a>(slot: *mut PlanSlot, rel: pg_sys::Oid, form: bool, client: &pgrx::spi::SpiClient<'_>, query: &str) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
+fn kept_plan<'a>(
+    slot: *mut PlanSlot,
+    rel: pg_sys::Oid,
+    form: bool,
+    client: &pgrx::spi::SpiClient<'_>,
+    query: &str,
+) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
     kept_plan_of(slot, rel, form, client, query, true)
 }
 
-fn kept_plan_of<'a>(slot: *mut PlanSlot, rel: pg_sys::Oid, form: bool, client: &pgrx::spi::SpiClient<'_>, query: &str, param: bool) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
+fn kept_plan_of<'a>(
+    slot: *mut PlanSlot,
+    rel: pg_sys::Oid,
+    form: bool,
+    client: &pgrx::spi::SpiClient<'_>,
+    query: &str,
+    param: bool,
+) -> Result<&'a pgrx::spi::OwnedPreparedStatement, pgrx::spi::Error> {
     // SAFETY: backends are single-threaded; the slots are only touched here.
     unsafe {
         let slot = &mut *slot;
@@ -300,17 +326,22 @@ pub(super) fn as_table_owner<T>(rel: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
 /// What the cluster's record (`cuckoo_cluster_copies`) says of `name`; None
 /// if it records nothing (read as `read_record` reads).
 pub(super) fn record(name: &str) -> Option<Record> {
-    read_record("SELECT version, digest, owner::pg_catalog.oid FROM {table} WHERE name OPERATOR(pg_catalog.=) $1", Some(name), [&raw mut RECORD_PLAN, &raw mut ROUTED_PLAN], |t| {
-        if t.is_empty() {
-            return Ok(None);
-        }
-        let row = t.first();
-        Ok(Some(Record {
-            version: row.get::<i64>(1)?.unwrap_or(0),
-            digest: row.get::<String>(2)?.unwrap_or_default(),
-            owner: row.get::<pg_sys::Oid>(3)?.unwrap_or(pg_sys::InvalidOid),
-        }))
-    })?
+    read_record(
+        "SELECT version, digest, owner::pg_catalog.oid FROM {table} WHERE name OPERATOR(pg_catalog.=) $1",
+        Some(name),
+        [&raw mut RECORD_PLAN, &raw mut ROUTED_PLAN],
+        |t| {
+            if t.is_empty() {
+                return Ok(None);
+            }
+            let row = t.first();
+            Ok(Some(Record {
+                version: row.get::<i64>(1)?.unwrap_or(0),
+                digest: row.get::<String>(2)?.unwrap_or_default(),
+                owner: row.get::<pg_sys::Oid>(3)?.unwrap_or(pg_sys::InvalidOid),
+            }))
+        },
+    )?
     .0
 }
 
@@ -323,7 +354,12 @@ pub(super) fn record(name: &str) -> Option<Record> {
 /// worker, and it is cheaper); else the table, which Citus reads on another
 /// node. `name`: the query's one text parameter, if any. `plans`: where the
 /// plans of the two forms are kept.
-fn read_record<T>(query: &str, name: Option<&str>, plans: [*mut PlanSlot; 2], rows: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> Result<T, pgrx::spi::Error>) -> Option<(T, pg_sys::Oid)> {
+fn read_record<T>(
+    query: &str,
+    name: Option<&str>,
+    plans: [*mut PlanSlot; 2],
+    rows: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> Result<T, pgrx::spi::Error>,
+) -> Option<(T, pg_sys::Oid)> {
     let (schema, rel) = ext_table(c"cuckoo_cluster_copies")?;
     let args: Vec<pgrx::datum::DatumWithOid> = name.map(|n| vec![n.into()]).unwrap_or_default();
     let out = as_table_owner(rel, || {
@@ -359,13 +395,17 @@ fn read_record<T>(query: &str, name: Option<&str>, plans: [*mut PlanSlot; 2], ro
 /// This node's replica of the cluster's record (the reference table
 /// `cuckoo_cluster_copies`, OID `rel`): its shard id and the OID of its
 /// table, if Citus lists one here.
-fn replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
+fn replica(
+    client: &pgrx::spi::SpiClient<'_>,
+    rel: pg_sys::Oid,
+) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
     // Kept for the transaction (a statement's planning and its execution
     // both ask): Citus's placements change in other transactions.
     // SAFETY: MyProc is this backend's own PGPROC; backends are single-threaded
     // and REPLICA_SEEN is only touched here.
     let xact = unsafe { (*pg_sys::MyProc).lxid };
     let seen = &raw mut REPLICA_SEEN;
+    // SAFETY: as above, REPLICA_SEEN is this backend's alone.
     if let Some((x, r, found)) = unsafe { *seen } {
         if (x, r) == (xact, rel) {
             return Ok(found);
@@ -382,7 +422,10 @@ fn replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option
 type ReplicaSeen = (pg_sys::LocalTransactionId, pg_sys::Oid, Option<(i64, pg_sys::Oid)>);
 static mut REPLICA_SEEN: Option<ReplicaSeen> = None;
 
-fn find_replica(client: &pgrx::spi::SpiClient<'_>, rel: pg_sys::Oid) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
+fn find_replica(
+    client: &pgrx::spi::SpiClient<'_>,
+    rel: pg_sys::Oid,
+) -> Result<Option<(i64, pg_sys::Oid)>, pgrx::spi::Error> {
     let replica = kept_plan(
         &raw mut REPLICA_PLAN,
         rel,
@@ -411,7 +454,12 @@ pub(super) fn epoch() -> Option<(i64, pg_sys::Oid)> {
     if !citus_loaded() || !citus_here() {
         return None;
     }
-    let (latest, rel) = read_record("SELECT pg_catalog.max(version) FROM {table}", None, [&raw mut EPOCH_PLAN, &raw mut EPOCH_ROUTED_PLAN], |t| t.first().get_one::<i64>())?;
+    let (latest, rel) = read_record(
+        "SELECT pg_catalog.max(version) FROM {table}",
+        None,
+        [&raw mut EPOCH_PLAN, &raw mut EPOCH_ROUTED_PLAN],
+        |t| t.first().get_one::<i64>(),
+    )?;
     Some((latest.unwrap_or(0), rel))
 }
 
@@ -482,7 +530,12 @@ unsafe extern "C-unwind" fn publish_aborted(event: pg_sys::XactEvent::Type, _arg
 }
 
 #[pgrx::pg_guard]
-unsafe extern "C-unwind" fn publish_sub_aborted(event: pg_sys::SubXactEvent::Type, _sub: pg_sys::SubTransactionId, _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void) {
+unsafe extern "C-unwind" fn publish_sub_aborted(
+    event: pg_sys::SubXactEvent::Type,
+    _sub: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         // SAFETY: as in `note_publishing`.
         let publishing = unsafe { (*publishing_slot()).is_some_and(|(x, _)| x == (*pg_sys::MyProc).lxid) };
@@ -559,7 +612,8 @@ pub(super) fn this_node() -> String {
     first_row::<String>(q, &[]).map_or_else(|| "this node".to_string(), |n| format!("node {n}"))
 }
 
-const PUBLISH_HINT: &str = "By-name calls in a query on a distributed table run on the workers, each with its own filters. \
+const PUBLISH_HINT: &str =
+    "By-name calls in a query on a distributed table run on the workers, each with its own filters. \
     Publish one value to every node with cf_publish_cluster(name, value) on the coordinator, or, \
     if each node's filter holds exactly the keys of its own shards (keys co-located with the distribution column), \
     declare it with cf_node_local(name).";
@@ -587,7 +641,9 @@ fn check_current(name: &str, info: &EntryInfo, l: &Listing, pin: Option<i64>) {
         );
     };
     if l.copy.as_deref() != Some(identity(info).as_str()) {
-        if listing_now(name).is_some_and(|now| now.scope == Scope::Cluster && now.copy.as_deref() == Some(identity(info).as_str())) {
+        if listing_now(name)
+            .is_some_and(|now| now.scope == Scope::Cluster && now.copy.as_deref() == Some(identity(info).as_str()))
+        {
             // The copy was listed after this statement's snapshot: a publish
             // committed on this node while the query ran.
             fail(
@@ -766,4 +822,3 @@ pub(super) fn check_change(name: &str) {
         );
     }
 }
-

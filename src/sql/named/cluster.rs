@@ -33,7 +33,11 @@ fn role_name(role: pg_sys::Oid) -> String {
     // SAFETY: a syscache lookup; NULL for a role that does not exist.
     unsafe {
         let n = pg_sys::GetUserNameFromId(role, true);
-        if n.is_null() { "?".into() } else { CStr::from_ptr(n).to_string_lossy().into_owned() }
+        if n.is_null() {
+            "?".into()
+        } else {
+            CStr::from_ptr(n).to_string_lossy().into_owned()
+        }
     }
 }
 
@@ -42,7 +46,10 @@ fn refuse_listing(name: &str, owner: Option<pg_sys::Oid>) -> ! {
         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         format!("permission denied for the cluster listing of cuckoo filter \"{name}\" on {}", this_node()),
         Some(&match owner {
-            Some(o) => format!("It was listed by role \"{}\": only roles with its privileges may change or remove it.", role_name(o)),
+            Some(o) => format!(
+                "It was listed by role \"{}\": only roles with its privileges may change or remove it.",
+                role_name(o)
+            ),
             None => "It was listed before cuckoo 0.12.0: only a superuser may change or remove it.".to_string(),
         }),
     )
@@ -75,7 +82,9 @@ fn check_name(name: &str) {
 /// `fcinfo` is a valid frame with at least `n + 1` arguments, `n` of type bigint.
 unsafe fn opt_i64(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<i64> {
     // SAFETY: as documented.
-    unsafe { (!pgrx::fcinfo::pg_arg_is_null(fcinfo, n)).then(|| pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).value() as i64) }
+    unsafe {
+        (!pgrx::fcinfo::pg_arg_is_null(fcinfo, n)).then(|| pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).value() as i64)
+    }
 }
 
 fn spi_run(query: &str, args: &[pgrx::datum::DatumWithOid]) {
@@ -90,7 +99,9 @@ fn spi_run(query: &str, args: &[pgrx::datum::DatumWithOid]) {
 unsafe fn text_result(fcinfo: pg_sys::FunctionCallInfo, v: Option<&str>) -> pg_sys::Datum {
     match v {
         // SAFETY: a text datum in the current memory context.
-        Some(s) => unsafe { pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(s.as_ptr() as *const std::ffi::c_char, s.len() as i32)) },
+        Some(s) => unsafe {
+            pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(s.as_ptr() as *const std::ffi::c_char, s.len() as i32))
+        },
         None => {
             // SAFETY: as documented.
             unsafe { (*fcinfo).isnull = true };
@@ -101,7 +112,8 @@ unsafe fn text_result(fcinfo: pg_sys::FunctionCallInfo, v: Option<&str>) -> pg_s
 
 /// The md5 of the text of this node's filter `name`'s snapshot.
 fn digest_of(name: &str) -> String {
-    let (schema, _) = ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
+    let (schema, _) =
+        ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
     first_row::<String>(&format!("SELECT pg_catalog.md5({schema}.cf_snapshot($1)::pg_catalog.text)"), &[name.into()])
         .unwrap_or_else(|| error!("cuckoo: no digest of cuckoo filter \"{name}\""))
 }
@@ -338,16 +350,25 @@ fn begin(name: &str, new_version: bool) -> Option<i64> {
             Some("Run cf_publish_cluster(), cf_sync_cluster() and cf_drop_cluster() on the coordinator."),
         );
     }
-    let distributed = first_row::<bool>("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)", &[rel.into()]).unwrap_or(false);
+    let distributed = first_row::<bool>(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) $1)",
+        &[rel.into()],
+    )
+    .unwrap_or(false);
     // One cluster change at a time: a lock on the coordinator's own listing
     // that only its owner may take (SHARE UPDATE EXCLUSIVE conflicts with
     // itself, not with the rows the nodes' copies write or with reads).
-    let (listing_schema, listing_rel) = ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
+    let (listing_schema, listing_rel) =
+        ext_table(c"cuckoo_cluster_filters").unwrap_or_else(|| error!("cuckoo: cuckoo_cluster_filters is missing"));
     as_table_owner(listing_rel, || {
         spi_run(&format!("LOCK TABLE {listing_schema}.cuckoo_cluster_filters IN SHARE UPDATE EXCLUSIVE MODE"), &[]);
         if !distributed {
-            Spi::connect_mut(|client| client.update("SELECT pg_catalog.create_reference_table($1)", None, &[rel.into()]).map(|_| ()))
-                .unwrap_or_else(|e: pgrx::spi::Error| error!("cuckoo: could not make cuckoo_cluster_copies a reference table: {e}"));
+            Spi::connect_mut(|client| {
+                client.update("SELECT pg_catalog.create_reference_table($1)", None, &[rel.into()]).map(|_| ())
+            })
+            .unwrap_or_else(|e: pgrx::spi::Error| {
+                error!("cuckoo: could not make cuckoo_cluster_copies a reference table: {e}")
+            });
         }
     });
     let recorded = record(name);

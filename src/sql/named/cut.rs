@@ -101,7 +101,9 @@ use std::time::Instant;
 
 use pgrx::prelude::*;
 
-use super::attach::{my_slot, reload_config_if_asked, with_registry_lock, ALWAYS_COMPACT, CRASH_POINT, CUT_WRITE_DELAY_MS};
+use super::attach::{
+    my_slot, reload_config_if_asked, with_registry_lock, ALWAYS_COMPACT, CRASH_POINT, CUT_WRITE_DELAY_MS,
+};
 use super::log::{log, logged_bytes, lsn, meta_of};
 use super::reload::reason;
 use crate::filter::Geometry;
@@ -140,7 +142,11 @@ fn compaction_due(r: &Region, info: &EntryInfo) -> bool {
 fn crash_point(name: &str) {
     reload_config_if_asked();
     if crash_point_set(name) && std::fs::File::create_new(CRASHED).is_ok() {
-        pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: stopping the server at debug crash point \"{name}\""));
+        pgrx::ereport!(
+            PgLogLevel::PANIC,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("cuckoo: stopping the server at debug crash point \"{name}\"")
+        );
     }
 }
 
@@ -180,7 +186,16 @@ impl Taken {
 /// `pin` was taken while `info` was current; it is released once the units
 /// are taken, before any I/O.
 #[allow(clippy::too_many_arguments)]
-fn take(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bool, marked: &[u32], tables: &[TableSpec], prev: u64) -> Taken {
+fn take(
+    r: &Region,
+    info: &EntryInfo,
+    pin: Option<Pin<'_>>,
+    stamp: u64,
+    base: bool,
+    marked: &[u32],
+    tables: &[TableSpec],
+    prev: u64,
+) -> Taken {
     // Units are taken as fast as possible, so that writers stop copying them
     // aside. A base stores only units with something in them (the rest are
     // zero).
@@ -220,7 +235,8 @@ fn take(r: &Region, info: &EntryInfo, pin: Option<Pin<'_>>, stamp: u64, base: bo
 /// directory made while they went is never left without a way back.
 fn write_taken(t: &Taken, in_worker: bool, remove_older: bool) -> Result<u64, CutError> {
     let name = t.header.name;
-    let mut w = FileWriter::create(dir(), &t.header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
+    let mut w =
+        FileWriter::create(dir(), &t.header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
     for (i, (u, words)) in t.units.iter().enumerate() {
         w.unit(*u, words).map_err(|e| format!("cannot write {}: {e}", name.file_name()))?;
         if in_worker && i == t.units.len() / 2 {
@@ -230,7 +246,10 @@ fn write_taken(t: &Taken, in_worker: bool, remove_older: bool) -> Result<u64, Cu
     if in_worker && t.units.is_empty() {
         test_pause(&mut w);
     }
-    let file_bytes = w.finish().map_err(|e| CutError { named: matches!(e, files::Finish::Named(_)), message: format!("cannot write {}: {e}", name.file_name()) })?;
+    let file_bytes = w.finish().map_err(|e| CutError {
+        named: matches!(e, files::Finish::Named(_)),
+        message: format!("cannot write {}: {e}", name.file_name()),
+    })?;
     if t.base() && remove_older {
         // One that cannot be removed now goes at the filter's next base or
         // when its generation is no longer live.
@@ -358,7 +377,8 @@ fn cut(r: &Region, info: &EntryInfo, passes: &mut Passes) -> Result<(), String> 
         // checkpoint), or when its files are not every node's (`LOG_BASE`).
         // (Never the contents of a filter that needs a reload: installed on a
         // standby, they would answer there as whole.)
-        let logged = base && now.blocks > 0 && now.reload_reason == 0 && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
+        let logged =
+            base && now.blocks > 0 && now.reload_reason == 0 && (changed & NEEDS_BASE == 0 || changed & LOG_BASE != 0);
         let end = log(&Record::Cut { gen: now.gen, base, logged });
         let marked = r.units(&now).map(|u| u.mark(base)).unwrap_or_default();
         let tables = tables_now(r, &now);
@@ -416,7 +436,11 @@ fn cut(r: &Region, info: &EntryInfo, passes: &mut Passes) -> Result<(), String> 
 /// are complete).
 fn named_panic(name: &str, e: &CutError) {
     if e.named {
-        pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: durable filter \"{name}\": {}", e.message));
+        pgrx::ereport!(
+            PgLogLevel::PANIC,
+            PgSqlErrorCode::ERRCODE_IO_ERROR,
+            format!("cuckoo: durable filter \"{name}\": {}", e.message)
+        );
     }
 }
 
@@ -450,7 +474,13 @@ fn coverage_entries(r: &Region, confirmed: impl Fn(&EntryInfo) -> u64) -> Vec<Co
     r.list_all()
         .into_iter()
         .filter(|i| i.durable)
-        .map(|i| CoverEntry { gen: i.gen, tip: file_tip(r, &i), confirmed: confirmed(&i), reason: i.reload_reason, meta: meta_of(&i, &table_zero(&i)) })
+        .map(|i| CoverEntry {
+            gen: i.gen,
+            tip: file_tip(r, &i),
+            confirmed: confirmed(&i),
+            reason: i.reload_reason,
+            meta: meta_of(&i, &table_zero(&i)),
+        })
         .collect()
 }
 
@@ -536,7 +566,11 @@ pub(super) fn pass(r: &Region, passes: &mut Passes, frozen: bool) -> Result<(), 
 fn write_coverage(c: &Coverage) -> Result<(), String> {
     files::write_coverage(dir(), c).map_err(|e| {
         if let files::Finish::Named(_) = e {
-            pgrx::ereport!(PgLogLevel::PANIC, PgSqlErrorCode::ERRCODE_IO_ERROR, format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR));
+            pgrx::ereport!(
+                PgLogLevel::PANIC,
+                PgSqlErrorCode::ERRCODE_IO_ERROR,
+                format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR)
+            );
         }
         format!("cannot write {}/{}: {e}", files::DIR, files::COVERAGE)
     })
@@ -604,7 +638,7 @@ enum Warn {
 fn replay_warning(what: Warn, msg: String) {
     // SAFETY: the startup process is single-threaded.
     unsafe {
-        let last = &mut (*(&raw mut LAST_REPLAY_WARNING))[what as usize];
+        let last = &mut LAST_REPLAY_WARNING[what as usize];
         if last.is_none_or(|t| t.elapsed().as_secs() >= 10) {
             *last = Some(Instant::now());
             pgrx::warning!("{msg}");
@@ -659,7 +693,7 @@ fn mark_unsure(r: &Region) {
     let gens: Vec<u64> = entries.iter().map(|e| e.gen).collect();
     // SAFETY: only the startup process (or, at the end of recovery, the
     // process ending it) calls this; it is single-threaded.
-    let listed = unsafe { &mut *(&raw mut UNSURE_LISTED) };
+    let listed = unsafe { &mut *std::ptr::addr_of_mut!(UNSURE_LISTED) };
     if listed.as_ref() == Some(&gens) && Path::new(UNSURE).exists() {
         return;
     }
@@ -676,7 +710,10 @@ fn mark_unsure(r: &Region) {
     // a restart treat the files as not covering (a filter with no file at all
     // is then not known to it); an older marker is kept as it is.
     let kept = Path::new(UNSURE).exists()
-        || std::fs::File::create(UNSURE).and_then(|f| f.sync_all()).and_then(|()| std::fs::File::open(".")?.sync_all()).is_ok();
+        || std::fs::File::create(UNSURE)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::File::open(".")?.sync_all())
+            .is_ok();
     if kept {
         replay_warning(Warn::Unsure, format!("cuckoo: cannot write the list of durable filters to {UNSURE}: {e}; a restart before the files are complete again treats them as incomplete, and may not know a filter that has no file yet"));
         return;
@@ -692,11 +729,13 @@ fn mark_unsure(r: &Region) {
 /// what it says again.
 fn clear_unsure() {
     // SAFETY: as in `mark_unsure`.
-    unsafe { *(&raw mut UNSURE_LISTED) = None };
+    unsafe { UNSURE_LISTED = None };
     if Path::new(UNSURE).exists() {
         match std::fs::remove_file(UNSURE).and_then(|()| std::fs::File::open(".")?.sync_all()) {
             Ok(()) => pgrx::log!("cuckoo: the durable filters' files are complete again"),
-            Err(e) => pgrx::warning!("cuckoo: could not remove {UNSURE}: {e}; restarts treat the files as incomplete until it is removed"),
+            Err(e) => pgrx::warning!(
+                "cuckoo: could not remove {UNSURE}: {e}; restarts treat the files as incomplete until it is removed"
+            ),
         }
     }
 }
@@ -723,7 +762,13 @@ pub fn cut_in_replay(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64,
     false
 }
 
-fn cut_in_replay_once(r: &Region, info: &EntryInfo, force_base: bool, stamp: u64, remove_older: bool) -> Result<(), String> {
+fn cut_in_replay_once(
+    r: &Region,
+    info: &EntryInfo,
+    force_base: bool,
+    stamp: u64,
+    remove_older: bool,
+) -> Result<(), String> {
     let changed = r.take_changed(info.index);
     let base = force_base && info.blocks > 0 || changed & NEEDS_BASE != 0;
     let slot = my_slot();
@@ -777,7 +822,13 @@ fn cut_all_changed(r: &Region, stamp: u64) -> bool {
 
 /// Writes this node's coverage file in replay, if every filter's changes are
 /// on file; `confirmed` gives each generation's confirmed stamp.
-fn write_replay_coverage(r: &Region, stamp: u64, file_stamp: u64, frozen: bool, confirmed: impl Fn(&EntryInfo) -> u64) -> bool {
+fn write_replay_coverage(
+    r: &Region,
+    stamp: u64,
+    file_stamp: u64,
+    frozen: bool,
+    confirmed: impl Fn(&EntryInfo) -> u64,
+) -> bool {
     // SAFETY: the startup process is single-threaded.
     if unsafe { REPLAY_CUT_FAILED } {
         mark_unsure(r);
@@ -808,6 +859,7 @@ pub fn replay_pass(r: &Region, frozen: bool, began: u64, live: &[(u64, u64)], en
     // SAFETY: the startup process is single-threaded.
     if unsafe { REPLAY_CUT_FAILED } {
         if cut_all_changed(r, end) {
+            // SAFETY: as above.
             unsafe { REPLAY_CUT_FAILED = false };
         } else {
             return;

@@ -58,7 +58,11 @@ pub(super) fn role_text(oid: u32) -> String {
     // SAFETY: noerr lookup; null for a role that does not exist.
     unsafe {
         let p = pg_sys::GetUserNameFromId(pg_sys::Oid::from(oid), true);
-        if p.is_null() { format!("role with OID {oid}") } else { format!("role \"{}\"", CStr::from_ptr(p).to_string_lossy()) }
+        if p.is_null() {
+            format!("role with OID {oid}")
+        } else {
+            format!("role \"{}\"", CStr::from_ptr(p).to_string_lossy())
+        }
     }
 }
 
@@ -67,7 +71,11 @@ pub(super) fn database_text(oid: u32) -> String {
     // SAFETY: a syscache lookup; null for a database that does not exist.
     unsafe {
         let p = pg_sys::get_database_name(pg_sys::Oid::from(oid));
-        if p.is_null() { format!("database with OID {oid}") } else { format!("database \"{}\"", CStr::from_ptr(p).to_string_lossy()) }
+        if p.is_null() {
+            format!("database with OID {oid}")
+        } else {
+            format!("database \"{}\"", CStr::from_ptr(p).to_string_lossy())
+        }
     }
 }
 
@@ -84,7 +92,9 @@ pub(super) fn over_limit(name: &str, hit: &LimitHit, growing: bool) -> ! {
     let bytes = matches!(hit.kind, LimitKind::RoleBytes | LimitKind::DatabaseBytes);
     let what = if bytes { "shared memory" } else { "filters" };
     let message = if growing {
-        format!("cuckoo filter \"{name}\" is full and cannot grow: a new table would exceed the cap on {what} of {whose}")
+        format!(
+            "cuckoo filter \"{name}\" is full and cannot grow: a new table would exceed the cap on {what} of {whose}"
+        )
     } else {
         format!("cuckoo filter \"{name}\" would exceed the cap on {what} of {whose}")
     };
@@ -94,13 +104,18 @@ pub(super) fn over_limit(name: &str, hit: &LimitHit, growing: bool) -> ! {
     let usage = if bytes {
         let needs = if growing { "the filter's next table needs" } else { "this needs" };
         let besides = if hit.replacing { format!(" besides \"{name}\"") } else { String::new() };
-        format!("{whose} {verb} {} bytes of filters{besides} ({scope}), {needs} {} more, and {setting} allows {} bytes.", hit.used, hit.requested, hit.cap)
+        format!(
+            "{whose} {verb} {} bytes of filters{besides} ({scope}), {needs} {} more, and {setting} allows {} bytes.",
+            hit.used, hit.requested, hit.cap
+        )
     } else {
         let filters = |n: u64| if n == 1 { "1 filter".to_string() } else { format!("{n} filters") };
         format!("{whose} {verb} {} ({scope}) and {setting} allows {}.", filters(hit.used), hit.cap)
     };
     let hint = if growing {
-        format!("{usage} The keys inserted before stay. Drop filters with cf_drop, or ask a superuser to raise {setting}.")
+        format!(
+            "{usage} The keys inserted before stay. Drop filters with cf_drop, or ask a superuser to raise {setting}."
+        )
     } else {
         format!("{usage} Drop filters with cf_drop, make a smaller one, or ask a superuser to raise {setting}.")
     };

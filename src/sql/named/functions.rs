@@ -6,17 +6,19 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, session_limits, with_registry_lock};
-use super::call::{database_exists, db, named_call, new_owner, pin_current, prepare_write, require_access, text_arg, wait_durable_open};
+use super::call::{
+    database_exists, db, named_call, new_owner, pin_current, prepare_write, require_access, text_arg, wait_durable_open,
+};
 use super::citus;
 use super::errors::{fail, not_found, region_error};
 use super::log::{flush_at_commit_to_now, log, log_content};
 use super::reload::needs_reload;
 use crate::filter::chain::{Chain, Deleted, Growth, MAX_TABLES};
-use crate::region::registry::tables::RegionTables;
 use crate::filter::dense::{DenseHeader, KeyType, KEY_PENDING};
 use crate::filter::multi::MAX_EXPANSION;
 use crate::filter::sizing::{size_for_capacity, SizingError};
 use crate::filter::OpStats;
+use crate::region::registry::tables::RegionTables;
 use crate::region::registry::tables::{word_offsets, TableSpec};
 use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
 use crate::region::wal::{ContentKind, Meta, Record};

@@ -188,7 +188,16 @@ pub fn log_content(ck: ContentKind, gen: u64, meta: &Meta, tables: &[&[u64]], it
 /// A filter's metadata as logged, with its tables `tables` (for a placeholder,
 /// table 0 as its entry records it).
 pub fn meta_of(info: &EntryInfo, tables: &[TableSpec]) -> Meta {
-    let spec = NewFilter { db: info.db, owner: info.owner, name: &info.name, capacity: tables[0].capacity, fpp: info.fpp, durable: true, key: info.key, growth: info.growth };
+    let spec = NewFilter {
+        db: info.db,
+        owner: info.owner,
+        name: &info.name,
+        capacity: tables[0].capacity,
+        fpp: info.fpp,
+        durable: true,
+        key: info.key,
+        growth: info.growth,
+    };
     Meta::of(&spec, info.readers, tables)
 }
 

@@ -25,21 +25,21 @@
 //! Each module uses only modules listed above it. The region itself is
 //! `crate::region` (no pgrx).
 
-pub mod errors;
 pub mod attach;
-pub mod reload;
-pub mod log;
-pub mod cut;
-pub mod restore;
-pub mod replay;
-pub mod worker;
+pub mod call;
 pub mod citus;
 pub mod cluster;
-pub mod pin;
-pub mod call;
-pub mod roles;
+pub mod cut;
+pub mod errors;
 pub mod functions;
+pub mod log;
+pub mod pin;
+pub mod reload;
+pub mod replay;
+pub mod restore;
+pub mod roles;
 pub mod view;
+pub mod worker;
 
 /// From `_PG_init`: when loaded at server start, the settings and hooks (the
 /// `DROP ROLE` check among them), the WAL resource manager, the commit

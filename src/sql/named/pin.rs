@@ -80,8 +80,23 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
         };
         if carry && latest != 0 {
             if let Some(carry_fn) = carrier(record) {
-                let c = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
-                let call = pg_sys::makeFuncExpr(carry_fn, pg_sys::BOOLOID, pg_sys::lappend(std::ptr::null_mut(), c as *mut std::ffi::c_void), pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+                let c = pg_sys::makeConst(
+                    pg_sys::INT8OID,
+                    -1,
+                    pg_sys::InvalidOid,
+                    8,
+                    pg_sys::Datum::from(latest),
+                    false,
+                    true,
+                );
+                let call = pg_sys::makeFuncExpr(
+                    carry_fn,
+                    pg_sys::BOOLOID,
+                    pg_sys::lappend(std::ptr::null_mut(), c as *mut std::ffi::c_void),
+                    pg_sys::InvalidOid,
+                    pg_sys::InvalidOid,
+                    pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+                );
                 // First among the quals: a one-time filter keeps their
                 // written order, and a user's function there may look up.
                 let tree = (*parse).jointree;
@@ -95,9 +110,20 @@ pub(crate) unsafe extern "C-unwind" fn pin_query(parse: *mut pg_sys::Query) -> p
             let slot = name_slot(f).expect("collected with a name");
             let name = *slot;
             let collation = pg_sys::exprCollation(name);
-            let latest = pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
-            let args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), name as *mut std::ffi::c_void), latest as *mut std::ffi::c_void);
-            let call = pg_sys::makeFuncExpr(pin_fn, pg_sys::TEXTOID, args, collation, collation, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+            let latest =
+                pg_sys::makeConst(pg_sys::INT8OID, -1, pg_sys::InvalidOid, 8, pg_sys::Datum::from(latest), false, true);
+            let args = pg_sys::lappend(
+                pg_sys::lappend(std::ptr::null_mut(), name as *mut std::ffi::c_void),
+                latest as *mut std::ffi::c_void,
+            );
+            let call = pg_sys::makeFuncExpr(
+                pin_fn,
+                pg_sys::TEXTOID,
+                args,
+                collation,
+                collation,
+                pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+            );
             (*call).location = (*f).location;
             *slot = call as *mut pg_sys::Node;
         }
@@ -118,7 +144,12 @@ unsafe fn may_look_up_unseen(parse: *mut pg_sys::Query) -> bool {
     // SAFETY: as documented; the walker reads nodes and the catalog.
     unsafe {
         let mut found = Unseen::default();
-        pg_sys::query_tree_walker(parse, Some(unseen), &mut found as *mut Unseen as *mut std::ffi::c_void, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32);
+        pg_sys::query_tree_walker(
+            parse,
+            Some(unseen),
+            &mut found as *mut Unseen as *mut std::ffi::c_void,
+            pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+        );
         found.risky && !found.carried
     }
 }
@@ -147,7 +178,11 @@ unsafe extern "C-unwind" fn unseen(node: *mut pg_sys::Node, cx: *mut std::ffi::c
             pg_sys::NodeTag::T_FuncExpr => (*(node as *mut pg_sys::FuncExpr)).funcid,
             pg_sys::NodeTag::T_OpExpr => {
                 let op = node as *mut pg_sys::OpExpr;
-                if (*op).opfuncid == pg_sys::InvalidOid { pg_sys::get_opcode((*op).opno) } else { (*op).opfuncid }
+                if (*op).opfuncid == pg_sys::InvalidOid {
+                    pg_sys::get_opcode((*op).opno)
+                } else {
+                    (*op).opfuncid
+                }
             }
             pg_sys::NodeTag::T_Aggref => (*(node as *mut pg_sys::Aggref)).aggfnoid,
             pg_sys::NodeTag::T_WindowFunc => (*(node as *mut pg_sys::WindowFunc)).winfnoid,
@@ -157,14 +192,23 @@ unsafe extern "C-unwind" fn unseen(node: *mut pg_sys::Node, cx: *mut std::ffi::c
                 }
                 return false;
             }
-            pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(unseen), cx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32),
+            pg_sys::NodeTag::T_Query => {
+                return pg_sys::query_tree_walker(
+                    node as *mut pg_sys::Query,
+                    Some(unseen),
+                    cx,
+                    pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+                )
+            }
             _ => pg_sys::InvalidOid,
         };
         if function.to_u32() >= pg_sys::FirstNormalObjectId {
             let name = pg_sys::get_func_name(function);
             if !name.is_null() && CStr::from_ptr(name) == c"cf_cluster_carry" {
                 found.carried = true;
-            } else if !found.risky && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) == pg_sys::InvalidOid {
+            } else if !found.risky
+                && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, function) == pg_sys::InvalidOid
+            {
                 found.risky = true;
             }
         }
@@ -203,7 +247,14 @@ unsafe fn carrier(record: pg_sys::Oid) -> Option<pg_sys::Oid> {
 /// `parse` is a query tree handed to the planner.
 unsafe fn reads_citus_table(parse: *mut pg_sys::Query) -> bool {
     // SAFETY: as documented; the walker reads range table entries only.
-    unsafe { pg_sys::query_tree_walker(parse, Some(citus_relation), std::ptr::null_mut(), pg_sys::QTW_EXAMINE_RTES_BEFORE as i32) }
+    unsafe {
+        pg_sys::query_tree_walker(
+            parse,
+            Some(citus_relation),
+            std::ptr::null_mut(),
+            pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+        )
+    }
 }
 
 /// Whether Citus knows `rel` (distributed, reference or local to its
@@ -226,7 +277,10 @@ fn is_citus_table() -> Option<unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool> 
     // `bool IsCitusTable(Oid relationId)` (every release since 10), called
     // only with that signature.
     let addr = *FOUND.get_or_init(|| unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"IsCitusTable".as_ptr()) as usize });
-    (addr != 0).then(|| unsafe { std::mem::transmute::<usize, unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool>(addr) })
+    (addr != 0).then(|| {
+        // SAFETY: addr is that symbol's address, as said above.
+        unsafe { std::mem::transmute::<usize, unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool>(addr) }
+    })
 }
 
 /// Walker of `reads_citus_table`: true at a relation Citus knows.
@@ -247,7 +301,12 @@ unsafe extern "C-unwind" fn citus_relation(node: *mut pg_sys::Node, cx: *mut std
                 }
                 false
             }
-            pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(citus_relation), cx, pg_sys::QTW_EXAMINE_RTES_BEFORE as i32),
+            pg_sys::NodeTag::T_Query => pg_sys::query_tree_walker(
+                node as *mut pg_sys::Query,
+                Some(citus_relation),
+                cx,
+                pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
+            ),
             _ => pg_sys::expression_tree_walker(node, Some(citus_relation), cx),
         }
     }
@@ -299,11 +358,15 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::
         match (*node).type_ {
             pg_sys::NodeTag::T_FuncExpr => {
                 let f = node as *mut pg_sys::FuncExpr;
-                if (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId && name_slot(f).is_some_and(|slot| pg_sys::exprType(*slot) == pg_sys::TEXTOID) {
+                if (*f).funcid.to_u32() >= pg_sys::FirstNormalObjectId
+                    && name_slot(f).is_some_and(|slot| pg_sys::exprType(*slot) == pg_sys::TEXTOID)
+                {
                     (*(cx as *mut Vec<*mut pg_sys::FuncExpr>)).push(f);
                 }
             }
-            pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(collect), cx, 0),
+            pg_sys::NodeTag::T_Query => {
+                return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(collect), cx, 0)
+            }
             _ => {}
         }
         pg_sys::expression_tree_walker(node, Some(collect), cx)
@@ -329,7 +392,13 @@ unsafe fn lookup_to_pin(f: *mut pg_sys::FuncExpr, ours: &mut Option<pg_sys::Oid>
             return None;
         }
         // (InvalidOid in a database without citus: nothing to pin there.)
-        let ext = *ours.get_or_insert_with(|| if citus::citus_here() { pg_sys::get_extension_oid(c"cuckoo".as_ptr(), true) } else { pg_sys::InvalidOid });
+        let ext = *ours.get_or_insert_with(|| {
+            if citus::citus_here() {
+                pg_sys::get_extension_oid(c"cuckoo".as_ptr(), true)
+            } else {
+                pg_sys::InvalidOid
+            }
+        });
         if ext == pg_sys::InvalidOid || pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, (*f).funcid) != ext {
             return None;
         }
@@ -356,7 +425,10 @@ unsafe fn is_pin_call(arg: *mut pg_sys::Node, of: pg_sys::Oid) -> Option<i64> {
             return None;
         }
         let name = pg_sys::get_func_name((*p).funcid);
-        if name.is_null() || CStr::from_ptr(name) != c"cf_cluster_pin" || pg_sys::get_func_namespace((*p).funcid) != pg_sys::get_func_namespace(of) {
+        if name.is_null()
+            || CStr::from_ptr(name) != c"cf_cluster_pin"
+            || pg_sys::get_func_namespace((*p).funcid) != pg_sys::get_func_namespace(of)
+        {
             return None;
         }
         let latest = (*(*(*p).args).elements.add(1)).ptr_value as *mut pg_sys::Node;
@@ -377,7 +449,8 @@ pub(super) unsafe fn pin_of(fcinfo: pg_sys::FunctionCallInfo) -> Option<i64> {
     // SAFETY: as documented; fn_expr is null or the call's expression tree.
     unsafe {
         let flinfo = (*fcinfo).flinfo;
-        if flinfo.is_null() || (*flinfo).fn_expr.is_null() || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+        if flinfo.is_null() || (*flinfo).fn_expr.is_null() || (*(*flinfo).fn_expr).type_ != pg_sys::NodeTag::T_FuncExpr
+        {
             return None;
         }
         let f = (*flinfo).fn_expr as *mut pg_sys::FuncExpr;

@@ -54,13 +54,22 @@ pub(super) fn needs_reload(info: &EntryInfo) -> ! {
 /// Keeps filter `spec` as generation `gen` needing a reload: the existing
 /// entry of that name is marked in place (no space needed), or a placeholder
 /// is made.
-pub(super) fn placeholder(r: &Region, lk: &Locked, existing: Option<&EntryInfo>, spec: &NewFilter<'_>, meta: &Meta, gen: u64, why: u64) -> Result<(), RegionError> {
+pub(super) fn placeholder(
+    r: &Region,
+    lk: &Locked,
+    existing: Option<&EntryInfo>,
+    spec: &NewFilter<'_>,
+    meta: &Meta,
+    gen: u64,
+    why: u64,
+) -> Result<(), RegionError> {
     match existing {
         Some(e) => {
             // The entry's contents are of another generation (or were lost):
             // they go, so that nothing of this generation is ever applied to
             // them or filed as its contents.
-            if r.clear_contents(lk, e, &meta.params, meta.capacity, meta.fpp, meta.key, meta.growth, gen, why).is_err() {
+            if r.clear_contents(lk, e, &meta.params, meta.capacity, meta.fpp, meta.key, meta.growth, gen, why).is_err()
+            {
                 // No retired record free now: mark in place, with a reason that
                 // never counts as contents.
                 r.set_reload(lk, e, gen, reason::NOT_RESTORED)?;

@@ -22,15 +22,17 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, wait_for, with_registry_lock};
-use super::cut::{cut_after_recovery, cut_in_replay, dir, flush_for_file, replay_cut, replay_discard, replay_pass, unverified_now};
-use super::restore::{legacy_stamp, restored_with_gap};
+use super::cut::{
+    cut_after_recovery, cut_in_replay, dir, flush_for_file, replay_cut, replay_discard, replay_pass, unverified_now,
+};
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
+use super::restore::{legacy_stamp, restored_with_gap};
 use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
+use crate::region::files;
 use crate::region::registry::tables::{word_offsets, RegionTables};
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
-use crate::region::files;
 use crate::region::{EntryInfo, Region, RegionError};
 
 unsafe extern "C-unwind" {
@@ -83,7 +85,6 @@ unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64)
         (info, body, (*record).EndRecPtr)
     }
 }
-
 
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
@@ -238,11 +239,15 @@ enum Content<'w> {
 /// logged base, which it installs.
 fn remove_before_base(gen: u64, cut: u64, end: u64) {
     let Ok(all) = files::list(dir()) else { return };
-    let has_base = all.get(&gen).is_some_and(|names| names.iter().any(|n| n.stamp == cut && n.kind == files::Kind::Base));
+    let has_base =
+        all.get(&gen).is_some_and(|names| names.iter().any(|n| n.stamp == cut && n.kind == files::Kind::Base));
     if has_base {
         flush_for_file(end);
         if let Err(e) = files::remove(dir(), gen, cut) {
-            pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X} older than its base at {}: {e}", lsn(cut));
+            pgrx::warning!(
+                "cuckoo: could not remove the files of generation {gen:016X} older than its base at {}: {e}",
+                lsn(cut)
+            );
         }
     }
 }
@@ -255,7 +260,11 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
         Record::ContentBegin { gen, .. } => *gen,
         Record::Insert { gen, .. } | Record::Refused { gen, .. } | Record::Delete { gen, .. } => *gen,
         Record::InsertMany { gen, .. } | Record::RefusedMany { gen, .. } | Record::DeleteMany { gen, .. } => *gen,
-        Record::Drop { gen } | Record::Grant { gen, .. } | Record::KeyType { gen, .. } | Record::Placeholder { gen, .. } | Record::Cut { gen, .. } => *gen,
+        Record::Drop { gen }
+        | Record::Grant { gen, .. }
+        | Record::KeyType { gen, .. }
+        | Record::Placeholder { gen, .. }
+        | Record::Cut { gen, .. } => *gen,
         _ => return None,
     })
 }
@@ -282,7 +291,15 @@ impl Replay {
     fn gen_hint(&self, info: u8, body: &[u8], end: u64) -> Option<u64> {
         let first = |at: usize| body.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
         match info & 0xF0 {
-            kind::INSERT | kind::REFUSED | kind::DELETE | kind::DROP | kind::GRANT | kind::KEY_TYPE | kind::CUT | kind::DISCARD | kind::PLACEHOLDER => first(0),
+            kind::INSERT
+            | kind::REFUSED
+            | kind::DELETE
+            | kind::DROP
+            | kind::GRANT
+            | kind::KEY_TYPE
+            | kind::CUT
+            | kind::DISCARD
+            | kind::PLACEHOLDER => first(0),
             kind::CONTENT_CHUNK | kind::CONTENT_END => first(0).and_then(|b| self.builds.get(&b)).map(|b| b.gen),
             kind::CONTENT_BEGIN => match body.first() {
                 Some(1) => Some(end),
@@ -307,7 +324,8 @@ impl Replay {
             // A compaction's `CUT` at which replay of a copy that may lack
             // changes wrote its own file before a restart: the base it logged
             // is still awaited.
-            let awaited = matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.may_be_incomplete(r, gen);
+            let awaited =
+                matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.may_be_incomplete(r, gen);
             if stamp >= end && !awaited {
                 return;
             }
@@ -382,7 +400,12 @@ impl Replay {
                 }
                 let Some(b) = self.builds.remove(&begin) else { return };
                 if b.kind != ContentKind::Cut && b.filled != b.meta.word_count() {
-                    self.refuse(r, Some(b.gen), end, format!("contents end after {} of {} words", b.filled, b.meta.word_count()));
+                    self.refuse(
+                        r,
+                        Some(b.gen),
+                        end,
+                        format!("contents end after {} of {} words", b.filled, b.meta.word_count()),
+                    );
                     return;
                 }
                 let content = if b.words.is_empty() {
@@ -400,7 +423,12 @@ impl Replay {
                         })
                         .sum();
                     if counted != items {
-                        self.refuse(r, Some(b.gen), end, format!("contents hold {counted} fingerprints, the record says {items}"));
+                        self.refuse(
+                            r,
+                            Some(b.gen),
+                            end,
+                            format!("contents hold {counted} fingerprints, the record says {items}"),
+                        );
                         return;
                     }
                     Content::Words(&b.words)
@@ -433,7 +461,9 @@ impl Replay {
             Record::Insert { gen, hash } => self.insert(r, gen, hash, (end, 0)),
             Record::InsertMany { gen, hashes } => {
                 // One pin for the batch, as the primary's.
-                if let Some(stored) = self.write(r, gen, |c| hashes.iter().map(|&h| c.insert(h).is_ok()).collect::<Vec<bool>>()) {
+                if let Some(stored) =
+                    self.write(r, gen, |c| hashes.iter().map(|&h| c.insert(h).is_ok()).collect::<Vec<bool>>())
+                {
                     for (at, _) in stored.iter().enumerate().filter(|(_, s)| !**s) {
                         self.refusals.insert((end, at as u32), (gen, hashes[at]));
                         set_reason(r, gen, reason::REPLAY_FULL);
@@ -451,7 +481,9 @@ impl Replay {
                 self.deleted(r, gen, hash, d);
             }
             Record::DeleteMany { gen, hashes } => {
-                if let Some(done) = self.write(r, gen, |c| hashes.iter().map(|&h| c.delete(h)).collect::<Vec<Deleted>>()) {
+                if let Some(done) =
+                    self.write(r, gen, |c| hashes.iter().map(|&h| c.delete(h)).collect::<Vec<Deleted>>())
+                {
                     for (d, hash) in done.into_iter().zip(hashes) {
                         self.deleted(r, gen, hash, Some(d));
                     }
@@ -524,7 +556,11 @@ impl Replay {
                 // that cover the pass restored them).
                 for info in r.list_all() {
                     let covered = r.durable_stats(info.index).stamp >= begin;
-                    if info.durable && !covered && !seen.contains(&info.gen) && self.based.get(&info.gen).is_none_or(|at| *at < begin) {
+                    if info.durable
+                        && !covered
+                        && !seen.contains(&info.gen)
+                        && self.based.get(&info.gen).is_none_or(|at| *at < begin)
+                    {
                         drop_now(&info);
                         self.based.remove(&info.gen);
                     }
@@ -599,7 +635,9 @@ impl Replay {
                     pgrx::log!("cuckoo: durable filter \"{}\" (database {}) was dropped on the primary before this node's restart point", info.name, info.db);
                     drop_now(&info);
                 }
-                Some(&tip) if info.reload_reason == reason::RESTART_GAP && tip == r.confirmed(info.index).1 && tip != 0 => {
+                Some(&tip)
+                    if info.reload_reason == reason::RESTART_GAP && tip == r.confirmed(info.index).1 && tip != 0 =>
+                {
                     with_registry_lock(|r, lk| {
                         let _ = r.set_reload(lk, &info, info.gen, 0);
                     });
@@ -669,7 +707,8 @@ impl Replay {
     /// After a delete on generation `gen`: inserts replay could not store may
     /// fit now.
     fn retry_refused(&mut self, r: &Region, gen: u64) {
-        let pending: Vec<((u64, u32), u64)> = self.refusals.iter().filter(|(_, (g, _))| *g == gen).map(|(at, (_, h))| (*at, *h)).collect();
+        let pending: Vec<((u64, u32), u64)> =
+            self.refusals.iter().filter(|(_, (g, _))| *g == gen).map(|(at, (_, h))| (*at, *h)).collect();
         if pending.is_empty() {
             return;
         }
@@ -733,8 +772,26 @@ impl Replay {
                     return placeholder(r, lk, existing.as_ref(), &spec, meta, gen, why).map(|()| Outcome::Done);
                 }
                 let made = match &existing {
-                    Some(e) => r.replace(lk, e, &tables, &fill, meta.capacity, meta.fpp, true, meta.key, meta.growth, (meta.owner, meta.readers), &mut |_, _| gen),
-                    None => r.create(lk, &spec, &tables, words.is_some().then_some(&fill as &dyn Fn(usize, &mut [u64])), &mut |_, _| gen),
+                    Some(e) => r.replace(
+                        lk,
+                        e,
+                        &tables,
+                        &fill,
+                        meta.capacity,
+                        meta.fpp,
+                        true,
+                        meta.key,
+                        meta.growth,
+                        (meta.owner, meta.readers),
+                        &mut |_, _| gen,
+                    ),
+                    None => r.create(
+                        lk,
+                        &spec,
+                        &tables,
+                        words.is_some().then_some(&fill as &dyn Fn(usize, &mut [u64])),
+                        &mut |_, _| gen,
+                    ),
                 };
                 let failed = match made {
                     Ok(info) => {
@@ -746,7 +803,11 @@ impl Replay {
                 let room_later = match &failed {
                     // A replace needs room for both copies: drop the old one
                     // (its contents are being replaced anyway) and try again.
-                    RegionError::NoSpace { .. } if existing.is_some() && r.drop_filter(lk, existing.as_ref().unwrap()).is_ok() => true,
+                    RegionError::NoSpace { .. }
+                        if existing.is_some() && r.drop_filter(lk, existing.as_ref().unwrap()).is_ok() =>
+                    {
+                        true
+                    }
                     RegionError::NoSpace { pending, .. } => *pending > 0,
                     RegionError::Busy => true,
                     _ => false,

@@ -14,7 +14,7 @@ use std::path::Path;
 use super::cut::{dir, LOG_BASE};
 use super::log::lsn;
 use super::reload::{placeholder, reason};
-use crate::region::files::{self, Coverage, CoverEntry, Name};
+use crate::region::files::{self, CoverEntry, Coverage, Name};
 use crate::region::registry::tables::word_offsets;
 use crate::region::registry::{NEEDS_BASE, UNVERIFIED};
 use crate::region::saved::{self, FileKind};
@@ -27,11 +27,16 @@ use crate::region::{Locked, Region};
 fn replay_start() -> (Option<u64>, bool) {
     // (Read in the data directory, the postmaster's working directory.)
     if let Ok(label) = std::fs::read_to_string("backup_label") {
-        let start = label.lines().find_map(|l| l.strip_prefix("START WAL LOCATION: ")).and_then(|l| l.split_whitespace().next()).and_then(parse_lsn);
+        let start = label
+            .lines()
+            .find_map(|l| l.strip_prefix("START WAL LOCATION: "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(parse_lsn);
         return (start, true);
     }
     let Ok(b) = std::fs::read("global/pg_control") else { return (None, false) };
-    let at = std::mem::offset_of!(pgrx::pg_sys::ControlFileData, checkPointCopy) + std::mem::offset_of!(pgrx::pg_sys::CheckPoint, redo);
+    let at = std::mem::offset_of!(pgrx::pg_sys::ControlFileData, checkPointCopy)
+        + std::mem::offset_of!(pgrx::pg_sys::CheckPoint, redo);
     let redo = b.get(at..at + 8).map(|x| u64::from_ne_bytes(x.try_into().unwrap()));
     let bs = std::mem::offset_of!(pgrx::pg_sys::ControlFileData, backupStartPoint);
     let copying = b.get(bs..bs + 8).is_some_and(|x| u64::from_ne_bytes(x.try_into().unwrap()) != 0);
@@ -89,7 +94,10 @@ pub fn restore(r: &Region) {
     let by_gen = match files::list(dir()) {
         Ok(m) => m,
         Err(e) => {
-            pgrx::warning!("cuckoo: cannot read the directory {}: {e}; durable filters are restored only by WAL replay, if any", files::DIR);
+            pgrx::warning!(
+                "cuckoo: cannot read the directory {}: {e}; durable filters are restored only by WAL replay, if any",
+                files::DIR
+            );
             r.note_restore_incomplete();
             Default::default()
         }
@@ -145,7 +153,13 @@ pub fn restore(r: &Region) {
     let recovering = Path::new("standby.signal").exists() || Path::new("recovery.signal").exists();
     // SAFETY: single-threaded postmaster, before forking.
     unsafe { RESTORED_WITH_GAP = gap };
-    let ctx = Context { listed: coverage.as_ref().map(|c| c.entries.iter().map(|e| (e.gen, e)).collect()), start, copy, gap, recovering };
+    let ctx = Context {
+        listed: coverage.as_ref().map(|c| c.entries.iter().map(|e| (e.gen, e)).collect()),
+        start,
+        copy,
+        gap,
+        recovering,
+    };
     // Newest generation first: an older one of the same name (replaced, its
     // files not yet removed) is skipped.
     for (gen, names) in by_gen.iter().rev() {
@@ -196,7 +210,14 @@ pub fn restore(r: &Region) {
             files::DIR,
             super::cut::UNSURE
         );
-        keep_placeholder(r, &lk, e.gen, &e.meta, if e.reason != 0 { e.reason } else { reason::FILES_MISSING }, e.confirmed);
+        keep_placeholder(
+            r,
+            &lk,
+            e.gen,
+            &e.meta,
+            if e.reason != 0 { e.reason } else { reason::FILES_MISSING },
+            e.confirmed,
+        );
     }
     if Path::new(LEGACY_FILE).exists() {
         restore_legacy(r, &lk);
@@ -274,7 +295,9 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
     let made = if base_has_contents {
         // All tables' words read at once, then handed to each table.
         let mut all = Vec::new();
-        if all.try_reserve_exact(meta.word_count() as usize).is_ok() && meta.word_count().saturating_mul(8) <= r.layout().data_bytes() {
+        if all.try_reserve_exact(meta.word_count() as usize).is_ok()
+            && meta.word_count().saturating_mul(8) <= r.layout().data_bytes()
+        {
             all.resize(meta.word_count() as usize, 0u64);
             if let Err(e) = files::load(dir(), c, &mut all) {
                 *failed.borrow_mut() = Some(e);
@@ -285,7 +308,12 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
         let offsets = word_offsets(tables.iter().map(|t| t.params.bucket_count));
         let fill = |i: usize, out: &mut [u64]| out.copy_from_slice(&all[offsets[i]..offsets[i] + out.len()]);
         if all.is_empty() {
-            Err(crate::region::RegionError::NoSpace { requested: meta.word_count() * 8, free: r.free_bytes(), largest: 0, pending: 0 })
+            Err(crate::region::RegionError::NoSpace {
+                requested: meta.word_count() * 8,
+                free: r.free_bytes(),
+                largest: 0,
+                pending: 0,
+            })
         } else {
             r.create(lk, &spec, &tables, Some(&fill), &mut |_, _| gen)
         }
@@ -331,9 +359,16 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             match placeholder(r, lk, None, &spec, meta, gen, reason::NO_ROOM) {
                 Ok(()) => {
                     if let Some(info) = r.find(meta.db, &meta.name) {
-                        r.set_stamp(info.index, c.last.name.stamp, c.base_bytes, c.delta_bytes, c.files.len() as u64 - 1);
+                        r.set_stamp(
+                            info.index,
+                            c.last.name.stamp,
+                            c.base_bytes,
+                            c.delta_bytes,
+                            c.files.len() as u64 - 1,
+                        );
                         r.take_changed(info.index);
-                        let confirmed = ctx.listed.as_ref().and_then(|l| l.get(&gen)).map_or(c.last.name.stamp, |e| e.confirmed);
+                        let confirmed =
+                            ctx.listed.as_ref().and_then(|l| l.get(&gen)).map_or(c.last.name.stamp, |e| e.confirmed);
                         r.set_confirmed(info.index, confirmed);
                     }
                     pgrx::log!(
@@ -358,7 +393,12 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
 /// are still removed.
 fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str, ctx: &Context<'_>) {
     let entry = ctx.listed.as_ref().and_then(|l| l.get(&gen));
-    let meta = names.iter().rev().find_map(|n| files::read_header(&dir().join(n.file_name())).ok()).map(|h| h.meta).or_else(|| entry.map(|e| e.meta.clone()));
+    let meta = names
+        .iter()
+        .rev()
+        .find_map(|n| files::read_header(&dir().join(n.file_name())).ok())
+        .map(|h| h.meta)
+        .or_else(|| entry.map(|e| e.meta.clone()));
     match meta {
         Some(meta) if r.find(meta.db, &meta.name).is_none() => {
             pgrx::warning!("cuckoo: the files of durable filter \"{}\" (database {}) are damaged ({why}); it is kept as needing a reload", meta.name, meta.db);
@@ -388,7 +428,9 @@ fn restore_legacy(r: &Region, lk: &Locked) {
     let (kind, stamp, filters) = match saved::decode(&bytes) {
         Ok(x) => x,
         Err(why) => {
-            pgrx::warning!("cuckoo: ignoring {LEGACY_FILE}: {why}; durable filters are restored only by WAL replay, if any");
+            pgrx::warning!(
+                "cuckoo: ignoring {LEGACY_FILE}: {why}; durable filters are restored only by WAL replay, if any"
+            );
             return;
         }
     };
@@ -414,7 +456,11 @@ fn restore_legacy(r: &Region, lk: &Locked) {
             (FileKind::Live, _) => reason::NOT_SAVED,
         };
         if placeholder(r, lk, None, &spec, &f.meta, f.gen, why).is_err() {
-            pgrx::warning!("cuckoo: durable filter \"{}\" (database {}) could not be restored at all", f.meta.name, f.meta.db);
+            pgrx::warning!(
+                "cuckoo: durable filter \"{}\" (database {}) could not be restored at all",
+                f.meta.name,
+                f.meta.db
+            );
         }
     }
     if kind == FileKind::Saved {

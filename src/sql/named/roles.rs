@@ -40,14 +40,19 @@ pub fn register() {
 /// Filters (database, name) owned by role `oid` in databases that exist.
 fn owned_by(oid: pg_sys::Oid) -> Vec<(u32, String)> {
     // SAFETY: REGION is written once, before any backend runs SQL.
-    let Some(r) = (unsafe { (*(&raw const REGION)).as_ref() }) else { return Vec::new() };
-    let mut owned: Vec<(u32, String)> = r.list_all().into_iter().filter(|i| i.owner == oid.to_u32()).map(|i| (i.db, i.name)).collect();
+    let Some(r) = (unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }) else { return Vec::new() };
+    let mut owned: Vec<(u32, String)> =
+        r.list_all().into_iter().filter(|i| i.owner == oid.to_u32()).map(|i| (i.db, i.name)).collect();
     owned.retain(|&(db, _)| database_exists(db));
     owned
 }
 
 fn filters_text(n: usize) -> String {
-    if n == 1 { "1 cuckoo filter".into() } else { format!("{n} cuckoo filters") }
+    if n == 1 {
+        "1 cuckoo filter".into()
+    } else {
+        format!("{n} cuckoo filters")
+    }
 }
 
 /// The roles of a role list (`List` of `RoleSpec`): each with its OID
@@ -122,11 +127,17 @@ unsafe extern "C-unwind" fn inspect(stmt: *mut pg_sys::Node) {
     // SAFETY: a valid utility statement of the tag it has.
     unsafe {
         match (*stmt).type_ {
-            pg_sys::NodeTag::T_DropRoleStmt => refuse_drop(roles_of((*(stmt as *mut pg_sys::DropRoleStmt)).roles, true)),
-            pg_sys::NodeTag::T_DropOwnedStmt => tell_owned(roles_of((*(stmt as *mut pg_sys::DropOwnedStmt)).roles, false), "DROP OWNED does not drop them"),
-            pg_sys::NodeTag::T_ReassignOwnedStmt => {
-                tell_owned(roles_of((*(stmt as *mut pg_sys::ReassignOwnedStmt)).roles, false), "REASSIGN OWNED does not give them to another role")
+            pg_sys::NodeTag::T_DropRoleStmt => {
+                refuse_drop(roles_of((*(stmt as *mut pg_sys::DropRoleStmt)).roles, true))
             }
+            pg_sys::NodeTag::T_DropOwnedStmt => tell_owned(
+                roles_of((*(stmt as *mut pg_sys::DropOwnedStmt)).roles, false),
+                "DROP OWNED does not drop them",
+            ),
+            pg_sys::NodeTag::T_ReassignOwnedStmt => tell_owned(
+                roles_of((*(stmt as *mut pg_sys::ReassignOwnedStmt)).roles, false),
+                "REASSIGN OWNED does not give them to another role",
+            ),
             _ => {}
         }
     }
@@ -137,7 +148,9 @@ unsafe extern "C-unwind" fn inspect(stmt: *mut pg_sys::Node) {
 /// CREATEROLE, and is a superuser to drop a superuser.
 fn refuse_drop(roles: Vec<pg_sys::Oid>) {
     // SAFETY: catalog lookups by OID.
-    let may_drop = |oid: pg_sys::Oid| unsafe { pg_sys::has_createrole_privilege(pg_sys::GetUserId()) && (!pg_sys::superuser_arg(oid) || pg_sys::superuser()) };
+    let may_drop = |oid: pg_sys::Oid| unsafe {
+        pg_sys::has_createrole_privilege(pg_sys::GetUserId()) && (!pg_sys::superuser_arg(oid) || pg_sys::superuser())
+    };
     for oid in roles.into_iter().filter(|&o| o != pg_sys::InvalidOid && may_drop(o)) {
         let owned = owned_by(oid);
         if owned.is_empty() {
@@ -146,7 +159,8 @@ fn refuse_drop(roles: Vec<pg_sys::Oid>) {
         const SHOWN: usize = 5;
         let mut named: Vec<(String, &str)> = owned.iter().map(|(db, f)| (database_text(*db), f.as_str())).collect();
         named.sort();
-        let mut detail: Vec<String> = named.iter().take(SHOWN).map(|(db, f)| format!("owner of cuckoo filter \"{f}\" in {db}")).collect();
+        let mut detail: Vec<String> =
+            named.iter().take(SHOWN).map(|(db, f)| format!("owner of cuckoo filter \"{f}\" in {db}")).collect();
         if owned.len() > SHOWN {
             detail.push(format!("and {} more", owned.len() - SHOWN));
         }

@@ -62,7 +62,8 @@ fn cuckoo_filters_rows() -> TableIterator<
         }
         // Totals over the tables; a filter that grows reports the sum of its
         // tables' bounds at their capacity (at most the rate it keeps).
-        let (mut items, mut slots, mut capacity, mut bound, mut tables, mut bytes) = (0u64, 0u64, 0u64, 0f64, 0i32, info.blocks * BLOCK_BYTES);
+        let (mut items, mut slots, mut capacity, mut bound, mut tables, mut bytes) =
+            (0u64, 0u64, 0u64, 0f64, 0i32, info.blocks * BLOCK_BYTES);
         if !info.usable() {
             slots = info.params.map_or(1, |p| p.slot_count());
             capacity = info.capacity;

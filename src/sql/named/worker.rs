@@ -46,8 +46,8 @@ use pgrx::prelude::*;
 use std::path::Path;
 
 use super::attach::{region, reload_config_if_asked, with_registry_lock};
-use super::restore::LEGACY_FILE;
 use super::cut::{abandon_marks, dir, pass, Passes};
+use super::restore::LEGACY_FILE;
 use crate::region::files;
 use crate::region::registry::{DURABLE_FROZEN, DURABLE_OPEN};
 use crate::region::Region;
@@ -90,7 +90,7 @@ static mut PASSES: Option<Passes> = None;
 
 fn passes() -> &'static mut Passes {
     // SAFETY: the worker is single-threaded; one borrow at a time.
-    unsafe { (*(&raw mut PASSES)).get_or_insert_with(Passes::default) }
+    unsafe { (*std::ptr::addr_of_mut!(PASSES)).get_or_insert_with(Passes::default) }
 }
 
 /// Reports a failed pass (at most every ten seconds).
@@ -102,7 +102,9 @@ fn warn_failed(e: &str, stopping: bool) {
             if stopping {
                 pgrx::warning!("cuckoo: the last checkpoint cut before shutdown failed: {e}; the shutdown waits until it can be written (or stop the server with -m immediate: the next start recovers the durable filters from the WAL)");
             } else {
-                pgrx::warning!("cuckoo: a checkpoint cut failed: {e}; checkpoints wait until it succeeds (WAL is kept meanwhile)");
+                pgrx::warning!(
+                    "cuckoo: a checkpoint cut failed: {e}; checkpoints wait until it succeeds (WAL is kept meanwhile)"
+                );
             }
         }
     }
@@ -126,6 +128,7 @@ fn stop(r: &Region) {
     if unsafe { STOPPED } {
         return;
     }
+    // SAFETY: as above.
     if unsafe { STOPPING } {
         // An error interrupted the last pass, and the process is exiting:
         // letting checkpoints go now could lose changes (see below).
@@ -136,6 +139,7 @@ fn stop(r: &Region) {
             "The next start recovers durable filters from the WAL since the last checkpoint."
         );
     }
+    // SAFETY: as above.
     unsafe { STOPPING = true };
     abandon_marks(r);
     // Durable writers check the state while pinned: once every writer pinned
@@ -146,7 +150,9 @@ fn stop(r: &Region) {
     while !r.set_durable_state(DURABLE_FROZEN, 1 << 12) {
         if said.elapsed() > Duration::from_secs(10) {
             said = Instant::now();
-            pgrx::log!("cuckoo: still waiting for sessions inside durable filter operations before the last checkpoint cut");
+            pgrx::log!(
+                "cuckoo: still waiting for sessions inside durable filter operations before the last checkpoint cut"
+            );
         }
         // SAFETY: a plain sleep.
         unsafe { pg_sys::pg_usleep(1000) };
@@ -174,6 +180,7 @@ fn stop(r: &Region) {
         }
     }
     set_delay((pg_sys::DELAY_CHKPT_START | pg_sys::DELAY_CHKPT_COMPLETE) as i32, false);
+    // SAFETY: as above.
     unsafe { STOPPED = true };
 }
 

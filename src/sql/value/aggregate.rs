@@ -27,8 +27,8 @@ use pgrx::prelude::*;
 use super::cache::call_cache;
 use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
 use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
+use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError};
 use crate::filter::dense::KeyType;
-use crate::filter::build::{build_filter, check_run, BuildError, encode_run, merge_dedup, run_hashes, sort_dedup};
 use crate::filter::layout::DEFAULT_SEED;
 use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
 
@@ -319,7 +319,6 @@ unsafe fn state_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'stat
     }
 }
 
-
 /// Builds the smallest filter that takes every distinct hash of the state,
 /// recording the key type its rows were hashed as, or for a state that does
 /// not know it (no rows, partial states) the aggregate call's.
@@ -366,7 +365,10 @@ pub(super) unsafe fn final_key_type(fcinfo: pg_sys::FunctionCallInfo) -> KeyType
             crate::sql::keys::declared_key_type(t)
         } else {
             let t = pg_sys::get_fn_expr_argtype(flinfo, 1);
-            if t != pg_sys::InvalidOid && pg_sys::get_typtype(t) != pg_sys::TYPTYPE_PSEUDO as std::ffi::c_char && !crate::sql::keys::is_sharded_state(t) {
+            if t != pg_sys::InvalidOid
+                && pg_sys::get_typtype(t) != pg_sys::TYPTYPE_PSEUDO as std::ffi::c_char
+                && !crate::sql::keys::is_sharded_state(t)
+            {
                 crate::sql::keys::declared_key_type(t)
             } else {
                 KeyType::NONE
@@ -400,7 +402,9 @@ pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -
     };
     let mut s = match sized {
         Ok(s) => s,
-        Err(SizingError::Capacity(why)) if capacity < n => full_error("too many distinct keys for one cuckoofilter value", why),
+        Err(SizingError::Capacity(why)) if capacity < n => {
+            full_error("too many distinct keys for one cuckoofilter value", why)
+        }
         Err(e) => sizing_error(e),
     };
     s.params.seed = DEFAULT_SEED;
@@ -416,8 +420,6 @@ pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -
         ),
     }
 }
-
-
 
 v1_functions! {
     /// `cf_agg_trans(internal, anyelement [, float8 [, bigint]]) -> internal`.

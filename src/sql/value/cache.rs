@@ -69,7 +69,12 @@ impl DetoastCache {
     /// Keeps `detoasted` (palloc'd in the current context) for the life of
     /// `cx`: large values move into a huge-page mapping, others are copied into
     /// `cx`. Returns the cached copy.
-    unsafe fn store(&mut self, key: [u8; 16], detoasted: *mut pg_sys::varlena, cx: pg_sys::MemoryContext) -> *mut pg_sys::varlena {
+    unsafe fn store(
+        &mut self,
+        key: [u8; 16],
+        detoasted: *mut pg_sys::varlena,
+        cx: pg_sys::MemoryContext,
+    ) -> *mut pg_sys::varlena {
         // SAFETY: `detoasted` is a palloc'd 4-byte-header varlena of `len` bytes;
         // the mapping is at least `len` bytes past its 2 MB-aligned start. The one
         // Mapping record of this cache lives in `cx` with the callback that unmaps
@@ -85,7 +90,11 @@ impl DetoastCache {
                     m.write(Mapping {
                         base: std::ptr::null_mut(),
                         len: 0,
-                        callback: pg_sys::MemoryContextCallback { func: Some(unmap_on_reset), arg: m as *mut _, next: std::ptr::null_mut() },
+                        callback: pg_sys::MemoryContextCallback {
+                            func: Some(unmap_on_reset),
+                            arg: m as *mut _,
+                            next: std::ptr::null_mut(),
+                        },
                     });
                     pg_sys::MemoryContextRegisterResetCallback(cx, &mut (*m).callback);
                     self.mapping = m;
@@ -200,7 +209,11 @@ pub unsafe fn probe_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, key_arg: usi
                     mc.valid = false;
                     let mh = v.v3_header();
                     for (slot, p) in mc.layouts.iter_mut().zip(&mh.parts) {
-                        slot.write((DenseLayout::new(&p.header.params), p.start + V2_HEADER_BYTES, p.len - V2_HEADER_BYTES));
+                        slot.write((
+                            DenseLayout::new(&p.header.params),
+                            p.start + V2_HEADER_BYTES,
+                            p.len - V2_HEADER_BYTES,
+                        ));
                     }
                     mc.tables = mh.parts.len();
                     mc.seed = mh.seed();
@@ -276,7 +289,11 @@ pub unsafe fn call_cache<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallCa
 ///
 /// # Safety
 /// `fcinfo` must be a valid call frame with a non-null `cuckoofilter` at `n`.
-unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: &mut DetoastCache) -> (*mut pg_sys::varlena, bool) {
+unsafe fn resolve_filter_arg(
+    fcinfo: pg_sys::FunctionCallInfo,
+    n: usize,
+    cache: &mut DetoastCache,
+) -> (*mut pg_sys::varlena, bool) {
     // SAFETY: the caller guarantees argument `n` is a non-null cuckoofilter datum,
     // i.e. a pointer to a varlena in one of its storage forms.
     unsafe {
@@ -300,4 +317,3 @@ unsafe fn resolve_filter_arg(fcinfo: pg_sys::FunctionCallInfo, n: usize, cache: 
         (in_memory(raw), false)
     }
 }
-

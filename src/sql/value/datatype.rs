@@ -22,9 +22,11 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::dense::{self, Dense, DenseHeader, KeyType, V2_HEADER_BYTES};
 use crate::filter::chain::Growth;
-use crate::filter::layout::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
+use crate::filter::dense::{self, Dense, DenseHeader, KeyType, V2_HEADER_BYTES};
+use crate::filter::layout::{
+    self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES,
+};
 use crate::filter::multi::{self, MultiHeader, FORMAT_V3};
 use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
@@ -77,7 +79,7 @@ impl FilterValue {
         let version = match bytes.map(layout::format_version) {
             Some(Ok(FORMAT_V2)) if dense::parse_v2(bytes.unwrap()).is_ok() => FORMAT_V2,
             Some(Ok(FORMAT_V3)) if multi::parse_v3(bytes.unwrap()).is_ok() => FORMAT_V3,
-            Some(Ok(FORMAT_V1)) if ptr as usize % 8 == 0 && check_v1_in_place(bytes.unwrap()) => FORMAT_V1,
+            Some(Ok(FORMAT_V1)) if (ptr as usize).is_multiple_of(8) && check_v1_in_place(bytes.unwrap()) => FORMAT_V1,
             _ => corrupted(len),
         };
         FilterValue { ptr, version }
@@ -267,8 +269,12 @@ impl FilterValue {
 
     /// Private copies of the tables as bucket words, to change (insert,
     /// delete, union).
-    pub fn to_owned_tables(&self) -> Vec<OwnedFilter> {
-        self.tables().iter().enumerate().map(|(i, t)| OwnedFilter::from_words(t.params, t.capacity, self.table_words(i))).collect()
+    pub fn copy_tables(&self) -> Vec<OwnedFilter> {
+        self.tables()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| OwnedFilter::from_words(t.params, t.capacity, self.table_words(i)))
+            .collect()
     }
 
     pub fn total_len(&self) -> usize {
@@ -358,7 +364,11 @@ pub fn check_tables_value_size(params: &[Params]) {
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             "cuckoofilter value would be too large",
-            format!("{} tables take {len} bytes; a value holds at most {} tables and {MAX_MADE_VALUE_BYTES} bytes", params.len(), multi::MAX_VALUE_TABLES)
+            format!(
+                "{} tables take {len} bytes; a value holds at most {} tables and {MAX_MADE_VALUE_BYTES} bytes",
+                params.len(),
+                multi::MAX_VALUE_TABLES
+            )
         );
     }
 }
@@ -367,7 +377,12 @@ pub fn check_tables_value_size(params: &[Params]) {
 /// what a value made here records, input must read back.
 fn check_recorded_key(key: KeyType) {
     if let Err(why) = crate::sql::keys::recorded_key_ok(key, false) {
-        ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cannot make a cuckoofilter value of this key type", why);
+        ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "cannot make a cuckoofilter value of this key type",
+            why
+        );
     }
 }
 
@@ -389,7 +404,11 @@ pub fn value_from_tables(tables: &[OwnedFilter], key: KeyType, growth: Option<Gr
 
 /// A format-3 value of tables with these headers, whose bucket words `words(i)`
 /// gives, in the current memory context; 54000 if it would be too large.
-pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(headers: &[DenseHeader], growth: Option<Growth>, words: impl FnMut(usize) -> I) -> FilterValue {
+pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(
+    headers: &[DenseHeader],
+    growth: Option<Growth>,
+    words: impl FnMut(usize) -> I,
+) -> FilterValue {
     if let Some(h) = headers.first() {
         check_recorded_key(h.key);
     }
@@ -463,7 +482,10 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
         FORMAT_V2 => {
             let h = dense::parse_v2(bytes)?;
             if h.key.kind == dense::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(h.key.oid) {
-                return Err(FormatError::BadParams(format!("key type OID {} is not a built-in type with a hash function", h.key.oid)));
+                return Err(FormatError::BadParams(format!(
+                    "key type OID {} is not a built-in type with a hash function",
+                    h.key.oid
+                )));
             }
             if (VALUE_PREFIX + bytes.len()) as u64 > MAX_VALUE_BYTES {
                 return Err(FormatError::BadParams(format!("{} bytes is larger than a value can hold", bytes.len())));
@@ -482,7 +504,10 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
             let h = multi::parse_v3(bytes)?;
             let key = h.key();
             if key.kind == dense::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(key.oid) {
-                return Err(FormatError::BadParams(format!("key type OID {} is not a built-in type with a hash function", key.oid)));
+                return Err(FormatError::BadParams(format!(
+                    "key type OID {} is not a built-in type with a hash function",
+                    key.oid
+                )));
             }
             if (VALUE_PREFIX + bytes.len()) as u64 > MAX_VALUE_BYTES {
                 return Err(FormatError::BadParams(format!("{} bytes is larger than a value can hold", bytes.len())));
@@ -537,7 +562,7 @@ pub(crate) unsafe fn in_memory(raw: *mut pg_sys::varlena) -> *mut pg_sys::varlen
     // SAFETY: the caller guarantees a varlena in one of its storage forms;
     // pg_detoast_datum_copy returns a new palloc'd 4-byte-header varlena.
     unsafe {
-        if pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0 {
+        if pgrx::varlena::varatt_is_4b_u(raw) && (raw as usize).is_multiple_of(8) {
             return raw;
         }
         pg_sys::pg_detoast_datum_copy(raw)
@@ -576,7 +601,7 @@ v1_functions! {
             invalid_input(format!("{} characters is longer than any cuckoofilter value", body.len()));
         }
         let bytes = base64_palloc(body.as_bytes()).unwrap_or_else(|e| invalid_input(format!("bad base64: {e}")));
-        let v = deserialize(&bytes).unwrap_or_else(|e| invalid_input(e));
+        let v = deserialize(bytes).unwrap_or_else(|e| invalid_input(e));
         if v.format_version() != prefix_version {
             invalid_input(format!(
                 "prefix \"{}\" does not match format version {}",
@@ -596,7 +621,7 @@ v1_functions! {
                 .set_hint("Values this large were made by releases before 0.11.0; COPY ... (FORMAT binary) carries them.")
                 .report(PgLogLevel::ERROR);
         }
-        prefixed_base64(text_prefix(v.format_version()), &v.serialize_palloc())
+        prefixed_base64(text_prefix(v.format_version()), v.serialize_palloc())
     }
 
     /// `cuckoofilter_recv(internal)`: the serialized filter, exactly.
@@ -612,7 +637,7 @@ v1_functions! {
     fn cuckoofilter_send(fcinfo) {
         // SAFETY: argument 0 is a non-null cuckoofilter (the function is strict).
         let v = unsafe { filter_arg_once(fcinfo, 0) };
-        bytea_datum(&v.serialize_palloc())
+        bytea_datum(v.serialize_palloc())
     }
 }
 
@@ -635,7 +660,9 @@ pub fn prefixed_base64(prefix: &str, bytes: &[u8]) -> pg_sys::Datum {
         let mut at = prefix.len();
         for chunk in bytes.chunks(BASE64_CHUNK) {
             pgrx::check_for_interrupts!();
-            at += base64::engine::general_purpose::STANDARD.encode_slice(chunk, &mut out[at..len]).expect("room for the padded base64");
+            at += base64::engine::general_purpose::STANDARD
+                .encode_slice(chunk, &mut out[at..len])
+                .expect("room for the padded base64");
         }
         debug_assert_eq!(at, len);
         out[len] = 0;
@@ -658,7 +685,9 @@ pub fn base64_palloc<'a>(body: &[u8]) -> Result<&'a [u8], String> {
         let mut n = 0;
         for chunk in body.chunks(BASE64_CHUNK / 3 * 4) {
             pgrx::check_for_interrupts!();
-            n += base64::engine::general_purpose::STANDARD.decode_slice(chunk, &mut out[n..]).map_err(|e| e.to_string())?;
+            n += base64::engine::general_purpose::STANDARD
+                .decode_slice(chunk, &mut out[n..])
+                .map_err(|e| e.to_string())?;
         }
         Ok(&out[..n])
     }

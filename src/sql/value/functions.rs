@@ -7,10 +7,10 @@ use pgrx::prelude::*;
 
 use super::cache::{call_cache, probe_arg};
 use super::datatype::{filter_arg_once, max_value_buckets, value_from_tables, FilterValue};
+use crate::filter::dense::{KeyType, KEY_ENUM};
 use crate::filter::layout::FORMAT_V1;
 use crate::filter::multi::{self, UnionError};
 use crate::filter::sizing::{self, size_for_capacity, SizingError};
-use crate::filter::dense::{KeyType, KEY_ENUM};
 use crate::filter::{Mapping, OwnedFilter};
 
 /// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
@@ -83,7 +83,12 @@ pub fn union_key(a: &FilterValue, b: &FilterValue) -> KeyType {
 }
 
 fn seeds_differ(why: String) -> ! {
-    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, "cannot union cuckoo filters with different hash seeds", why);
+    ereport!(
+        ERROR,
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        "cannot union cuckoo filters with different hash seeds",
+        why
+    );
 }
 
 /// The union of two values as tables of bucket words: every key of both.
@@ -91,12 +96,15 @@ fn seeds_differ(why: String) -> ! {
 /// side by side (a value of format 3). 22023 for filters with different hash
 /// seeds, 54000 past 255 tables.
 pub fn union_filters(a: &FilterValue, b: &FilterValue) -> Vec<OwnedFilter> {
-    match multi::union(a.to_owned_tables(), b.to_owned_tables()) {
+    match multi::union(a.copy_tables(), b.copy_tables()) {
         Ok(tables) => tables,
         Err(UnionError::Seeds(why)) => seeds_differ(why),
         Err(UnionError::TooManyTables(n)) => full_error(
             "cuckoo filter union has too many tables",
-            format!("the union would hold {n} tables of different shapes; a value holds at most {}", multi::MAX_VALUE_TABLES),
+            format!(
+                "the union would hold {n} tables of different shapes; a value holds at most {}",
+                multi::MAX_VALUE_TABLES
+            ),
         ),
     }
 }
@@ -126,7 +134,7 @@ v1_functions! {
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
             let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else { no_equal_key_error() };
-            let mut tables = v.to_owned_tables();
+            let mut tables = v.copy_tables();
             if multi::insert(&mut tables, v.growth(), h, super::datatype::MAX_MADE_BODY_BYTES).is_err() {
                 let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
                 full_error("cuckoo filter is full", format!("it holds {} items in {slots} slots", v.item_count()));
@@ -141,7 +149,7 @@ v1_functions! {
         // SAFETY: strict; arg 0 cuckoofilter, arg 1 anyelement.
         unsafe {
             let v = filter_arg_once(fcinfo, 0);
-            let tables = v.to_owned_tables();
+            let tables = v.copy_tables();
             // A key with no equal among the filter's keys was never inserted.
             if let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) {
                 multi::delete(&tables, h);

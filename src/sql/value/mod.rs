@@ -4,9 +4,9 @@
 //! `cf_sharded_agg`'s shippable state). Nothing here knows
 //! named filters.
 
-pub mod datatype;
-pub mod cache;
-pub mod functions;
 pub mod aggregate;
-pub mod sharded;
+pub mod cache;
+pub mod datatype;
+pub mod functions;
 pub mod rewrite;
+pub mod sharded;

@@ -83,15 +83,33 @@ unsafe fn is_sharded_agg(a: *mut pg_sys::Aggref) -> bool {
 /// declares them).
 type Mutator = unsafe extern "C-unwind" fn(*mut pg_sys::Node, *mut std::ffi::c_void) -> *mut pg_sys::Node;
 
-unsafe fn query_tree_mutator(q: *mut pg_sys::Query, m: Mutator, cx: *mut std::ffi::c_void, flags: i32) -> *mut pg_sys::Query {
+unsafe fn query_tree_mutator(
+    q: *mut pg_sys::Query,
+    m: Mutator,
+    cx: *mut std::ffi::c_void,
+    flags: i32,
+) -> *mut pg_sys::Query {
     // SAFETY: the mutator is called with (node, context), as PostgreSQL
     // calls it; the declaration without parameters is C's old style.
-    unsafe { pg_sys::query_tree_mutator(q, Some(std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(m)), cx, flags) }
+    unsafe {
+        pg_sys::query_tree_mutator(
+            q,
+            Some(std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(m)),
+            cx,
+            flags,
+        )
+    }
 }
 
 unsafe fn expression_tree_mutator(n: *mut pg_sys::Node, m: Mutator, cx: *mut std::ffi::c_void) -> *mut pg_sys::Node {
     // SAFETY: as query_tree_mutator's.
-    unsafe { pg_sys::expression_tree_mutator(n, Some(std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(m)), cx) }
+    unsafe {
+        pg_sys::expression_tree_mutator(
+            n,
+            Some(std::mem::transmute::<Mutator, unsafe extern "C-unwind" fn() -> *mut pg_sys::Node>(m)),
+            cx,
+        )
+    }
 }
 
 /// Mutator: every `cf_sharded_agg` call whose key type is in sight, in
@@ -108,7 +126,9 @@ unsafe extern "C-unwind" fn wrap(node: *mut pg_sys::Node, cx: *mut std::ffi::c_v
             return node;
         }
         match (*node).type_ {
-            pg_sys::NodeTag::T_Query => query_tree_mutator(node as *mut pg_sys::Query, wrap, cx, 0) as *mut pg_sys::Node,
+            pg_sys::NodeTag::T_Query => {
+                query_tree_mutator(node as *mut pg_sys::Query, wrap, cx, 0) as *mut pg_sys::Node
+            }
             pg_sys::NodeTag::T_FuncExpr if is_typed_call(node as *mut pg_sys::FuncExpr) => node,
             pg_sys::NodeTag::T_Aggref if is_sharded_agg(node as *mut pg_sys::Aggref) => {
                 let a = expression_tree_mutator(node, wrap, cx) as *mut pg_sys::Aggref;
@@ -152,8 +172,18 @@ unsafe fn typed(a: *mut pg_sys::Aggref) -> Option<*mut pg_sys::Node> {
         }
         let collation = pg_sys::get_typcollation(key);
         let null = pg_sys::makeNullConst(key, -1, collation);
-        let args = pg_sys::lappend(pg_sys::lappend(std::ptr::null_mut(), a as *mut std::ffi::c_void), null as *mut std::ffi::c_void);
-        let call = pg_sys::makeFuncExpr(f, (*a).aggtype, args, pg_sys::InvalidOid, collation, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+        let args = pg_sys::lappend(
+            pg_sys::lappend(std::ptr::null_mut(), a as *mut std::ffi::c_void),
+            null as *mut std::ffi::c_void,
+        );
+        let call = pg_sys::makeFuncExpr(
+            f,
+            (*a).aggtype,
+            args,
+            pg_sys::InvalidOid,
+            collation,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        );
         (*call).location = (*a).location;
         Some(call as *mut pg_sys::Node)
     }
@@ -169,8 +199,12 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::
             return false;
         }
         match (*node).type_ {
-            pg_sys::NodeTag::T_Aggref | pg_sys::NodeTag::T_WindowFunc => (*(cx as *mut Vec<*mut pg_sys::Node>)).push(node),
-            pg_sys::NodeTag::T_Query => return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(collect), cx, 0),
+            pg_sys::NodeTag::T_Aggref | pg_sys::NodeTag::T_WindowFunc => {
+                (*(cx as *mut Vec<*mut pg_sys::Node>)).push(node)
+            }
+            pg_sys::NodeTag::T_Query => {
+                return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(collect), cx, 0)
+            }
             _ => {}
         }
         pg_sys::expression_tree_walker(node, Some(collect), cx)
@@ -204,7 +238,10 @@ unsafe fn rewrite(a: *mut pg_sys::Aggref) {
             return;
         }
         let nargs = (*agg.aggargtypes).length as usize;
-        if !(1..=3).contains(&nargs) || (*agg.args).length as usize != nargs && !sorted || ((*agg.args).length as usize) < nargs {
+        if !(1..=3).contains(&nargs)
+            || (*agg.args).length as usize != nargs && !sorted
+            || ((*agg.args).length as usize) < nargs
+        {
             return;
         }
         // The polymorphic declarations (the key declared `anyelement`), and
@@ -233,7 +270,8 @@ unsafe fn rewrite(a: *mut pg_sys::Aggref) {
             _ => return,
         };
         let mut key_args = [pg_sys::ANYELEMENTOID, pg_sys::FLOAT8OID, pg_sys::INT8OID];
-        let key_fn = pg_sys::LookupFuncName(qualified(nsp, c"cf_sharded_key"), nargs as i32, key_args.as_mut_ptr(), true);
+        let key_fn =
+            pg_sys::LookupFuncName(qualified(nsp, c"cf_sharded_key"), nargs as i32, key_args.as_mut_ptr(), true);
         if key_fn == pg_sys::InvalidOid {
             // An extension not yet updated to 0.9.0.
             return;
@@ -250,7 +288,14 @@ unsafe fn rewrite(a: *mut pg_sys::Aggref) {
             let te = (*(*agg.args).elements.add(i)).ptr_value as *mut pg_sys::TargetEntry;
             args = pg_sys::lappend(args, (*te).expr as *mut std::ffi::c_void);
         }
-        let call = pg_sys::makeFuncExpr(key_fn, state_type, args, pg_sys::InvalidOid, agg.inputcollid, pg_sys::CoercionForm::COERCE_EXPLICIT_CALL);
+        let call = pg_sys::makeFuncExpr(
+            key_fn,
+            state_type,
+            args,
+            pg_sys::InvalidOid,
+            agg.inputcollid,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        );
         let te = pg_sys::makeTargetEntry(call as *mut pg_sys::Expr, 1, std::ptr::null_mut(), false);
         agg.aggfnoid = state_agg;
         agg.args = pg_sys::lappend(std::ptr::null_mut(), te as *mut std::ffi::c_void);
@@ -267,7 +312,13 @@ unsafe fn rewrite(a: *mut pg_sys::Aggref) {
 /// # Safety
 /// `agg` is a live Aggref of the query being planned whose first argument
 /// is `first`, an implicit cast of `inner`; `nsp` names its schema.
-unsafe fn as_written(agg: &mut pg_sys::Aggref, first: *mut pg_sys::TargetEntry, inner: *mut pg_sys::Node, nsp: *mut std::ffi::c_char, nargs: usize) {
+unsafe fn as_written(
+    agg: &mut pg_sys::Aggref,
+    first: *mut pg_sys::TargetEntry,
+    inner: *mut pg_sys::Node,
+    nsp: *mut std::ffi::c_char,
+    nargs: usize,
+) {
     // SAFETY: as documented; catalog lookups may raise errors (a key type
     // without ordering operators raises PostgreSQL's own, as cf_agg(DISTINCT
     // key) would), which the hook's guard reports.
@@ -279,7 +330,8 @@ unsafe fn as_written(agg: &mut pg_sys::Aggref, first: *mut pg_sys::TargetEntry, 
         }
         let t = pg_sys::exprType(inner);
         let ops = |t: pg_sys::Oid| {
-            let (mut lt, mut eq, mut gt, mut hashable) = (pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, false);
+            let (mut lt, mut eq, mut gt, mut hashable) =
+                (pg_sys::InvalidOid, pg_sys::InvalidOid, pg_sys::InvalidOid, false);
             pg_sys::get_sort_group_operators(t, true, true, true, &mut lt, &mut eq, &mut gt, &mut hashable);
             (lt, eq, gt, hashable)
         };
@@ -328,7 +380,9 @@ unsafe fn window_as_written(w: *mut pg_sys::WindowFunc) {
             return;
         }
         let first = (*(*w).args).elements;
-        let Some(inner) = crate::sql::keys::implicit_text_cast_inner((*first).ptr_value as *mut pg_sys::Node) else { return };
+        let Some(inner) = crate::sql::keys::implicit_text_cast_inner((*first).ptr_value as *mut pg_sys::Node) else {
+            return;
+        };
         let nsp = pg_sys::get_namespace_name(pg_sys::get_func_namespace((*w).winfnoid));
         if nsp.is_null() {
             return;

@@ -59,7 +59,7 @@ impl Sharded {
         // SAFETY: as documented; a copy is a 4-byte-header varlena.
         unsafe {
             let raw = d.cast_mut_ptr::<pg_sys::varlena>();
-            let plain = pgrx::varlena::varatt_is_4b_u(raw) && raw as usize % 8 == 0;
+            let plain = pgrx::varlena::varatt_is_4b_u(raw) && (raw as usize).is_multiple_of(8);
             let ptr = if plain { raw } else { pg_sys::pg_detoast_datum_copy(raw) };
             let s = Sharded { ptr };
             let len = pgrx::varlena::varsize_4b(ptr) - pg_sys::VARHDRSZ;
@@ -70,9 +70,11 @@ impl Sharded {
             };
             let key_ok = header != SHARDED_HEADER || len < SHARDED_HEADER || {
                 let k = s.key_type();
-                s.bytes()[29..32] == [0, 0, 0] && (k.kind == 0) == (k.oid == 0) && k.kind <= crate::filter::dense::KEY_LOCAL
+                s.bytes()[29..32] == [0, 0, 0]
+                    && (k.kind == 0) == (k.oid == 0)
+                    && k.kind <= crate::filter::dense::KEY_LOCAL
             };
-            if header == 0 || len < header || (len - header) % 8 != 0 || !key_ok || s.used() > s.room() {
+            if header == 0 || len < header || !(len - header).is_multiple_of(8) || !key_ok || s.used() > s.room() {
                 ereport!(
                     ERROR,
                     PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION,
@@ -118,13 +120,23 @@ impl Sharded {
 
     fn bytes(&self) -> &[u8] {
         // SAFETY: a 4-byte-header varlena of VARSIZE bytes.
-        unsafe { std::slice::from_raw_parts(pgrx::varlena::vardata_4b(self.ptr) as *const u8, pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ) }
+        unsafe {
+            std::slice::from_raw_parts(
+                pgrx::varlena::vardata_4b(self.ptr) as *const u8,
+                pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ,
+            )
+        }
     }
 
     #[allow(clippy::mut_from_ref)]
     fn bytes_mut(&self) -> &mut [u8] {
         // SAFETY: as `bytes`; states are only changed by this module, one call at a time.
-        unsafe { std::slice::from_raw_parts_mut(pgrx::varlena::vardata_4b(self.ptr) as *mut u8, pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                pgrx::varlena::vardata_4b(self.ptr) as *mut u8,
+                pgrx::varlena::varsize_4b(self.ptr) - pg_sys::VARHDRSZ,
+            )
+        }
     }
 
     /// The header field at byte `at`.
@@ -142,7 +154,11 @@ impl Sharded {
 
     /// The header's length: 0.5.0's states have a shorter one.
     fn header(&self) -> usize {
-        if self.bytes()[..4] == SHARDED_MAGIC_V1 { SHARDED_HEADER_V1 } else { SHARDED_HEADER }
+        if self.bytes()[..4] == SHARDED_MAGIC_V1 {
+            SHARDED_HEADER_V1
+        } else {
+            SHARDED_HEADER
+        }
     }
 
     /// The key type its hashes are of (0.5.0's states: none).
@@ -191,7 +207,9 @@ impl Sharded {
         // SAFETY: `room` 8-byte slots follow the header inside the value: the
         // value is 8-aligned (a palloc'd copy, or checked in `from_datum`) and
         // the slots start 4 + 28 = 32 bytes in.
-        unsafe { std::slice::from_raw_parts_mut(self.bytes_mut().as_mut_ptr().add(self.header()) as *mut u64, self.room()) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.bytes_mut().as_mut_ptr().add(self.header()) as *mut u64, self.room())
+        }
     }
 
     fn datum(&self) -> pg_sys::Datum {
@@ -203,7 +221,12 @@ impl Sharded {
     /// frees the old one).
     fn grown(&self, room: usize) -> Sharded {
         // SAFETY: CurrentMemoryContext is valid in a function call.
-        let g = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, room.max(self.used()), self.settings(), self.key_type());
+        let g = Sharded::new_in(
+            unsafe { pg_sys::CurrentMemoryContext },
+            room.max(self.used()),
+            self.settings(),
+            self.key_type(),
+        );
         g.slots()[..self.used()].copy_from_slice(&self.slots()[..self.used()]);
         g.set_used(self.used());
         g
@@ -456,10 +479,16 @@ impl Sharded {
         for k in keys.iter_mut() {
             *k = crate::filter::hash::bucket_order_key(*k);
         }
-        let mut out = crate::filter::host::vec_with_capacity::<u8>(64 + TYPE_NAME_ROOM + crate::filter::packed::encoded_len(&keys));
+        let mut out = crate::filter::host::vec_with_capacity::<u8>(
+            64 + TYPE_NAME_ROOM + crate::filter::packed::encoded_len(&keys),
+        );
         out.extend_from_slice(&COMPACT_MAGIC);
         let v1 = self.header() == SHARDED_HEADER_V1;
-        out.push(if fpp != 0.0 { FLAG_FPP } else { 0 } | if capacity != 0 { FLAG_CAPACITY } else { 0 } | if v1 { FLAG_V1 } else { 0 });
+        out.push(
+            if fpp != 0.0 { FLAG_FPP } else { 0 }
+                | if capacity != 0 { FLAG_CAPACITY } else { 0 }
+                | if v1 { FLAG_V1 } else { 0 },
+        );
         if fpp != 0.0 {
             out.extend_from_slice(&fpp.to_le_bytes());
         }
@@ -470,7 +499,9 @@ impl Sharded {
         if local_oid(key.kind) {
             // Its OID means nothing on another node: its name instead.
             // SAFETY: a type OID recorded from a key; an unknown one gives "???".
-            let name = unsafe { CStr::from_ptr(pg_sys::format_type_be_qualified(pg_sys::Oid::from(key.oid))) }.to_bytes().to_vec();
+            let name = unsafe { CStr::from_ptr(pg_sys::format_type_be_qualified(pg_sys::Oid::from(key.oid))) }
+                .to_bytes()
+                .to_vec();
             put_varint(&mut out, name.len() as u64);
             out.extend_from_slice(&name);
         } else {
@@ -515,7 +546,8 @@ impl Sharded {
             at += len;
             type_named(kind, name)?
         } else {
-            let oid = u32::try_from(get_varint(b, &mut at)?).map_err(|_| "a key type OID beyond 32 bits".to_string())?;
+            let oid =
+                u32::try_from(get_varint(b, &mut at)?).map_err(|_| "a key type OID beyond 32 bits".to_string())?;
             KeyType { kind, oid }
         };
         KeyType::check_parts(key.kind, key.oid).map_err(|e| e.to_string())?;
@@ -548,7 +580,9 @@ impl Sharded {
             b.copy_within(SHARDED_HEADER..SHARDED_HEADER + 8 * n, SHARDED_HEADER_V1);
             b[..4].copy_from_slice(&SHARDED_MAGIC_V1);
             // SAFETY: the value is ours; it shrinks by the 8 header bytes 0.5.0 lacked.
-            unsafe { pgrx::varlena::set_varsize_4b(s.ptr, (pg_sys::VARHDRSZ + SHARDED_HEADER_V1 + 8 * n.max(1)) as i32) };
+            unsafe {
+                pgrx::varlena::set_varsize_4b(s.ptr, (pg_sys::VARHDRSZ + SHARDED_HEADER_V1 + 8 * n.max(1)) as i32)
+            };
         }
         Ok(s)
     }
@@ -634,7 +668,8 @@ fn qualified_identifier(name: &str) -> bool {
                 }
             }
             Some(c) if c.is_ascii_lowercase() || *c == b'_' || *c >= 0x80 => {
-                while matches!(b.get(i), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'$' || *c >= 0x80) {
+                while matches!(b.get(i), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'$' || *c >= 0x80)
+                {
                     i += 1;
                 }
             }
@@ -648,8 +683,16 @@ fn qualified_identifier(name: &str) -> bool {
 fn bad_state(binary: bool, why: impl std::fmt::Display) -> ! {
     ereport!(
         ERROR,
-        if binary { PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION } else { PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION },
-        if binary { "invalid binary form of type cf_sharded_state" } else { "invalid input syntax for type cf_sharded_state" },
+        if binary {
+            PgSqlErrorCode::ERRCODE_INVALID_BINARY_REPRESENTATION
+        } else {
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION
+        },
+        if binary {
+            "invalid binary form of type cf_sharded_state"
+        } else {
+            "invalid input syntax for type cf_sharded_state"
+        },
         why.to_string()
     );
 }
@@ -664,7 +707,7 @@ v1_functions! {
             bad_state(false, "longer than any cf_sharded_state");
         }
         let bytes = super::datatype::base64_palloc(body).unwrap_or_else(|e| bad_state(false, format!("bad base64: {e}")));
-        Sharded::from_compact(&bytes).unwrap_or_else(|e| bad_state(false, e)).datum()
+        Sharded::from_compact(bytes).unwrap_or_else(|e| bad_state(false, e)).datum()
     }
 
     fn cf_sharded_state_out(fcinfo) {
@@ -736,7 +779,7 @@ unsafe fn declared_hasher<'a>(fcinfo: pg_sys::FunctionCallInfo) -> Option<&'a mu
             return None;
         }
         let (oid, coll) = ((*flinfo).fn_oid, pgrx::fcinfo::pg_get_collation(fcinfo));
-        let all = &mut *(&raw mut DECLARED);
+        let all = &mut *std::ptr::addr_of_mut!(DECLARED);
         let at = match all.iter().position(|(o, c, _)| *o == oid && *c == coll) {
             Some(at) => at,
             None => {
