@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""The source files import one another without a circle, and the filter core
-and the shared region import nothing from pgrx.
+"""The source files import one another without a circle, the filter core
+and the shared region import nothing from pgrx, and each of those two lower
+layers is reached only through its front: its root file (`filter/mod.rs`,
+`region/mod.rs`) declares its file modules private and exports what the layers
+above may use, so no file outside a layer names one of the layer's inner
+modules.
 
 Every reference to another module (a `use` statement, or a path such as
 `super::cut::pass` or `crate::region::files::DIR` in the code) is an edge from
 the file that makes it to the file that defines that module; `mod` declarations
-are not. Test modules inside a file (`#[cfg(test)] mod tests`) are left out.
+are not. Test modules count too, inline or in their own files.
 Prints the graph's layers and exits non-zero on a circle or a forbidden import.
   python3 tests/layering.py [SRC_DIR]
   python3 tests/layering.py --self-test   checks that it finds circles in
@@ -19,7 +23,7 @@ import sys
 
 def self_test():
     """Small trees with the import forms that are easy to miss: each must be
-    reported as a circle (or, for a test module, must not)."""
+    reported as a failure (or, where the case says so, must not)."""
     import subprocess
     import tempfile
     lib = "pub mod a;\npub mod b;\npub mod p;\n"
@@ -31,7 +35,11 @@ def self_test():
         ("self in a group", {"a.rs": "use crate::{b::{self}};", "b.rs": "pub(crate) use crate::a::A;"}, True),
         ("a path in code after a char literal", {"a.rs": "fn f() { let q = '\"'; crate::b::g(); }", "b.rs": "use crate::a::A;"}, True),
         ("code under cfg(not(test))", {"a.rs": "#[cfg(not(test))]\nmod m {\n    use crate::b::X;\n}", "b.rs": "use crate::a::A;"}, True),
-        ("only a test module imports back", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}"}, False),
+        ("only a test module imports back", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}"}, True),
+        ("a test module uses its parent", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests {\n    use super::*;\n}"}, False),
+        ("around a lower layer's front", {"filter/mod.rs": "mod inner;\npub use inner::X;", "filter/inner.rs": "", "a.rs": "use crate::filter::inner::X;"}, True),
+        ("a lower layer's inner module made public", {"filter/mod.rs": "pub mod inner;", "filter/inner.rs": ""}, True),
+        ("through a lower layer's front", {"filter/mod.rs": "mod inner;\npub use inner::X;", "filter/inner.rs": "", "a.rs": "use crate::filter::X;"}, False),
     ]
     ok = True
     for what, bodies, circle in cases:
@@ -44,7 +52,7 @@ def self_test():
             rc = subprocess.run([sys.executable, __file__, os.path.join(d, "src")], capture_output=True).returncode
             if (rc != 0) != circle:
                 ok = False
-                print(f"layering: self-test FAIL: {what}: {'not ' if circle else ''}reported as a circle")
+                print(f"layering: self-test FAIL: {what}: {'not ' if circle else ''}reported as a failure")
     print("layering: self-test " + ("ok" if ok else "FAILED") + f" ({len(cases)} cases)")
     sys.exit(0 if ok else 1)
 
@@ -70,26 +78,29 @@ for root, _, names in os.walk(src):
 
 
 def code_of(path):
-    """The file's text without comments, char and string literals, and inline
-    test modules (a `mod x { ... }` under `#[cfg(test)]` or `#[cfg(all(test,
-    ...))]`, skipped by brace depth)."""
+    """The file's text without comments, char and string literals; `super`
+    inside an inline module (`mod tests { use super::*; }`, a front's
+    `pub mod v2 { pub use super::dense::X; }`) names the file's own module.
+    Test modules count like any other code: a test that imports back makes a
+    circle too."""
     text = open(path).read()
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"'(\\.|[^'\\\n])'", "' '", text)  # char literals, not lifetimes
     text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
     out, i = [], 0
-    test_mod = re.compile(r"#\[cfg\((all\()?test\b[^\]]*\]\s*(pub(\([\w:]+\))?\s+)?mod\s+\w+\s*\{")
+    inline = re.compile(r"\bmod\s+\w+\s*\{")
     while True:
-        m = test_mod.search(text, i)
+        m = inline.search(text, i)
         if not m:
             out.append(text[i:])
             break
-        out.append(text[i:m.start()])
+        out.append(text[i:m.end()])
         depth, j = 1, m.end()
         while j < len(text) and depth:
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             j += 1
+        out.append(re.sub(r"\bsuper::", "self::", text[m.end():j]))
         i = j
     return "".join(out)
 
@@ -207,6 +218,22 @@ for mod in sorted(pgrx_users):
     if mod[1:2] in (("filter",), ("region",)):
         failed = True
         print(f"layering: FAIL: {name(mod)} uses pgrx (the filter core and the region must not)")
+LOWER = ("filter", "region")
+for layer_name in LOWER:
+    root = ("crate", layer_name)
+    if root not in files:
+        continue
+    decl = code_of(files[root])
+    for m in re.finditer(r"^\s*pub(\([\w:]+\))?\s+mod\s+(\w+)\s*;", decl, flags=re.M):
+        failed = True
+        print(f"layering: FAIL: {name(root)} makes its inner module `{m.group(2)}` public: export names instead")
+    for mod in sorted(files):
+        if mod[1:2] == (layer_name,):
+            continue
+        around = sorted(name(w) for w in edges[mod] if w[1:2] == (layer_name,) and w != root)
+        if around:
+            failed = True
+            print(f"layering: FAIL: {name(mod)} goes around the front of {layer_name}/ to " + ", ".join(around))
 
 if not failed:
     # Layers: a file's layer is one more than the highest layer it imports.
@@ -222,5 +249,5 @@ if not failed:
     top = max(layer.values())
     for d in range(top + 1):
         print(f"layer {d}: " + " ".join(sorted(name(m) for m in files if layer[m] == d)))
-    print(f"layering: ok ({len(files)} files, {sum(len(e) for e in edges.values())} imports, no circle; filter/ and region/ free of pgrx)")
+    print(f"layering: ok ({len(files)} files, {sum(len(e) for e in edges.values())} imports, no circle; filter/ and region/ free of pgrx, reached only through their fronts)")
 sys.exit(1 if failed else 0)

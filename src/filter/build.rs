@@ -162,7 +162,7 @@ pub enum BuildError {
 /// bits and their fingerprint under `params`, if it is more than a bucket
 /// pair holds.
 fn inseparable(hashes: &[u64], params: &Params) -> Option<usize> {
-    let g = super::Geometry::new(params);
+    let g = super::layout::Geometry::new(params);
     let limit = 2 * params.slots_per_bucket as usize;
     let mut worst = 0usize;
     let mut i = 0;
@@ -208,6 +208,7 @@ fn rice_param(n: u64) -> u32 {
 }
 
 /// The largest encoding of a run of `n` distinct hashes.
+#[cfg(test)]
 pub fn run_size_bound(n: u64) -> u64 {
     if n <= RAW_RUN_MAX {
         return RUN_HEADER_BYTES as u64 + 8 * n;
@@ -349,6 +350,7 @@ pub fn run_hashes(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u64]>, RunError>
 
 /// The hashes of a run, checked: in bucket order without repeats, exactly as many
 /// as its header says.
+#[cfg(test)]
 pub fn decode_run(bytes: &[u8]) -> Result<Vec<u64>, RunError> {
     let n = check_run(bytes)?;
     if bytes[8] != RAW {
@@ -398,10 +400,6 @@ impl<'a> RunReader<'a> {
 
     pub fn len(&self) -> u64 {
         self.left
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.left == 0
     }
 
     fn word(&self, i: u64) -> u64 {
@@ -490,7 +488,7 @@ impl Iterator for RunReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::table::tests::Rng;
+    use crate::filter::test_rng::Rng;
 
     #[test]
     fn sort_dedup_keeps_one_of_each_in_bucket_order() {

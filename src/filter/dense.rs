@@ -546,8 +546,8 @@ mod tests {
     use crate::filter::hash::hash_i64;
     use crate::filter::layout::DEFAULT_SEED;
     use crate::filter::sizing::{size_for_capacity, size_for_items};
-    use crate::filter::table::tests::Rng;
-    use crate::filter::OwnedFilter;
+    use crate::filter::table::OwnedFilter;
+    use crate::filter::test_rng::Rng;
 
     #[test]
     fn semi_sorted_tables_enumerate_every_sorted_tuple_once() {

@@ -109,9 +109,9 @@ pub fn zeroed_words(n: usize) -> Box<[AtomicU64]> {
 /// Under loom, the model checker's atomics, which have state of their own
 /// (not all-zero memory): made one by one (the models' tables are tiny).
 #[cfg(loom)]
-pub fn zeroed_words(n: usize) -> Box<[super::sync::AtomicU64]> {
+pub fn zeroed_words(n: usize) -> Box<[super::atomic::AtomicU64]> {
     let mut v = vec_with_capacity(n);
-    v.extend((0..n).map(|_| super::sync::AtomicU64::new(0)));
+    v.extend((0..n).map(|_| super::atomic::AtomicU64::new(0)));
     v.into_boxed_slice()
 }
 

@@ -33,7 +33,7 @@
 
 use std::fmt;
 
-use super::sync::AtomicU64;
+use super::atomic::AtomicU64;
 
 pub const MAGIC: [u8; 4] = *b"CKOF";
 pub const FORMAT_V1: u8 = 1;

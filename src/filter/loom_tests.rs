@@ -85,8 +85,8 @@
 use loom::sync::Arc;
 use loom::thread;
 
+use super::atomic::Ordering;
 use super::layout::{Geometry, Mapping, Params, DEFAULT_SEED};
-use super::sync::Ordering;
 use super::table::{Full, OwnedFilter, Table};
 
 const PREEMPTION_BOUND: usize = 3;
@@ -363,8 +363,9 @@ fn loom_insert_with_migration_races_lookup() {
 
 // --- Filters that grow (`chain.rs`) -----------------------------------------
 
-use super::chain::{Deleted, OwnedChain, Tables, MAX_TABLES};
-use super::sync::AtomicU64;
+use super::atomic::AtomicU64;
+use super::chain::owned::OwnedChain;
+use super::chain::{Deleted, Tables, MAX_TABLES};
 
 /// Tables of one bucket of one 16-bit slot: each holds one key, so every second
 /// insert adds a table, and a full table's path search is short.
@@ -515,7 +516,7 @@ fn loom_chain_delete_during_a_table_switch() {
 // --- Insert if new (`Table::insert_new_counted`, `Chain::insert_new_counted`) ---
 
 use super::hash::hash_i64;
-use super::{NewKey, OpStats};
+use super::table::{newkey::NewKey, OpStats};
 
 /// The `n`-th key (hash of an integer) whose primary bucket is `primary` and
 /// whose fingerprint's alternate there is `alternate`, leaving out the

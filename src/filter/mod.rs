@@ -3,26 +3,78 @@
 //! with plain `cargo test`, and the same code serves `cuckoofilter` values and
 //! filters in shared memory.
 
-pub mod build;
-pub mod chain;
-pub mod dense;
-pub mod hash;
-pub mod host;
-pub mod layout;
-pub mod multi;
-pub mod packed;
-pub mod radix;
-pub mod sizing;
-pub mod sync;
-pub mod table;
+mod atomic;
+mod build;
+mod chain;
+mod dense;
+mod hash;
+mod host;
+mod layout;
+mod multi;
+mod packed;
+mod radix;
+mod sizing;
+mod table;
 
 #[cfg(all(test, not(loom)))]
 mod decode_props;
 #[cfg(all(test, loom))]
-pub(crate) mod loom_tests;
+mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod stress_tests;
+#[cfg(test)]
+mod test_rng;
 
-pub use layout::{FormatError, Geometry, Mapping, Params};
+// The front: everything the layers above (the region, the SQL glue, the
+// native benchmark) may use is named here; the modules above are private.
+
+pub use build::{
+    build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError, MAX_BUILD_RETRIES,
+};
+pub use chain::owned::OwnedChain;
+pub use chain::{Chain, Deleted, Directory, Growth, Tables, DIRECTORY_BYTES, MAX_TABLES};
+pub use hash::{bucket_order_key, hash_bytes, hash_i64};
+pub use host::{check_every, set_interrupt_check, set_out_of_memory, vec_filled, vec_with_capacity};
+pub use layout::{
+    format_version, parse_v1, parse_v1_header, FormatError, Geometry, Mapping, Params, V1Header, WordsHeader,
+    DEFAULT_SEED, FORMAT_V1, FORMAT_V2, MAX_BUCKET_COUNT, V1_HEADER_BYTES, WORDS_HEADER_BYTES,
+};
+pub use sizing::{
+    expected_fpp, growth_shape, planned_capacity, shape_for, size_for_capacity, size_for_items, table_bound, Shape,
+    SizingError, DEFAULT_FPP,
+};
 pub use table::newkey::NewKey;
 pub use table::{Full, OpStats, OwnedFilter, Table, WriteHook};
+
+/// The region's loom models run with the core's bound on preemptions.
+#[cfg(all(test, loom))]
+pub(crate) use loom_tests::model_with_bound;
+
+/// The atomics and spin-wait of the lock-free structures (loom's under
+/// `--cfg loom`), for the region's own.
+pub mod sync {
+    pub use super::atomic::{fence, spin, AtomicU32, AtomicU64, Ordering};
+}
+
+/// Format 2: a value of one table, bit-packed (`dense.rs`).
+pub mod v2 {
+    pub use super::dense::{
+        bucket_bits, encode, encode_into, parse_v2, serialized_len, Dense, DenseHeader, DenseLayout, Encoding, KeyType,
+        KEY_BUILTIN, KEY_ENUM, KEY_LOCAL, KEY_NONE, KEY_PENDING, V2_HEADER_BYTES,
+    };
+}
+
+/// Format 3: a value of several tables (`multi.rs`).
+pub mod v3 {
+    pub use super::multi::{
+        bound, check_growth, contains_checked, contains_many, delete, encode_into, header_of, insert, parse_v3,
+        serialized_len, tables, union, validate_v3, MultiHeader, UnionError, FORMAT_V3, MAX_EXPANSION,
+        MAX_VALUE_TABLES,
+    };
+}
+
+/// A set of distinct 64-bit keys, Golomb-Rice coded, for partial aggregate
+/// states shipped between nodes (`packed.rs`).
+pub mod packed_keys {
+    pub use super::packed::{decode_into, encode, encoded_len, fits};
+}

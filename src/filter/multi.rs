@@ -28,10 +28,10 @@
 
 use super::chain::Growth;
 use super::dense::{self, Dense, DenseHeader, KeyType};
+use super::layout::Params;
 use super::layout::{check_header_start, FormatError, HASH_XXH3_64, MAGIC};
 use super::sizing;
 use super::table::{Full, OwnedFilter};
-use super::Params;
 
 pub const FORMAT_V3: u8 = 3;
 pub const V3_HEADER_BYTES: usize = 24;
@@ -380,7 +380,7 @@ mod tests {
     use super::*;
     use crate::filter::layout::DEFAULT_SEED;
     use crate::filter::sizing::{size_for_items, DEFAULT_FPP};
-    use crate::filter::table::tests::Rng;
+    use crate::filter::test_rng::Rng;
 
     fn h(k: i64) -> u64 {
         crate::filter::hash::hash_i64(DEFAULT_SEED, k)

@@ -21,8 +21,8 @@ use std::sync::{Arc, Barrier};
 
 use super::hash::hash_i64;
 use super::layout::{Mapping, Params, DEFAULT_SEED};
-use super::table::tests::Rng;
 use super::table::{Full, OwnedFilter};
+use super::test_rng::Rng;
 
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -205,8 +205,8 @@ fn stress_insert_new_races_on_one_table() {
         env("CUCKOO_STRESS_THREADS", 4).clamp(2, 64),
         &f,
         |f, h| match f.table().insert_new_counted(h, &mut Default::default(), &|| true) {
-            crate::filter::NewKey::Added => Some(true),
-            crate::filter::NewKey::Present => Some(false),
+            crate::filter::table::newkey::NewKey::Added => Some(true),
+            crate::filter::table::newkey::NewKey::Present => Some(false),
             _ => None,
         },
         |f, h| f.table().insert(h).is_ok(),
@@ -217,7 +217,7 @@ fn stress_insert_new_races_on_one_table() {
 
 #[test]
 fn stress_insert_new_races_while_a_chain_grows() {
-    use super::chain::{Growth, OwnedChain};
+    use super::chain::{owned::OwnedChain, Growth};
     let keys = env("CUCKOO_STRESS_OPS", 2_000_000) / 20;
     let c = OwnedChain::new(1000, Growth { fpp: 0.002, expansion: 2 }).unwrap();
     race_insert_new(

@@ -354,9 +354,9 @@ impl WriteHook for Units<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::filter::hash::hash_i64;
-    use crate::filter::layout::{Mapping, Params, WordsHeader, DEFAULT_SEED};
+    use crate::filter::hash_i64;
     use crate::filter::Table;
+    use crate::filter::{Mapping, Params, WordsHeader, DEFAULT_SEED};
     use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;

@@ -73,7 +73,7 @@ mod loom_tests {
     //! (reclaim model); a snapshot that does not wait for the drain after raising
     //! the pause; a snapshot that trusts its first copy without the check.
     use super::*;
-    use crate::filter::loom_tests::model_with_bound;
+    use crate::filter::model_with_bound;
     use loom::sync::Arc;
     use loom::thread;
 

@@ -28,7 +28,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::durable::UNIT_WORDS;
-use super::wal::{Meta, Reader, Writer, CHAIN_TABLE_BYTES};
+use super::record::{Meta, Reader, Writer, CHAIN_TABLE_BYTES};
 
 /// The directory, relative to the data directory.
 pub const DIR: &str = "cuckoo";
@@ -618,7 +618,7 @@ pub fn remove(dir: &Path, gen: u64, before: u64) -> std::io::Result<usize> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::filter::layout::{Mapping, Params};
+    use crate::filter::{Mapping, Params};
 
     fn meta() -> Meta {
         let params = Params {
@@ -636,7 +636,7 @@ mod tests {
             fpp: 0.002,
             params,
             name: "f".into(),
-            key: crate::filter::dense::KeyType::NONE,
+            key: crate::filter::v2::KeyType::NONE,
             growth: None,
             more: Vec::new(),
         }
@@ -667,7 +667,7 @@ mod tests {
     #[test]
     fn headers_keep_a_key_type() {
         let dir = tmpdir("key");
-        let key = crate::filter::dense::KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 };
+        let key = crate::filter::v2::KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 20 };
         let typed = Meta { key, ..meta() };
         let h = Header {
             name: Name { gen: 0xAC, stamp: 10, kind: Kind::Base },

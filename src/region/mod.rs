@@ -2,12 +2,38 @@
 //! tagged allocator of source §4, over runs of blocks) and the registry of filters
 //! by (database, name) with epoch-based reclamation. Nothing here depends on pgrx.
 
-pub mod allocator;
-pub mod durable;
-pub mod epoch;
-pub mod files;
-pub mod registry;
-pub mod saved;
-pub mod wal;
+mod allocator;
+mod durable;
+mod epoch;
+mod files;
+mod record;
+mod registry;
+mod saved;
 
-pub use registry::{EntryInfo, Layout, Locked, NewFilter, Region, RegionError, SnapshotBusy, Stamp, StatTotals};
+// The front: everything the SQL glue may use is named here; the modules
+// above are private.
+
+pub use durable::UNIT_WORDS;
+pub use registry::tables::{word_offsets, RegionTables, TableSpec};
+pub use registry::{
+    published_fpp, DurableGate, EntryInfo, Layout, LimitHit, LimitKind, Limits, Locked, NewFilter, Pin, Region,
+    RegionError, SnapshotBusy, Stamp, StatTotals, Tally, UsageRow, BLOCK_BYTES, CHANGED_META, CHANGED_WORDS,
+    NEEDS_BASE, READERS_NONE, READERS_PUBLIC, UNVERIFIED,
+};
+pub use saved::{decode as decode_saved, FileKind};
+
+/// The WAL records of durable filters (`record.rs`): what the SQL layer logs
+/// and replays.
+pub mod wal {
+    pub use super::record::{kind, name_of, ContentKind, Meta, Record, CHUNK_WORDS, MANY_MAX};
+}
+
+/// The checkpoint files of durable filters (`files.rs`): cuts, deltas and the
+/// coverage file.
+pub mod disk {
+    pub use super::files::{
+        chain, foreign, list, load, read_coverage, read_coverage_as, read_header, remove, remove_temporary,
+        write_coverage, write_coverage_as, Chain, CoverEntry, Coverage, FileWriter, Finish, Header, Kind, Name,
+        COVERAGE, DIR,
+    };
+}

@@ -15,7 +15,9 @@
 //! records), item count, a byte saying whether bucket words follow, the words;
 //! finally an xxh3-64 checksum of everything before it.
 
-use super::wal::{Meta, Reader, Writer};
+#[cfg(test)]
+use super::record::Writer;
+use super::record::{Meta, Reader};
 
 const MAGIC: u64 = 0x5653_6f6f_6b63_7563; // "cuckooSV"
 const VERSION: u32 = 1;
@@ -36,6 +38,7 @@ pub struct SavedFilter {
     pub words: Option<Vec<u64>>,
 }
 
+#[cfg(test)]
 pub fn encode(kind: FileKind, stamp: u64, filters: &[SavedFilter]) -> Vec<u8> {
     let mut w = Writer(Vec::new());
     w.u64(MAGIC).u32(VERSION).u32(kind as u32).u64(stamp).u64(filters.len() as u64);
@@ -115,7 +118,7 @@ pub fn decode(bytes: &[u8]) -> Result<(FileKind, u64, Vec<SavedFilter>), String>
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::filter::layout::{Mapping, Params};
+    use crate::filter::{Mapping, Params};
 
     fn filters() -> Vec<SavedFilter> {
         let params = Params {
@@ -133,7 +136,7 @@ mod tests {
             fpp: 0.002,
             params,
             name: name.into(),
-            key: crate::filter::dense::KeyType::NONE,
+            key: crate::filter::v2::KeyType::NONE,
             growth: None,
             more: Vec::new(),
         };

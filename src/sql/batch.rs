@@ -22,12 +22,12 @@ use super::value::cache::probe_many_arg;
 use super::value::datatype::palloc_slice;
 use super::value::datatype::{filter_arg_once, value_from_tables};
 use super::value::functions::{full_error, no_equal_key_error};
-use crate::filter::chain::Deleted;
-use crate::filter::dense::KeyType;
-use crate::filter::multi;
+use crate::filter::v2::KeyType;
+use crate::filter::v3;
+use crate::filter::Deleted;
 use crate::filter::Full;
-use crate::region::registry::Tally;
 use crate::region::wal::Record;
+use crate::region::Tally;
 
 /// An array's dimensions (`ndim` of them), followed by its lower bounds: what
 /// PostgreSQL's ARR_DIMS gives.
@@ -135,7 +135,7 @@ impl Keys {
             let out = palloc_slice::<u64>(self.n);
             let mut len = 0;
             for i in 0..self.n {
-                crate::filter::host::check_every(i);
+                crate::filter::check_every(i);
                 if !self.is_null(i) {
                     match hasher.hash_datum_for(*self.elems.add(i), seed) {
                         Some(h) => {
@@ -281,10 +281,10 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
             // Durable: the keys to add are logged before any takes effect;
             // those that changed nothing after (see `named::log`). Keys that
             // an insert-if-new finds there already are not logged at all.
-            let mut todo: Vec<usize> = crate::filter::host::vec_with_capacity(hs.len());
+            let mut todo: Vec<usize> = crate::filter::vec_with_capacity(hs.len());
             todo.extend(0..hs.len());
             if new && gen != 0 {
-                let mut there = crate::filter::host::vec_filled(hs.len(), false);
+                let mut there = crate::filter::vec_filled(hs.len(), false);
                 c.contains_many(hs, &mut there);
                 todo.retain(|&i| !there[i]);
                 t.looked += (hs.len() - todo.len()) as u64;
@@ -300,7 +300,7 @@ unsafe fn insert_named_many(fcinfo: pg_sys::FunctionCallInfo, new: bool) -> pg_s
                 &picked
             };
             let insert_end = (gen != 0 && !logged.is_empty()).then(|| log(&batch_record(gen, logged, true)));
-            let mut done = crate::filter::host::vec_filled(logged.len(), Err(Full));
+            let mut done = crate::filter::vec_filled(logged.len(), Err(Full));
             c.insert_many(logged, new, &mut done, &mut t.op);
             let mut refused = Vec::new();
             for (at, (&i, d)) in todo.iter().zip(&done).enumerate() {
@@ -382,8 +382,8 @@ v1_functions! {
             let mut tables = v.copy_tables();
             let growth = v.growth();
             for (i, &h) in hs.iter().enumerate() {
-                crate::filter::host::check_every(i);
-                if multi::insert(&mut tables, growth, h, crate::sql::value::datatype::MAX_MADE_BODY_BYTES).is_err() {
+                crate::filter::check_every(i);
+                if v3::insert(&mut tables, growth, h, crate::sql::value::datatype::MAX_MADE_BODY_BYTES).is_err() {
                     let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
                     let items: u64 = tables.iter().map(|t| t.table().item_count()).sum();
                     full_error("cuckoo filter is full", format!("it holds {items} items in {slots} slots, with {} of the array's keys still to add", hs.len() - i));
@@ -405,7 +405,7 @@ v1_functions! {
             let hs = keys.hashes(&mut call_cache(fcinfo).key, v.seed(), v.key_type(), collation, mcxt);
             let tables = v.copy_tables();
             for &h in hs {
-                multi::delete(&tables, h);
+                v3::delete(&tables, h);
             }
             value_from_tables(&tables, v.key_type(), v.growth()).as_datum()
         }

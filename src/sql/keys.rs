@@ -25,8 +25,8 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::dense::{KeyType, KEY_BUILTIN, KEY_ENUM, KEY_LOCAL, KEY_PENDING};
-use crate::filter::hash::{hash_bytes, hash_i64};
+use crate::filter::v2::{KeyType, KEY_BUILTIN, KEY_ENUM, KEY_LOCAL, KEY_PENDING};
+use crate::filter::{hash_bytes, hash_i64};
 
 const UNSET: u8 = 0;
 const INT2: u8 = 1;

@@ -61,6 +61,6 @@ pub fn install_core_hooks() {
             format!("Failed on request of size {bytes} bytes.")
         );
     }
-    crate::filter::host::set_interrupt_check(interrupts);
-    crate::filter::host::set_out_of_memory(out_of_memory);
+    crate::filter::set_interrupt_check(interrupts);
+    crate::filter::set_out_of_memory(out_of_memory);
 }

@@ -34,7 +34,7 @@ use pgrx::PgList;
 use super::keys::{native_key_type, KeyHasher};
 use super::named::call::{probe_named_for_plan, PlanProbe};
 use super::value::datatype::{in_memory, FilterValue};
-use crate::filter::dense::KeyType;
+use crate::filter::v2::KeyType;
 
 /// PostgreSQL's selectivity for a boolean function it knows nothing about.
 pub const DEFAULT_SELECTIVITY: f64 = 1.0 / 3.0;
@@ -102,7 +102,7 @@ impl Known {
             Known::Named(name) => probe_named_for_plan(name, hashes),
             Known::Value(v) => {
                 let hs = hashes(v.seed());
-                let mut answers = crate::filter::host::vec_filled(hs.len(), false);
+                let mut answers = crate::filter::vec_filled(hs.len(), false);
                 v.contains_many(&hs, &mut answers);
                 let items = v.item_count();
                 Some(PlanProbe { answers, items, fpp: v.fpp_bound() })

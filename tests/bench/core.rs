@@ -21,10 +21,10 @@ use std::hint::black_box;
 use std::sync::{Arc, Barrier, Mutex, RwLock};
 use std::time::Instant;
 
-use cuckoo::filter::hash::hash_i64;
-use cuckoo::filter::layout::{Mapping, Params, DEFAULT_SEED};
-use cuckoo::filter::sizing::{size_for_capacity, DEFAULT_FPP};
+use cuckoo::filter::hash_i64;
+use cuckoo::filter::{size_for_capacity, DEFAULT_FPP};
 use cuckoo::filter::{Full, OwnedFilter, Table};
+use cuckoo::filter::{Mapping, Params, DEFAULT_SEED};
 use xxhash_rust::xxh3::Xxh3Default;
 
 fn env(name: &str, default: usize) -> usize {
@@ -370,7 +370,7 @@ fn churn(trials: usize) {
 }
 
 fn grown(keys: &[i64], misses: &[i64], probe: &[i64], trials: usize) {
-    use cuckoo::filter::chain::{Growth, OwnedChain};
+    use cuckoo::filter::{Growth, OwnedChain};
     let items = keys.len();
     println!("== a filter that grows from 1,000 to {items} items, against one made for {items} (median of {trials})");
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };

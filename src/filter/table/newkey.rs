@@ -23,7 +23,7 @@
 
 use crossbeam_utils::Backoff;
 
-use super::super::sync::{spin, Ordering};
+use super::super::atomic::{spin, Ordering};
 use super::{OpStats, Table, MAX_DISCOVERY_ROUNDS};
 
 /// What [`Table::insert_new_counted`] did.
@@ -164,7 +164,6 @@ impl Table<'_> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::NewKey;
-    use crate::filter::chain::{Deleted, Growth, OwnedChain};
     use crate::filter::hash::hash_i64;
     use crate::filter::layout::DEFAULT_SEED;
     use crate::filter::sizing::size_for_capacity;
@@ -223,65 +222,5 @@ mod tests {
         assert_eq!(t.item_count(), added.len() as u64);
         assert!(added.iter().all(|&k| t.contains(h(k)) && t.copies(h(k)) >= 1));
         assert!(present < 100, "{present} new keys looked present");
-    }
-
-    /// The same on a chain that grows: a key is added once whatever table
-    /// holds it, and counted over all tables.
-    #[test]
-    fn insert_new_on_a_growing_chain() {
-        let c = OwnedChain::new(100, Growth { fpp: 0.002, expansion: 2 }).unwrap();
-        let ch = c.chain();
-        let mut added = 0u64;
-        for k in 0..20_000i64 {
-            added += ch.insert_new_counted(h(k), &mut OpStats::default()).unwrap() as u64;
-        }
-        assert!(c.directory().count() > 5);
-        assert_eq!(ch.item_count(), added);
-        for k in 0..20_000i64 {
-            assert!(!ch.insert_new_counted(h(k), &mut OpStats::default()).unwrap(), "key {k} added twice");
-            assert!(ch.copies(h(k)) >= 1);
-        }
-        assert!(added >= 19_900, "{added} of 20,000 keys added");
-        ch.insert(h(5)).unwrap();
-        assert!(ch.copies(h(5)) >= 2);
-        assert_ne!(ch.delete(h(5)), Deleted::Absent);
-    }
-
-    /// A batch (`Chain::insert_many`) answers as one-key calls in the same
-    /// order do, on a fixed table that fills up and on a chain that grows,
-    /// for plain inserts and inserts if new (duplicates in the batch too).
-    #[test]
-    fn insert_many_answers_as_one_key_calls() {
-        use crate::filter::Full;
-        let keys: Vec<u64> = (0..30_000i64).map(|k| h(k % 25_000)).collect();
-        for grows in [false, true] {
-            for new in [false, true] {
-                let make = || {
-                    if grows {
-                        OwnedChain::new(500, Growth { fpp: 0.002, expansion: 2 }).unwrap()
-                    } else {
-                        let s = size_for_capacity(20_000, 0.002, 1 << 20).unwrap();
-                        OwnedChain::with_tables((s.params, s.capacity), vec![])
-                    }
-                };
-                let (a, b) = (make(), make());
-                let mut batch = vec![Err(Full); keys.len()];
-                a.chain().insert_many(&keys, new, &mut batch, &mut OpStats::default());
-                let one: Vec<Result<bool, Full>> = keys
-                    .iter()
-                    .map(|&k| {
-                        if new {
-                            b.chain().insert_new_counted(k, &mut OpStats::default())
-                        } else {
-                            b.chain().insert(k).map(|_| true)
-                        }
-                    })
-                    .collect();
-                assert_eq!(batch, one, "grows {grows}, new {new}");
-                assert_eq!(a.chain().item_count(), b.chain().item_count());
-                assert_eq!(a.directory().count(), b.directory().count());
-                assert!(grows || batch.iter().any(|r| r.is_err()), "the fixed table did not fill");
-            }
-        }
     }
 }

@@ -136,19 +136,23 @@ impl Region {
 
     // ----- changes: the caller holds the registry lock -----
 
-    /// Whether durable filters may be changed now (see [`DURABLE_OPEN`]).
+    /// Whether durable filters may be changed now.
     #[inline]
-    pub fn durable_state(&self) -> u64 {
-        self.header().durable_state.load(Ordering::SeqCst)
+    pub fn durable_state(&self) -> DurableGate {
+        match self.header().durable_state.load(Ordering::SeqCst) {
+            0 => DurableGate::Closed,
+            1 => DurableGate::Open,
+            _ => DurableGate::Frozen,
+        }
     }
 
     /// Sets the durable state; closing or freezing then waits (up to `patience`
     /// spins) until no process that may have seen the old state is still inside
     /// a filter operation, so that no durable change is in flight afterwards.
     /// Call unpinned. False if processes stayed pinned.
-    pub fn set_durable_state(&self, state: u64, patience: u64) -> bool {
-        self.header().durable_state.store(state, Ordering::SeqCst);
-        if state == DURABLE_OPEN {
+    pub fn set_durable_state(&self, state: DurableGate, patience: u64) -> bool {
+        self.header().durable_state.store(state as u64, Ordering::SeqCst);
+        if state == DurableGate::Open {
             return true;
         }
         self.drain_writers(|waits| waits + 1 < patience)

@@ -278,10 +278,10 @@ impl Region {
         durable: bool,
         contents: Option<Contents<'_>>,
     ) -> Result<(u64, u64, u64), RegionError> {
-        if tables.is_empty() || tables.len() > crate::filter::chain::MAX_TABLES {
+        if tables.is_empty() || tables.len() > crate::filter::MAX_TABLES {
             return Err(RegionError::BadParams(format!(
                 "a filter has 1 to {} tables, not {}",
-                crate::filter::chain::MAX_TABLES,
+                crate::filter::MAX_TABLES,
                 tables.len()
             )));
         }

@@ -58,12 +58,12 @@ use crossbeam_utils::CachePadded;
 use super::allocator::BlockAllocator;
 use super::durable::{state_bytes, Pool, Units, UNIT_WORDS};
 use super::epoch;
-use crate::filter::chain::Growth;
-use crate::filter::dense::KeyType;
-use crate::filter::layout::{WordsHeader, WORDS_HEADER_BYTES};
-use crate::filter::sizing;
+use crate::filter;
 use crate::filter::sync::{fence, spin, AtomicU32, AtomicU64, Ordering};
+use crate::filter::v2::KeyType;
+use crate::filter::Growth;
 use crate::filter::{OpStats, Params, Table};
+use crate::filter::{WordsHeader, WORDS_HEADER_BYTES};
 
 /// The unit of allocation inside the region.
 pub const BLOCK_BYTES: u64 = 4096;
@@ -96,8 +96,8 @@ struct RegionHeader {
     next_tag: AtomicU64,
     pending_tag: AtomicU64,
     retired_count: AtomicU64,
-    /// Whether durable filters may be changed: [`DURABLE_CLOSED`],
-    /// [`DURABLE_OPEN`] or [`DURABLE_FROZEN`] (see `sql::named::cut`).
+    /// Whether durable filters may be changed: a [`DurableGate`] (see
+    /// `sql::named::cut`).
     durable_state: AtomicU64,
     /// Set when restoring the filters' files met an error that may have left
     /// a filter out: no file is removed then (until a restart restores all).
@@ -113,12 +113,18 @@ struct RegionHeader {
     epoch: CachePadded<AtomicU64>,
 }
 
-/// Durable filters cannot be changed yet (nobody logs checkpoint images).
-pub const DURABLE_CLOSED: u64 = 0;
-/// Durable filters may be changed.
-pub const DURABLE_OPEN: u64 = 1;
-/// Durable filters were saved for shutdown and must not change again.
-pub const DURABLE_FROZEN: u64 = 2;
+/// Whether durable filters may be changed (kept in shared memory as its
+/// `u64` value).
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DurableGate {
+    /// Durable filters cannot be changed yet (nobody logs checkpoint images).
+    Closed = 0,
+    /// Durable filters may be changed.
+    Open = 1,
+    /// Durable filters were saved for shutdown and must not change again.
+    Frozen = 2,
+}
 
 /// Per-filter counters of one stripe.
 #[repr(C)]
@@ -565,7 +571,7 @@ fn unpack_growth(expansion: u64, fpp_bits: u64) -> Option<Growth> {
 }
 
 fn unpack_params(w: [u64; 3]) -> Option<Params> {
-    let mapping = crate::filter::layout::Mapping::from_code((w[2] >> 16) as u8)?;
+    let mapping = crate::filter::Mapping::from_code((w[2] >> 16) as u8)?;
     Some(Params {
         bucket_count: w[0],
         seed: w[1],
@@ -948,7 +954,7 @@ impl Region {
 /// The design false-positive rate recorded for a published value: its bound at
 /// the capacity the value was sized for.
 pub fn published_fpp(params: &Params, capacity: u64) -> f64 {
-    sizing::expected_fpp(params, capacity)
+    filter::expected_fpp(params, capacity)
 }
 
 mod durable_state;

@@ -36,7 +36,7 @@
 //! cap do not read the registry again and again.
 
 use super::*;
-use crate::filter::chain::{Chain, Directory, Growth, Tables, DIRECTORY_BYTES};
+use crate::filter::{Chain, Directory, Growth, Tables, DIRECTORY_BYTES};
 use crate::region::durable::ChainUnits;
 use std::cell::Cell;
 
@@ -241,7 +241,7 @@ impl Region {
 pub struct RegionTables<'r> {
     r: &'r Region,
     dir: &'r Directory,
-    views: [std::cell::Cell<Option<Table<'r>>>; crate::filter::chain::MAX_TABLES],
+    views: [std::cell::Cell<Option<Table<'r>>>; crate::filter::MAX_TABLES],
     durable: bool,
     /// Whether writes tell the durable filter's units (see `region::durable`).
     hook: bool,
@@ -411,7 +411,7 @@ impl Tables for RegionTables<'_> {
         self.hit.set(None);
         let shapes: Vec<(Params, u64)> =
             before.iter().map(|&h| (self.r.header_of(h).params(), self.r.header_of(h).capacity)).collect();
-        let sized = growth.next(&shapes, crate::filter::layout::MAX_BUCKET_COUNT).ok()?;
+        let sized = growth.next(&shapes, crate::filter::MAX_BUCKET_COUNT).ok()?;
         let mut params = sized.params;
         params.seed = shapes[0].0.seed;
         let spec = TableSpec { params, capacity: sized.capacity };

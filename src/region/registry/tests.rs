@@ -4,11 +4,11 @@
 
 use super::tables::TableSpec;
 use super::*;
-use crate::filter::dense::KeyType;
-use crate::filter::dense::{self, DenseHeader};
-use crate::filter::hash::hash_i64;
-use crate::filter::layout::DEFAULT_SEED;
-use crate::filter::sizing::{size_for_capacity, DEFAULT_FPP};
+use crate::filter::hash_i64;
+use crate::filter::v2::KeyType;
+use crate::filter::v2::{self, DenseHeader};
+use crate::filter::DEFAULT_SEED;
+use crate::filter::{size_for_capacity, DEFAULT_FPP};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -52,7 +52,7 @@ fn spec(db: u32, name: &str) -> NewFilter<'_> {
         capacity: 1000,
         fpp: DEFAULT_FPP,
         durable: false,
-        key: crate::filter::dense::KeyType::NONE,
+        key: crate::filter::v2::KeyType::NONE,
         growth: None,
     }
 }
@@ -92,7 +92,7 @@ fn lock() -> Locked {
 
 #[test]
 fn entries_keep_their_key_type() {
-    use crate::filter::dense::{KeyType, KEY_BUILTIN, KEY_ENUM};
+    use crate::filter::v2::{KeyType, KEY_BUILTIN, KEY_ENUM};
     let (_m, r) = region(4 << 20);
     let lk = lock();
     let int8 = KeyType { kind: KEY_BUILTIN, oid: 20 };
@@ -216,7 +216,7 @@ fn replace_keeps_the_name_and_retires_the_old_copy() {
             1000,
             0.001,
             false,
-            crate::filter::dense::KeyType::NONE,
+            crate::filter::v2::KeyType::NONE,
             None,
             (a.owner, a.readers),
             &mut |_, _| 0,
@@ -273,7 +273,7 @@ fn generations_placeholders_and_reload_marks() {
             1000,
             0.002,
             true,
-            crate::filter::dense::KeyType::NONE,
+            crate::filter::v2::KeyType::NONE,
             None,
             (marked.owner, marked.readers),
             &mut |_, _| 90,
@@ -296,7 +296,7 @@ fn generations_placeholders_and_reload_marks() {
             1000,
             0.002,
             true,
-            crate::filter::dense::KeyType::NONE,
+            crate::filter::v2::KeyType::NONE,
             None,
             (ph.owner, ph.readers),
             &mut |_, _| 60,
@@ -309,17 +309,17 @@ fn generations_placeholders_and_reload_marks() {
     assert!(r.find(1, "gone").is_none());
     r.check().unwrap();
     // Closing or freezing durable changes waits for pinned processes.
-    assert_eq!(r.durable_state(), DURABLE_CLOSED);
-    assert!(r.set_durable_state(DURABLE_OPEN, 0));
+    assert_eq!(r.durable_state(), DurableGate::Closed);
+    assert!(r.set_durable_state(DurableGate::Open, 0));
     let pin = r.pin_writer(3).unwrap();
-    assert!(!r.set_durable_state(DURABLE_FROZEN, 1000));
+    assert!(!r.set_durable_state(DurableGate::Frozen, 1000));
     drop(pin);
     // Readers are not waited for.
     let reader = r.pin(4).unwrap();
-    assert!(r.set_durable_state(DURABLE_FROZEN, 1000));
+    assert!(r.set_durable_state(DurableGate::Frozen, 1000));
     drop(reader);
-    assert!(r.set_durable_state(DURABLE_FROZEN, 1000));
-    assert_eq!(r.durable_state(), DURABLE_FROZEN);
+    assert!(r.set_durable_state(DurableGate::Frozen, 1000));
+    assert_eq!(r.durable_state(), DurableGate::Frozen);
 }
 
 #[test]
@@ -454,7 +454,7 @@ fn reclamation_waits_for_readers_under_churn() {
                     5000,
                     DEFAULT_FPP,
                     false,
-                    crate::filter::dense::KeyType::NONE,
+                    crate::filter::v2::KeyType::NONE,
                     None,
                     (1, 0),
                     &mut |_, _| 0,
@@ -548,10 +548,10 @@ fn snapshots_hold_every_key_under_shifting_writers() {
         snaps += 1;
         // As cf_snapshot does: the copied words compacted into a dense value,
         // which must validate and hold every key stored throughout.
-        let h = DenseHeader { params: p, items, capacity: info.capacity, key: crate::filter::dense::KeyType::NONE };
-        let bytes = dense::encode(&h, out.iter().copied());
-        let parsed = dense::parse_v2(&bytes).unwrap();
-        let d = dense::Dense::new(&parsed.params, &bytes[dense::V2_HEADER_BYTES..]);
+        let h = DenseHeader { params: p, items, capacity: info.capacity, key: crate::filter::v2::KeyType::NONE };
+        let bytes = v2::encode(&h, out.iter().copied());
+        let parsed = v2::parse_v2(&bytes).unwrap();
+        let d = v2::Dense::new(&parsed.params, &bytes[v2::V2_HEADER_BYTES..]);
         d.validate(items).unwrap();
         for &h in &always {
             assert!(d.contains(h), "snapshot {snaps} missed a key stored throughout");
@@ -570,7 +570,7 @@ fn snapshots_hold_every_key_under_shifting_writers() {
 /// allocations are exactly the entry's tables, and a drop frees them all.
 #[test]
 fn a_filter_grows_in_the_region_and_its_tables_go_with_it() {
-    use crate::filter::chain::Growth;
+    use crate::filter::Growth;
     let (m, r) = region(32 << 20);
     let lk = lock();
     let free_before = r.free_bytes();
@@ -609,7 +609,7 @@ fn a_filter_grows_in_the_region_and_its_tables_go_with_it() {
         assert!(shapes.len() >= 7, "{} tables", shapes.len());
         assert_eq!(shapes.iter().map(|s| s.items).sum::<u64>(), 200_000);
         assert!((0..200_000).all(|k| tables.chain().contains(hash_i64(DEFAULT_SEED, k))));
-        let bound: f64 = shapes.iter().map(|s| crate::filter::sizing::table_bound(&s.params, s.capacity)).sum();
+        let bound: f64 = shapes.iter().map(|s| crate::filter::table_bound(&s.params, s.capacity)).sum();
         assert!(bound <= DEFAULT_FPP);
         if durable {
             // Units over every table, numbered table after table; every one
@@ -642,7 +642,7 @@ fn a_filter_grows_in_the_region_and_its_tables_go_with_it() {
 /// full and everything stored stays found.
 #[test]
 fn a_filter_without_room_to_grow_is_full_and_keeps_its_keys() {
-    use crate::filter::chain::Growth;
+    use crate::filter::Growth;
     let (_m, r) = region(2 << 20);
     let lk = lock();
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
@@ -880,7 +880,7 @@ fn admit_keeps_to_the_caps_of_owner_and_database() {
 /// again.
 #[test]
 fn growth_keeps_to_a_byte_cap_and_keeps_its_keys() {
-    use crate::filter::chain::Growth;
+    use crate::filter::Growth;
     let (_m, r) = region(16 << 20);
     let lk = lock();
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };
@@ -957,7 +957,7 @@ fn growth_keeps_to_a_byte_cap_and_keeps_its_keys() {
 /// Recovery and replay set no caps: growth is never refused for them.
 #[test]
 fn tables_without_caps_grow_as_before() {
-    use crate::filter::chain::Growth;
+    use crate::filter::Growth;
     let (_m, r) = region(8 << 20);
     let lk = lock();
     let growth = Growth { fpp: DEFAULT_FPP, expansion: 2 };

@@ -15,7 +15,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::errors::fail;
-use crate::region::registry::Limits;
+use crate::region::Limits;
 use crate::region::{Locked, Region};
 
 /// `cuckoo.shared_memory`, in megabytes.
@@ -155,7 +155,7 @@ pub fn init(on_new_region: fn(&Region)) -> bool {
     true
 }
 
-/// The caps in effect in this session (see `registry::limits`).
+/// The caps in effect in this session (see `region/registry/limits.rs`).
 pub(super) fn session_limits() -> Limits {
     // Read on every insert into a named filter: a plain load of each
     // setting (`GucSetting::get` checks the calling thread first, which costs

@@ -14,12 +14,12 @@ use super::attach::{my_slot, region, session_limits, wait_for, REGION};
 use super::citus;
 use super::errors::{closed_error, fail, not_found, over_limit};
 use super::reload::needs_reload;
-use crate::filter::chain::Chain;
-use crate::filter::dense::{KeyType, KEY_PENDING};
-use crate::region::registry::tables::RegionTables;
-use crate::region::registry::Pin;
-use crate::region::registry::{CHANGED_WORDS, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
+use crate::filter::v2::{KeyType, KEY_PENDING};
+use crate::filter::Chain;
 use crate::region::wal::MANY_MAX;
+use crate::region::Pin;
+use crate::region::RegionTables;
+use crate::region::{DurableGate, CHANGED_WORDS, READERS_NONE, READERS_PUBLIC};
 use crate::region::{EntryInfo, Region};
 use crate::sql::keys::KeyHasher;
 
@@ -119,7 +119,7 @@ pub(super) fn prepare_write(durable: bool, what: &CStr) {
 /// raises the error that explains why not. Never pinned or holding the lock.
 pub(super) fn wait_durable_open(r: &Region) {
     for _ in 0..10_000 {
-        if r.durable_state() == DURABLE_OPEN {
+        if r.durable_state() == DurableGate::Open {
             return;
         }
         wait_for(std::time::Duration::from_millis(1));
@@ -201,9 +201,9 @@ fn wait_while(busy: impl Fn() -> bool) {
 
 /// The caps a filter's growth keeps to in this session: the byte caps per
 /// role and per database (a filter's count does not change when it grows).
-fn growth_limits() -> crate::region::registry::Limits {
+fn growth_limits() -> crate::region::Limits {
     let l = session_limits();
-    crate::region::registry::Limits { role_filters: None, database_filters: None, ..l }
+    crate::region::Limits { role_filters: None, database_filters: None, ..l }
 }
 
 /// After an insert (unpinned): an insert that found the filter full because a
@@ -395,7 +395,7 @@ impl NamedCall {
             wait_while(|| r.writers_paused(self.index));
             return None;
         }
-        if self.gen != 0 && r.durable_state() != DURABLE_OPEN {
+        if self.gen != 0 && r.durable_state() != DurableGate::Open {
             drop(pin);
             wait_durable_open(r);
             return None;
@@ -574,7 +574,7 @@ pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u
     let seed = tables.seed();
     drop(pin);
     let hs = hashes(seed);
-    let mut answers = crate::filter::host::vec_filled(hs.len(), false);
+    let mut answers = crate::filter::vec_filled(hs.len(), false);
     let pin = pin_current(r, info.index, info.seq)?;
     tables.chain().contains_many(&hs, &mut answers);
     // A delete overtaking its insert can leave the shared count briefly below
@@ -583,7 +583,7 @@ pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u
     for t in tables.shapes() {
         let n = t.items.min(t.params.slot_count());
         items += n;
-        fpp += crate::filter::sizing::expected_fpp(&t.params, n);
+        fpp += crate::filter::expected_fpp(&t.params, n);
     }
     drop(pin);
     Some(PlanProbe { answers, items, fpp: fpp.min(1.0) })

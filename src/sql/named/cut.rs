@@ -107,13 +107,13 @@ use super::attach::{
 use super::log::{log, logged_bytes, lsn, meta_of};
 use super::reload::reason;
 use crate::filter::Geometry;
-use crate::region::durable::UNIT_WORDS;
-use crate::region::files::{self, CoverEntry, Coverage, FileWriter, Header, Kind, Name};
-use crate::region::registry::tables::TableSpec;
-use crate::region::registry::Pin;
-use crate::region::registry::{CHANGED_META, CHANGED_WORDS, NEEDS_BASE, UNVERIFIED};
+use crate::region::disk::{self, CoverEntry, Coverage, FileWriter, Header, Kind, Name};
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::Pin;
+use crate::region::TableSpec;
+use crate::region::UNIT_WORDS;
 use crate::region::{EntryInfo, Region};
+use crate::region::{CHANGED_META, CHANGED_WORDS, NEEDS_BASE, UNVERIFIED};
 
 /// Set in a filter's changed bits when its next base must also go to the WAL
 /// (its files are not the ones every node has: written at the end of
@@ -121,7 +121,7 @@ use crate::region::{EntryInfo, Region};
 pub const LOG_BASE: u64 = 8;
 
 pub(super) fn dir() -> &'static Path {
-    Path::new(files::DIR)
+    Path::new(disk::DIR)
 }
 
 // ----- cuts -------------------------------------------------------------------------
@@ -236,7 +236,7 @@ fn take(
 fn write_taken(t: &Taken, in_worker: bool, remove_older: bool) -> Result<u64, CutError> {
     let name = t.header.name;
     let mut w =
-        FileWriter::create(dir(), &t.header).map_err(|e| format!("cannot create a file in {}: {e}", files::DIR))?;
+        FileWriter::create(dir(), &t.header).map_err(|e| format!("cannot create a file in {}: {e}", disk::DIR))?;
     for (i, (u, words)) in t.units.iter().enumerate() {
         w.unit(*u, words).map_err(|e| format!("cannot write {}: {e}", name.file_name()))?;
         if in_worker && i == t.units.len() / 2 {
@@ -247,13 +247,13 @@ fn write_taken(t: &Taken, in_worker: bool, remove_older: bool) -> Result<u64, Cu
         test_pause(&mut w);
     }
     let file_bytes = w.finish().map_err(|e| CutError {
-        named: matches!(e, files::Finish::Named(_)),
+        named: matches!(e, disk::Finish::Named(_)),
         message: format!("cannot write {}: {e}", name.file_name()),
     })?;
     if t.base() && remove_older {
         // One that cannot be removed now goes at the filter's next base or
         // when its generation is no longer live.
-        if let Err(e) = files::remove(dir(), name.gen, name.stamp) {
+        if let Err(e) = disk::remove(dir(), name.gen, name.stamp) {
             pgrx::warning!("cuckoo: could not remove files older than {}: {e}", name.file_name());
         }
     }
@@ -564,15 +564,15 @@ pub(super) fn pass(r: &Region, passes: &mut Passes, frozen: bool) -> Result<(), 
 /// or not, whatever a crash leaves: the server stops, as PostgreSQL does when
 /// it cannot sync.
 fn write_coverage(c: &Coverage) -> Result<(), String> {
-    files::write_coverage(dir(), c).map_err(|e| {
-        if let files::Finish::Named(_) = e {
+    disk::write_coverage(dir(), c).map_err(|e| {
+        if let disk::Finish::Named(_) = e {
             pgrx::ereport!(
                 PgLogLevel::PANIC,
                 PgSqlErrorCode::ERRCODE_IO_ERROR,
-                format!("cuckoo: cannot sync {} after writing its coverage file: {e}", files::DIR)
+                format!("cuckoo: cannot sync {} after writing its coverage file: {e}", disk::DIR)
             );
         }
-        format!("cannot write {}/{}: {e}", files::DIR, files::COVERAGE)
+        format!("cannot write {}/{}: {e}", disk::DIR, disk::COVERAGE)
     })
 }
 
@@ -583,9 +583,9 @@ fn remove_dead(r: &Region, live: &HashSet<u64>) {
     if r.restore_incomplete() {
         return;
     }
-    let Ok(on_disk) = files::list(dir()) else { return };
+    let Ok(on_disk) = disk::list(dir()) else { return };
     for gen in on_disk.keys().filter(|g| !live.contains(g)) {
-        if let Err(e) = files::remove(dir(), *gen, u64::MAX) {
+        if let Err(e) = disk::remove(dir(), *gen, u64::MAX) {
             pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X}, which is no longer live: {e}");
         }
     }
@@ -698,7 +698,7 @@ fn mark_unsure(r: &Region) {
         return;
     }
     let c = Coverage { stamp: 0, frozen: false, entries };
-    let e = match files::write_coverage_as(Path::new("."), UNSURE, &c) {
+    let e = match disk::write_coverage_as(Path::new("."), UNSURE, &c) {
         Ok(()) => {
             *listed = Some(gens);
             return;
@@ -900,14 +900,17 @@ pub fn cut_after_recovery(r: &Region, end: u64) {
     if all_on_file {
         write_replay_coverage(r, end, end, true, |i| r.confirmed(i.index).0);
     } else {
-        pgrx::warning!("cuckoo: the durable filters' changes could not all be written to {} at the end of recovery; the durability worker writes them before durable changes open", files::DIR);
+        pgrx::warning!("cuckoo: the durable filters' changes could not all be written to {} at the end of recovery; the durability worker writes them before durable changes open", disk::DIR);
     }
 }
 
 /// Replay of a `DISCARD` record (written before 0.10.0): the generation's
 /// files go.
 pub fn replay_discard(gen: u64) {
-    if let Err(e) = files::remove(dir(), gen, u64::MAX) {
+    if let Err(e) = disk::remove(dir(), gen, u64::MAX) {
         pgrx::warning!("cuckoo: could not remove the files of generation {gen:016X}: {e}");
     }
 }
+
+#[cfg(feature = "pg_test")]
+mod pg_tests;

@@ -8,8 +8,8 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::region::registry::{LimitHit, LimitKind};
 use crate::region::RegionError;
+use crate::region::{LimitHit, LimitKind};
 
 /// Raises an ERROR with a SQLSTATE, a message and an optional hint.
 pub(super) fn fail(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {

@@ -13,15 +13,15 @@ use super::citus;
 use super::errors::{fail, not_found, region_error};
 use super::log::{flush_at_commit_to_now, log, log_content};
 use super::reload::needs_reload;
-use crate::filter::chain::{Chain, Deleted, Growth, MAX_TABLES};
-use crate::filter::dense::{DenseHeader, KeyType, KEY_PENDING};
-use crate::filter::multi::MAX_EXPANSION;
-use crate::filter::sizing::{size_for_capacity, SizingError};
+use crate::filter::v2::{DenseHeader, KeyType, KEY_PENDING};
+use crate::filter::v3::MAX_EXPANSION;
 use crate::filter::OpStats;
-use crate::region::registry::tables::RegionTables;
-use crate::region::registry::tables::{word_offsets, TableSpec};
-use crate::region::registry::{published_fpp, DURABLE_OPEN, READERS_NONE, READERS_PUBLIC};
+use crate::filter::{size_for_capacity, SizingError};
+use crate::filter::{Chain, Deleted, Growth, MAX_TABLES};
 use crate::region::wal::{ContentKind, Meta, Record};
+use crate::region::RegionTables;
+use crate::region::{published_fpp, DurableGate, READERS_NONE, READERS_PUBLIC};
+use crate::region::{word_offsets, TableSpec};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
 use crate::sql::value::datatype::{filter_arg_once, value_from_headers, value_from_words};
 use crate::sql::value::functions::sizing_error;
@@ -196,8 +196,8 @@ v1_functions! {
         }
         let growth = (expansion > 0).then_some(Growth { fpp, expansion: expansion as u32 });
         let sized = match growth {
-            Some(g) => g.first(capacity as u64, crate::filter::layout::MAX_BUCKET_COUNT),
-            None => size_for_capacity(capacity as u64, fpp, crate::filter::layout::MAX_BUCKET_COUNT),
+            Some(g) => g.first(capacity as u64, crate::filter::MAX_BUCKET_COUNT),
+            None => size_for_capacity(capacity as u64, fpp, crate::filter::MAX_BUCKET_COUNT),
         }
         .unwrap_or_else(|e| sizing_error(e));
         let tables = [TableSpec { params: sized.params, capacity: sized.capacity }];
@@ -527,7 +527,7 @@ fn set_readers(name: &str, readers: u64) {
 /// Under the registry lock: a change to a durable filter needs durable changes
 /// to be open (the caller waits outside the lock and tries again).
 fn durable_open(r: &Region, durable: bool) -> Result<(), RegionError> {
-    if durable && r.durable_state() != DURABLE_OPEN {
+    if durable && r.durable_state() != DurableGate::Open {
         Err(RegionError::Closed)
     } else {
         Ok(())
@@ -606,7 +606,7 @@ fn purge_dropped_databases() {
                 for info in r.list(db) {
                     // A durable one is dropped only while its drop can be logged
                     // (else a later purge does it).
-                    if info.durable && r.durable_state() != DURABLE_OPEN {
+                    if info.durable && r.durable_state() != DurableGate::Open {
                         continue;
                     }
                     if r.drop_filter(lk, &info).is_ok() && info.durable {

@@ -54,8 +54,8 @@ use std::ffi::c_char;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::region::registry::tables::TableSpec;
 use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::TableSpec;
 use crate::region::{EntryInfo, NewFilter};
 
 /// The resource manager ID. PostgreSQL reserves 128 (`RM_EXPERIMENTAL_ID`) for

@@ -28,11 +28,11 @@ use super::cut::{
 use super::log::{lsn, RM_CUCKOO_ID};
 use super::reload::{placeholder, reason};
 use super::restore::{legacy_stamp, restored_with_gap};
-use crate::filter::chain::{Chain, Deleted};
 use crate::filter::Geometry;
-use crate::region::files;
-use crate::region::registry::tables::{word_offsets, RegionTables};
+use crate::filter::{Chain, Deleted};
+use crate::region::disk;
 use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
+use crate::region::{word_offsets, RegionTables};
 use crate::region::{EntryInfo, Region, RegionError};
 
 unsafe extern "C-unwind" {
@@ -238,12 +238,12 @@ enum Content<'w> {
 /// of this node that lacks the older files recovers at least until the
 /// logged base, which it installs.
 fn remove_before_base(gen: u64, cut: u64, end: u64) {
-    let Ok(all) = files::list(dir()) else { return };
+    let Ok(all) = disk::list(dir()) else { return };
     let has_base =
-        all.get(&gen).is_some_and(|names| names.iter().any(|n| n.stamp == cut && n.kind == files::Kind::Base));
+        all.get(&gen).is_some_and(|names| names.iter().any(|n| n.stamp == cut && n.kind == disk::Kind::Base));
     if has_base {
         flush_for_file(end);
-        if let Err(e) = files::remove(dir(), gen, cut) {
+        if let Err(e) = disk::remove(dir(), gen, cut) {
             pgrx::warning!(
                 "cuckoo: could not remove the files of generation {gen:016X} older than its base at {}: {e}",
                 lsn(cut)
@@ -875,7 +875,7 @@ impl Replay {
                 replay_wait(std::time::Duration::from_micros(100));
                 continue;
             }
-            r.mark_changed(info.index, crate::region::registry::CHANGED_WORDS);
+            r.mark_changed(info.index, crate::region::CHANGED_WORDS);
             let tables = r.tables(&info)?;
             let out = op(&tables.chain());
             drop(pin);

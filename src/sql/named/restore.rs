@@ -14,11 +14,11 @@ use std::path::Path;
 use super::cut::{dir, LOG_BASE};
 use super::log::lsn;
 use super::reload::{placeholder, reason};
-use crate::region::files::{self, CoverEntry, Coverage, Name};
-use crate::region::registry::tables::word_offsets;
-use crate::region::registry::{NEEDS_BASE, UNVERIFIED};
-use crate::region::saved::{self, FileKind};
+use crate::region::disk::{self, CoverEntry, Coverage, Name};
+use crate::region::word_offsets;
+use crate::region::{decode_saved, FileKind};
 use crate::region::{Locked, Region};
+use crate::region::{NEEDS_BASE, UNVERIFIED};
 
 /// Where replay will start (the checkpoint's redo position; a base backup's
 /// from its label), if it can be read; and whether the data directory is a
@@ -90,28 +90,28 @@ pub fn restore(r: &Region) {
     unsafe { LEGACY_STAMP = 0 };
     // SAFETY: only the postmaster runs now; nothing else uses the region.
     let lk = unsafe { Locked::assume() };
-    let _ = files::remove_temporary(dir());
-    let by_gen = match files::list(dir()) {
+    let _ = disk::remove_temporary(dir());
+    let by_gen = match disk::list(dir()) {
         Ok(m) => m,
         Err(e) => {
             pgrx::warning!(
                 "cuckoo: cannot read the directory {}: {e}; durable filters are restored only by WAL replay, if any",
-                files::DIR
+                disk::DIR
             );
             r.note_restore_incomplete();
             Default::default()
         }
     };
-    for name in files::foreign(dir()).unwrap_or_default() {
-        pgrx::warning!("cuckoo: {}/{name} is not a file of cuckoo's; it is ignored and left in place", files::DIR);
+    for name in disk::foreign(dir()).unwrap_or_default() {
+        pgrx::warning!("cuckoo: {}/{name} is not a file of cuckoo's; it is ignored and left in place", disk::DIR);
     }
     let mut damaged = false;
-    let coverage: Option<Coverage> = match files::read_coverage(dir()) {
+    let coverage: Option<Coverage> = match disk::read_coverage(dir()) {
         Ok(c) => c,
         Err(why) => {
             // Every generation's files are restored, needing a reload: which
             // are live and what they cover is not known.
-            pgrx::warning!("cuckoo: {why}; every durable filter with files in {} is restored from them, needing a reload until recovery confirms it", files::DIR);
+            pgrx::warning!("cuckoo: {why}; every durable filter with files in {} is restored from them, needing a reload until recovery confirms it", disk::DIR);
             damaged = true;
             None
         }
@@ -127,8 +127,8 @@ pub fn restore(r: &Region) {
     // What the marker lists: the filters in memory when it was written,
     // including any that have no files yet.
     let unsure_list = if unsure {
-        files::read_coverage_as(Path::new("."), super::cut::UNSURE).unwrap_or_else(|why| {
-            pgrx::warning!("cuckoo: {why}; durable filters with no files in {} are not known to this node", files::DIR);
+        disk::read_coverage_as(Path::new("."), super::cut::UNSURE).unwrap_or_else(|why| {
+            pgrx::warning!("cuckoo: {why}; durable filters with no files in {} are not known to this node", disk::DIR);
             None
         })
     } else {
@@ -171,7 +171,7 @@ pub fn restore(r: &Region) {
             // the first PASS replayed drops it if it was dropped meanwhile).
             continue;
         }
-        match files::chain(dir(), names) {
+        match disk::chain(dir(), names) {
             Ok(c) => restore_chain(r, &lk, *gen, &c, &ctx),
             Err(why) => restore_damaged(r, &lk, *gen, names, &why, &ctx),
         }
@@ -192,7 +192,7 @@ pub fn restore(r: &Region) {
                 "cuckoo: the files of durable filter \"{}\" (database {}) are missing from {}; it is kept as needing a reload",
                 e.meta.name,
                 e.meta.db,
-                files::DIR
+                disk::DIR
             );
             keep_placeholder(r, &lk, *gen, &e.meta, reason::FILES_MISSING, e.confirmed);
         }
@@ -207,7 +207,7 @@ pub fn restore(r: &Region) {
             "cuckoo: durable filter \"{}\" (database {}) has no files in {} ({} lists it); it is kept as needing a reload",
             e.meta.name,
             e.meta.db,
-            files::DIR,
+            disk::DIR,
             super::cut::UNSURE
         );
         keep_placeholder(
@@ -281,7 +281,7 @@ fn after_restore(r: &Region, lk: &Locked, index: usize, gen: u64, tip: u64, head
     }
 }
 
-fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Context<'_>) {
+fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &disk::Chain, ctx: &Context<'_>) {
     let meta = &c.last.meta;
     // The header's reload reason, without the unverified bit.
     let file_reason = c.last.reason & !reason::UNVERIFIED_COPY;
@@ -299,7 +299,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &files::Chain, ctx: &Cont
             && meta.word_count().saturating_mul(8) <= r.layout().data_bytes()
         {
             all.resize(meta.word_count() as usize, 0u64);
-            if let Err(e) = files::load(dir(), c, &mut all) {
+            if let Err(e) = disk::load(dir(), c, &mut all) {
                 *failed.borrow_mut() = Some(e);
             }
         } else {
@@ -396,7 +396,7 @@ fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str,
     let meta = names
         .iter()
         .rev()
-        .find_map(|n| files::read_header(&dir().join(n.file_name())).ok())
+        .find_map(|n| disk::read_header(&dir().join(n.file_name())).ok())
         .map(|h| h.meta)
         .or_else(|| entry.map(|e| e.meta.clone()));
     match meta {
@@ -408,7 +408,7 @@ fn restore_damaged(r: &Region, lk: &Locked, gen: u64, names: &[Name], why: &str,
         None => {
             // Not listed (the coverage file is from before 0.10.0, or gone)
             // and no header reads: the filter cannot be named.
-            pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held cannot be named and is lost unless WAL replay restores it (the files are kept)", files::DIR);
+            pgrx::warning!("cuckoo: the files of durable filter generation {gen:016X} in {} are damaged ({why}); the filter they held cannot be named and is lost unless WAL replay restores it (the files are kept)", disk::DIR);
             r.note_restore_incomplete();
         }
     }
@@ -425,7 +425,7 @@ fn restore_legacy(r: &Region, lk: &Locked) {
             return;
         }
     };
-    let (kind, stamp, filters) = match saved::decode(&bytes) {
+    let (kind, stamp, filters) = match decode_saved(&bytes) {
         Ok(x) => x,
         Err(why) => {
             pgrx::warning!(

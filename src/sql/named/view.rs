@@ -11,7 +11,7 @@ use pgrx::prelude::*;
 use super::attach::{region, session_limits};
 use super::call::{database_exists, db, may_access, pin_current, user};
 use super::reload::reason;
-use crate::region::registry::{BLOCK_BYTES, READERS_NONE, READERS_PUBLIC};
+use crate::region::{BLOCK_BYTES, READERS_NONE, READERS_PUBLIC};
 
 fn role_name(oid: u64) -> Option<String> {
     // SAFETY: noerr lookup; returns null for a dropped role.
@@ -78,7 +78,7 @@ fn cuckoo_filters_rows() -> TableIterator<
                 items += (s.items as i64).clamp(0, n as i64) as u64;
                 slots += n;
                 capacity += s.capacity;
-                bound += crate::filter::sizing::table_bound(&s.params, s.capacity);
+                bound += crate::filter::table_bound(&s.params, s.capacity);
                 tables += 1;
             }
             bytes = t.blocks() * BLOCK_BYTES;
@@ -178,7 +178,7 @@ fn cuckoo_usage_rows() -> TableIterator<
     let mut usage: Vec<_> = r.usage_rows().into_iter().filter(|u| database_exists(u.db)).collect();
     let here = (who.to_u32(), db());
     if !usage.iter().any(|u| (u.owner, u.db) == here) {
-        usage.push(crate::region::registry::UsageRow { owner: here.0, db: here.1, usage: Default::default() });
+        usage.push(crate::region::UsageRow { owner: here.0, db: here.1, usage: Default::default() });
     }
     let caps = session_limits();
     let cap = |c: Option<u64>| c.map(|v| v.min(i64::MAX as u64) as i64);

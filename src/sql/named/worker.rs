@@ -48,8 +48,8 @@ use std::path::Path;
 use super::attach::{region, reload_config_if_asked, with_registry_lock};
 use super::cut::{abandon_marks, dir, pass, Passes};
 use super::restore::LEGACY_FILE;
-use crate::region::files;
-use crate::region::registry::{DURABLE_FROZEN, DURABLE_OPEN};
+use crate::region::disk;
+use crate::region::DurableGate;
 use crate::region::Region;
 
 /// Registers the worker (from `_PG_init`, while preloading).
@@ -147,7 +147,7 @@ fn stop(r: &Region) {
     // pinned for one operation.
     let since = Instant::now();
     let mut said = since;
-    while !r.set_durable_state(DURABLE_FROZEN, 1 << 12) {
+    while !r.set_durable_state(DurableGate::Frozen, 1 << 12) {
         if said.elapsed() > Duration::from_secs(10) {
             said = Instant::now();
             pgrx::log!(
@@ -249,7 +249,7 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
         pg_sys::before_shmem_exit(Some(on_exit), pg_sys::Datum::from(0));
     }
     set_delay((pg_sys::DELAY_CHKPT_START | pg_sys::DELAY_CHKPT_COMPLETE) as i32, true);
-    let _ = files::remove_temporary(dir());
+    let _ = disk::remove_temporary(dir());
     // An earlier worker that stopped on an error may have left a cut unfinished.
     abandon_marks(r);
     // Whatever is not on file yet (restored from 0.4.0's file, or left by an
@@ -259,14 +259,14 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
     // filter dropped later must not come back from it).
     while Path::new(LEGACY_FILE).exists() {
         match std::fs::remove_file(LEGACY_FILE).and_then(|()| std::fs::File::open(".")?.sync_all()) {
-            Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", files::DIR),
+            Ok(()) => pgrx::log!("cuckoo: durable filters are now kept in {}; removed {LEGACY_FILE}", disk::DIR),
             Err(e) => {
                 warn_failed(&format!("could not remove {LEGACY_FILE}: {e}"), false);
                 retry_later(r);
             }
         }
     }
-    with_registry_lock(|r, _| r.set_durable_state(DURABLE_OPEN, 0));
+    with_registry_lock(|r, _| r.set_durable_state(DurableGate::Open, 0));
     pgrx::log!("cuckoo: durability worker started; durable filters accept changes");
     loop {
         reload_config_if_asked();

@@ -27,10 +27,10 @@ use pgrx::prelude::*;
 use super::cache::call_cache;
 use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
 use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
-use crate::filter::build::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError};
-use crate::filter::dense::KeyType;
-use crate::filter::layout::DEFAULT_SEED;
-use crate::filter::sizing::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
+use crate::filter::v2::KeyType;
+use crate::filter::DEFAULT_SEED;
+use crate::filter::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError};
+use crate::filter::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
 
 /// A state at least this large deduplicates before it grows.
 pub(super) const DEDUP_FROM: usize = 1 << 24;
@@ -412,7 +412,7 @@ pub(super) fn build_distinct(settings: Settings, hashes: &[u64], key: KeyType) -
         Ok(f) => value_from_filter(&f, key).as_datum(),
         Err(BuildError::Full) => full_error(
             "too many distinct keys for one cuckoofilter value",
-            format!("{n} distinct keys did not fit, even with the table grown {} times", crate::filter::build::MAX_BUILD_RETRIES),
+            format!("{n} distinct keys did not fit, even with the table grown {} times", crate::filter::MAX_BUILD_RETRIES),
         ),
         Err(BuildError::Inseparable(k)) => full_error(
             "the keys cannot be stored in a cuckoofilter value",
@@ -499,7 +499,7 @@ v1_functions! {
                 format!("{} distinct keys in one parallel worker take {} bytes", distinct.as_slice().len(), run.len()),
             );
         }
-        let mut out = crate::filter::host::vec_with_capacity(PARTIAL_HEADER + run.len());
+        let mut out = crate::filter::vec_with_capacity(PARTIAL_HEADER + run.len());
         out.extend_from_slice(&PARTIAL_MAGIC);
         out.extend_from_slice(&fpp.to_le_bytes());
         out.extend_from_slice(&capacity.to_le_bytes());

@@ -22,12 +22,10 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::chain::Growth;
-use crate::filter::dense::{self, Dense, DenseHeader, KeyType, V2_HEADER_BYTES};
-use crate::filter::layout::{
-    self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES,
-};
-use crate::filter::multi::{self, MultiHeader, FORMAT_V3};
+use crate::filter::v2::{self, Dense, DenseHeader, KeyType, V2_HEADER_BYTES};
+use crate::filter::v3::{self, MultiHeader, FORMAT_V3};
+use crate::filter::Growth;
+use crate::filter::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
 use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
 /// Varlena length word plus 4 reserved bytes in front of the filter.
@@ -76,9 +74,9 @@ impl FilterValue {
             // SAFETY: as above; the slice covers the varlena after its prefix.
             unsafe { std::slice::from_raw_parts((ptr as *const u8).add(VALUE_PREFIX), len - VALUE_PREFIX) }
         });
-        let version = match bytes.map(layout::format_version) {
-            Some(Ok(FORMAT_V2)) if dense::parse_v2(bytes.unwrap()).is_ok() => FORMAT_V2,
-            Some(Ok(FORMAT_V3)) if multi::parse_v3(bytes.unwrap()).is_ok() => FORMAT_V3,
+        let version = match bytes.map(filter::format_version) {
+            Some(Ok(FORMAT_V2)) if v2::parse_v2(bytes.unwrap()).is_ok() => FORMAT_V2,
+            Some(Ok(FORMAT_V3)) if v3::parse_v3(bytes.unwrap()).is_ok() => FORMAT_V3,
             Some(Ok(FORMAT_V1)) if (ptr as usize).is_multiple_of(8) && check_v1_in_place(bytes.unwrap()) => FORMAT_V1,
             _ => corrupted(len),
         };
@@ -138,7 +136,7 @@ impl FilterValue {
     }
 
     pub(crate) fn v2_header(&self) -> DenseHeader {
-        dense::parse_v2(self.body()).expect("checked in from_ptr")
+        v2::parse_v2(self.body()).expect("checked in from_ptr")
     }
 
     /// A format-2 value's dense buckets.
@@ -148,7 +146,7 @@ impl FilterValue {
     }
 
     pub(crate) fn v3_header(&self) -> MultiHeader {
-        multi::parse_v3(self.body()).expect("checked in from_ptr")
+        v3::parse_v3(self.body()).expect("checked in from_ptr")
     }
 
     /// The type of its keys, as recorded (format 1 records none).
@@ -201,7 +199,7 @@ impl FilterValue {
     /// planned load, as 0.1.0 reported it; format 3: its tables' sum).
     pub fn capacity(&self) -> u64 {
         match self.version {
-            FORMAT_V1 => crate::filter::sizing::planned_capacity(&self.v1_header().params()),
+            FORMAT_V1 => crate::filter::planned_capacity(&self.v1_header().params()),
             FORMAT_V3 => self.v3_header().capacity(),
             _ => self.v2_header().capacity,
         }
@@ -210,7 +208,7 @@ impl FilterValue {
     /// The false-positive bound at the filter's load now (format 3: the sum of
     /// its tables' bounds).
     pub fn fpp_bound(&self) -> f64 {
-        multi::bound(&self.tables(), false)
+        v3::bound(&self.tables(), false)
     }
 
     /// Whether a key with this hash may be in the filter.
@@ -218,7 +216,7 @@ impl FilterValue {
     pub fn contains(&self, hash: u64) -> bool {
         match self.version {
             FORMAT_V1 => self.v1_table().contains(hash),
-            FORMAT_V3 => multi::contains_checked(self.body(), hash),
+            FORMAT_V3 => v3::contains_checked(self.body(), hash),
             _ => self.dense().contains(hash),
         }
     }
@@ -229,7 +227,7 @@ impl FilterValue {
             FORMAT_V1 => self.v1_table().copies(hash),
             FORMAT_V3 => {
                 let h = self.v3_header();
-                multi::tables(self.body(), &h).iter().map(|t| t.copies(hash)).sum()
+                v3::tables(self.body(), &h).iter().map(|t| t.copies(hash)).sum()
             }
             _ => self.dense().copies(hash),
         }
@@ -241,7 +239,7 @@ impl FilterValue {
             FORMAT_V1 => self.v1_table().contains_many(hashes, out),
             FORMAT_V3 => {
                 let h = self.v3_header();
-                multi::contains_many(&multi::tables(self.body(), &h), hashes, out)
+                v3::contains_many(&v3::tables(self.body(), &h), hashes, out)
             }
             _ => self.dense().contains_many(hashes, out),
         }
@@ -322,12 +320,12 @@ fn check_v1_in_place(body: &[u8]) -> bool {
         let native = u64::from_ne_bytes(h[at..at + 8].try_into().unwrap());
         h[at..at + 8].copy_from_slice(&native.to_le_bytes());
     }
-    matches!(layout::parse_v1_header(&h), Ok((_, _, len)) if len == body.len() as u64 && h[8] <= MAX_V1_BUCKET_LOG2)
+    matches!(filter::parse_v1_header(&h), Ok((_, _, len)) if len == body.len() as u64 && h[8] <= MAX_V1_BUCKET_LOG2)
 }
 
 /// The largest bucket count a value of this shape can have
 /// ([`MAX_MADE_VALUE_BYTES`]).
-pub fn max_value_buckets(shape: &crate::filter::sizing::Shape) -> u64 {
+pub fn max_value_buckets(shape: &crate::filter::Shape) -> u64 {
     let p = Params {
         fingerprint_bits: shape.bits,
         slots_per_bucket: shape.slots,
@@ -335,13 +333,13 @@ pub fn max_value_buckets(shape: &crate::filter::sizing::Shape) -> u64 {
         seed: 0,
         mapping: BucketMapping::Fastrange,
     };
-    let bits = dense::bucket_bits(&p) as u64;
-    ((MAX_MADE_VALUE_BYTES - VALUE_PREFIX as u64 - 64) * 8 / bits).min(layout::MAX_BUCKET_COUNT)
+    let bits = v2::bucket_bits(&p) as u64;
+    ((MAX_MADE_VALUE_BYTES - VALUE_PREFIX as u64 - 64) * 8 / bits).min(filter::MAX_BUCKET_COUNT)
 }
 
 /// Raises 54000 when a value with these parameters would be too large.
 pub fn check_value_size(params: &Params) {
-    let len = VALUE_PREFIX as u64 + dense::serialized_len(params);
+    let len = VALUE_PREFIX as u64 + v2::serialized_len(params);
     if len > MAX_MADE_VALUE_BYTES {
         ereport!(
             ERROR,
@@ -358,8 +356,8 @@ pub fn check_tables_value_size(params: &[Params]) {
     if params.len() == 1 {
         return check_value_size(&params[0]);
     }
-    let len = VALUE_PREFIX as u64 + multi::serialized_len(params);
-    if len > MAX_MADE_VALUE_BYTES || params.len() > multi::MAX_VALUE_TABLES {
+    let len = VALUE_PREFIX as u64 + v3::serialized_len(params);
+    if len > MAX_MADE_VALUE_BYTES || params.len() > v3::MAX_VALUE_TABLES {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -367,7 +365,7 @@ pub fn check_tables_value_size(params: &[Params]) {
             format!(
                 "{} tables take {len} bytes; a value holds at most {} tables and {MAX_MADE_VALUE_BYTES} bytes",
                 params.len(),
-                multi::MAX_VALUE_TABLES
+                v3::MAX_VALUE_TABLES
             )
         );
     }
@@ -389,7 +387,7 @@ fn check_recorded_key(key: KeyType) {
 /// A format-2 value holding the filter `f` (bucket words) with keys of type
 /// `key`, in the current memory context.
 pub fn value_from_filter(f: &OwnedFilter, key: KeyType) -> FilterValue {
-    value_from_words(&multi::header_of(f, key), f.words())
+    value_from_words(&v3::header_of(f, key), f.words())
 }
 
 /// A value of these tables: format 2 for one table that does not grow, else
@@ -398,7 +396,7 @@ pub fn value_from_tables(tables: &[OwnedFilter], key: KeyType, growth: Option<Gr
     if tables.len() == 1 && growth.is_none() {
         return value_from_filter(&tables[0], key);
     }
-    let headers: Vec<DenseHeader> = tables.iter().map(|t| multi::header_of(t, key)).collect();
+    let headers: Vec<DenseHeader> = tables.iter().map(|t| v3::header_of(t, key)).collect();
     value_from_headers(&headers, growth, |i| tables[i].words())
 }
 
@@ -414,14 +412,14 @@ pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(
     }
     let params: Vec<Params> = headers.iter().map(|h| h.params).collect();
     check_tables_value_size(&params);
-    let len = VALUE_PREFIX + multi::serialized_len(&params) as usize;
+    let len = VALUE_PREFIX + v3::serialized_len(&params) as usize;
     // SAFETY: palloc0 returns zeroed memory of `len` bytes (at most MaxAllocSize,
     // checked above); the length word is set and the filter encoded within.
     unsafe {
         let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
         pgrx::varlena::set_varsize_4b(p, len as i32);
         let body = std::slice::from_raw_parts_mut((p as *mut u8).add(VALUE_PREFIX), len - VALUE_PREFIX);
-        multi::encode_into(growth, headers, words, body);
+        v3::encode_into(growth, headers, words, body);
         FilterValue { ptr: p, version: FORMAT_V3 }
     }
 }
@@ -431,14 +429,14 @@ pub fn value_from_headers<'w, I: Iterator<Item = u64> + 'w>(
 pub fn value_from_words(h: &DenseHeader, words: impl Iterator<Item = u64>) -> FilterValue {
     check_recorded_key(h.key);
     check_value_size(&h.params);
-    let len = VALUE_PREFIX + dense::serialized_len(&h.params) as usize;
+    let len = VALUE_PREFIX + v2::serialized_len(&h.params) as usize;
     // SAFETY: palloc0 returns zeroed memory of `len` bytes (at most MaxAllocSize,
     // checked above); the length word is set and the filter encoded within.
     unsafe {
         let p = pg_sys::palloc0(len) as *mut pg_sys::varlena;
         pgrx::varlena::set_varsize_4b(p, len as i32);
         let body = std::slice::from_raw_parts_mut((p as *mut u8).add(VALUE_PREFIX), len - VALUE_PREFIX);
-        dense::encode_into(h, words, body);
+        v2::encode_into(h, words, body);
         FilterValue { ptr: p, version: FORMAT_V2 }
     }
 }
@@ -447,7 +445,7 @@ pub fn value_from_words(h: &DenseHeader, words: impl Iterator<Item = u64>) -> Fi
 /// Format 1 stays format 1 (its bytes, and so its text and binary output, are
 /// kept as they were).
 pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
-    match layout::format_version(bytes)? {
+    match filter::format_version(bytes)? {
         FORMAT_V1 => {
             let (params, items) = parse_v1(bytes)?;
             if params.bucket_count > 1 << MAX_V1_BUCKET_LOG2 {
@@ -480,8 +478,8 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
             }
         }
         FORMAT_V2 => {
-            let h = dense::parse_v2(bytes)?;
-            if h.key.kind == dense::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(h.key.oid) {
+            let h = v2::parse_v2(bytes)?;
+            if h.key.kind == v2::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(h.key.oid) {
                 return Err(FormatError::BadParams(format!(
                     "key type OID {} is not a built-in type with a hash function",
                     h.key.oid
@@ -501,9 +499,9 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
             }
         }
         FORMAT_V3 => {
-            let h = multi::parse_v3(bytes)?;
+            let h = v3::parse_v3(bytes)?;
             let key = h.key();
-            if key.kind == dense::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(key.oid) {
+            if key.kind == v2::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(key.oid) {
                 return Err(FormatError::BadParams(format!(
                     "key type OID {} is not a built-in type with a hash function",
                     key.oid
@@ -512,7 +510,7 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
             if (VALUE_PREFIX + bytes.len()) as u64 > MAX_VALUE_BYTES {
                 return Err(FormatError::BadParams(format!("{} bytes is larger than a value can hold", bytes.len())));
             }
-            multi::validate_v3(bytes, &h)?;
+            v3::validate_v3(bytes, &h)?;
             let len = VALUE_PREFIX + bytes.len();
             // SAFETY: palloc0 of `len` bytes; the length word and body are written within.
             unsafe {
@@ -716,5 +714,19 @@ pub fn bytea_datum(bytes: &[u8]) -> pg_sys::Datum {
         pgrx::varlena::set_varsize_4b(p, len as i32);
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), (p as *mut u8).add(pg_sys::VARHDRSZ), bytes.len());
         pg_sys::Datum::from(p)
+    }
+}
+
+#[cfg(feature = "pg_test")]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn value_round_trips_through_text() {
+        let out = Spi::get_one::<String>("SELECT cf_agg(g)::text FROM generate_series(1, 1000) g").unwrap().unwrap();
+        assert!(out.starts_with("cf2:"));
+        let back = Spi::get_one::<bool>(&format!("SELECT '{out}'::cuckoofilter::text = '{out}'")).unwrap();
+        assert_eq!(back, Some(true));
     }
 }

@@ -7,16 +7,16 @@ use pgrx::prelude::*;
 
 use super::cache::{call_cache, probe_arg};
 use super::datatype::{filter_arg_once, max_value_buckets, value_from_tables, FilterValue};
-use crate::filter::dense::{KeyType, KEY_ENUM};
-use crate::filter::layout::FORMAT_V1;
-use crate::filter::multi::{self, UnionError};
-use crate::filter::sizing::{self, size_for_capacity, SizingError};
+use crate::filter::v2::{KeyType, KEY_ENUM};
+use crate::filter::v3::{self, UnionError};
+use crate::filter::FORMAT_V1;
+use crate::filter::{self, size_for_capacity, SizingError};
 use crate::filter::{Mapping, OwnedFilter};
 
 /// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
 /// 22023 for an unusable rate.
 pub fn value_max_buckets(fpp: f64) -> u64 {
-    sizing::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e))
+    filter::shape_for(fpp).map(|shape| max_value_buckets(&shape)).unwrap_or_else(|e| sizing_error(e))
 }
 
 /// What `cf_info` and the `cuckoo_filters` view show of a recorded key type:
@@ -27,7 +27,7 @@ pub fn key_type_text(key: KeyType) -> Option<String> {
     if !key.is_recorded() {
         return None;
     }
-    if key.kind == crate::filter::dense::KEY_PENDING {
+    if key.kind == crate::filter::v2::KEY_PENDING {
         return Some("pending".to_string());
     }
     // SAFETY: format_type_extended with FORMAT_TYPE_ALLOW_INVALID returns "???"
@@ -96,14 +96,14 @@ fn seeds_differ(why: String) -> ! {
 /// side by side (a value of format 3). 22023 for filters with different hash
 /// seeds, 54000 past 255 tables.
 pub fn union_filters(a: &FilterValue, b: &FilterValue) -> Vec<OwnedFilter> {
-    match multi::union(a.copy_tables(), b.copy_tables()) {
+    match v3::union(a.copy_tables(), b.copy_tables()) {
         Ok(tables) => tables,
         Err(UnionError::Seeds(why)) => seeds_differ(why),
         Err(UnionError::TooManyTables(n)) => full_error(
             "cuckoo filter union has too many tables",
             format!(
                 "the union would hold {n} tables of different shapes; a value holds at most {}",
-                multi::MAX_VALUE_TABLES
+                v3::MAX_VALUE_TABLES
             ),
         ),
     }
@@ -135,7 +135,7 @@ v1_functions! {
             let v = filter_arg_once(fcinfo, 0);
             let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) else { no_equal_key_error() };
             let mut tables = v.copy_tables();
-            if multi::insert(&mut tables, v.growth(), h, super::datatype::MAX_MADE_BODY_BYTES).is_err() {
+            if v3::insert(&mut tables, v.growth(), h, super::datatype::MAX_MADE_BODY_BYTES).is_err() {
                 let slots: u64 = tables.iter().map(|t| t.table().params().slot_count()).sum();
                 full_error("cuckoo filter is full", format!("it holds {} items in {slots} slots", v.item_count()));
             }
@@ -152,7 +152,7 @@ v1_functions! {
             let tables = v.copy_tables();
             // A key with no equal among the filter's keys was never inserted.
             if let Some(h) = call_cache(fcinfo).key.hash_arg_for(fcinfo, 1, v.seed(), v.key_type()) {
-                multi::delete(&tables, h);
+                v3::delete(&tables, h);
             }
             value_from_tables(&tables, v.key_type(), v.growth()).as_datum()
         }
@@ -192,7 +192,7 @@ v1_functions! {
         };
         // Written straight into the value: no table of bucket words (8 bytes
         // a bucket) for a filter that holds nothing.
-        let header = crate::filter::dense::DenseHeader { params: s.params, items: 0, capacity: s.capacity, key };
+        let header = crate::filter::v2::DenseHeader { params: s.params, items: 0, capacity: s.capacity, key };
         super::datatype::value_from_words(&header, std::iter::repeat_n(0, s.params.bucket_count as usize)).as_datum()
     }
 
@@ -232,14 +232,14 @@ v1_functions! {
             if v.format_version() == FORMAT_V1 {
                 "words"
             } else {
-                crate::filter::dense::Encoding::for_slots(p.slots_per_bucket).name()
+                crate::filter::v2::Encoding::for_slots(p.slots_per_bucket).name()
             }
         };
         let mapping = |p: &crate::filter::Params| match p.mapping {
             Mapping::Fastrange => "fastrange",
             Mapping::PowerOfTwoXor => "power-of-two xor",
         };
-        let fpp_at_capacity = multi::bound(&tables, true);
+        let fpp_at_capacity = v3::bound(&tables, true);
         let mut info = serde_json::json!({
             "capacity": capacity,
             "items": items,
@@ -254,7 +254,7 @@ v1_functions! {
             "key_type": key_type_text(v.key_type()),
             "tables": tables.len(),
         });
-        let shape = |t: &crate::filter::dense::DenseHeader| {
+        let shape = |t: &crate::filter::v2::DenseHeader| {
             serde_json::json!({
                 "fingerprint_bits": t.params.fingerprint_bits,
                 "bucket_size": t.params.slots_per_bucket,
@@ -274,7 +274,7 @@ v1_functions! {
                     let m = d.as_object_mut().expect("an object");
                     m.insert("capacity".into(), t.capacity.into());
                     m.insert("items".into(), t.items.into());
-                    m.insert("fpp".into(), sizing::expected_fpp(&t.params, t.items).into());
+                    m.insert("fpp".into(), filter::expected_fpp(&t.params, t.items).into());
                     d
                 })
                 .collect();

@@ -12,10 +12,10 @@ use super::aggregate::{build_distinct, final_key_type, in_aggregate, Settings, D
 use super::cache::call_cache;
 use super::datatype::MAX_VALUE_BYTES;
 use super::functions::{full_error, sizing_error};
-use crate::filter::build::sort_dedup;
-use crate::filter::dense::KeyType;
-use crate::filter::layout::DEFAULT_SEED;
-use crate::filter::sizing::{shape_for, SizingError};
+use crate::filter::sort_dedup;
+use crate::filter::v2::KeyType;
+use crate::filter::DEFAULT_SEED;
+use crate::filter::{shape_for, SizingError};
 
 /// 22023: states (or rows) of two key types in one `cf_sharded_agg`.
 fn key_types_differ() -> ! {
@@ -72,7 +72,7 @@ impl Sharded {
                 let k = s.key_type();
                 s.bytes()[29..32] == [0, 0, 0]
                     && (k.kind == 0) == (k.oid == 0)
-                    && k.kind <= crate::filter::dense::KEY_LOCAL
+                    && k.kind <= crate::filter::v2::KEY_LOCAL
             };
             if header == 0 || len < header || !(len - header).is_multiple_of(8) || !key_ok || s.used() > s.room() {
                 ereport!(
@@ -193,7 +193,7 @@ impl Sharded {
 
     /// The state's distinct hashes, in bucket order (a copy).
     fn distinct_hashes(&self) -> Vec<u64> {
-        let mut hs = crate::filter::host::vec_with_capacity::<u64>(self.used());
+        let mut hs = crate::filter::vec_with_capacity::<u64>(self.used());
         hs.extend(self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)));
         let n = sort_dedup(&mut hs);
         hs.truncate(n);
@@ -409,7 +409,7 @@ v1_functions! {
             }
             let f = super::datatype::filter_arg_once(fcinfo, 0);
             let Some(t) = fn_arg_type(fcinfo, 1) else { return f.as_datum() };
-            if f.format_version() != crate::filter::layout::FORMAT_V2 || f.key_type().is_recorded() || f.item_count() > 0 {
+            if f.format_version() != crate::filter::FORMAT_V2 || f.key_type().is_recorded() || f.item_count() > 0 {
                 return f.as_datum();
             }
             let mut h = f.v2_header();
@@ -477,10 +477,10 @@ impl Sharded {
         let key = self.key_type();
         let mut keys = self.distinct_hashes();
         for k in keys.iter_mut() {
-            *k = crate::filter::hash::bucket_order_key(*k);
+            *k = crate::filter::bucket_order_key(*k);
         }
-        let mut out = crate::filter::host::vec_with_capacity::<u8>(
-            64 + TYPE_NAME_ROOM + crate::filter::packed::encoded_len(&keys),
+        let mut out = crate::filter::vec_with_capacity::<u8>(
+            64 + TYPE_NAME_ROOM + crate::filter::packed_keys::encoded_len(&keys),
         );
         out.extend_from_slice(&COMPACT_MAGIC);
         let v1 = self.header() == SHARDED_HEADER_V1;
@@ -508,7 +508,7 @@ impl Sharded {
             put_varint(&mut out, key.oid as u64);
         }
         put_varint(&mut out, keys.len() as u64);
-        crate::filter::packed::encode(&keys, &mut out);
+        crate::filter::packed_keys::encode(&keys, &mut out);
         out
     }
 
@@ -562,13 +562,13 @@ impl Sharded {
         // hold before it sizes the state (allocated where PostgreSQL reports
         // running out of memory as an error).
         let n = usize::try_from(get_varint(b, &mut at)?).unwrap_or(usize::MAX);
-        if !crate::filter::packed::fits(n, b.len() - at) {
+        if !crate::filter::packed_keys::fits(n, b.len() - at) {
             return Err(format!("{n} hashes cannot fit in {} bytes", b.len() - at));
         }
         // SAFETY: CurrentMemoryContext is valid in a function call.
         let s = Sharded::new_in(unsafe { pg_sys::CurrentMemoryContext }, n.max(1), settings, key);
         let slots = &mut s.slots()[..n];
-        crate::filter::packed::decode_into(&b[at..], slots).map_err(|e| format!("bad hashes: {e}"))?;
+        crate::filter::packed_keys::decode_into(&b[at..], slots).map_err(|e| format!("bad hashes: {e}"))?;
         for slot in slots.iter_mut() {
             *slot = slot.rotate_right(32).to_le();
         }
@@ -591,7 +591,7 @@ impl Sharded {
 /// Whether key types of this kind are recorded by an OID of this database
 /// only (an enum, a type made by CREATE TYPE).
 fn local_oid(kind: u8) -> bool {
-    kind == crate::filter::dense::KEY_ENUM || kind == crate::filter::dense::KEY_LOCAL
+    kind == crate::filter::v2::KEY_ENUM || kind == crate::filter::v2::KEY_LOCAL
 }
 
 /// The key type a state names as `name` (qualified, as `format_type` writes
@@ -807,3 +807,6 @@ unsafe fn fn_arg_type(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_s
     let t = unsafe { pg_sys::get_fn_expr_argtype((*fcinfo).flinfo, n as i32) };
     (t != pg_sys::InvalidOid).then_some(t)
 }
+
+#[cfg(feature = "pg_test")]
+mod pg_tests;

@@ -10,10 +10,10 @@
 //! new contents during replay.
 
 use super::registry::tables::TableSpec;
-use super::NewFilter;
-use crate::filter::chain::{Growth, MAX_TABLES};
-use crate::filter::dense::KeyType;
-use crate::filter::layout::{Mapping, Params};
+use super::registry::NewFilter;
+use crate::filter::v2::KeyType;
+use crate::filter::{Growth, MAX_TABLES};
+use crate::filter::{Mapping, Params};
 
 /// Set in a metadata name-length byte when the key type follows the name.
 pub(crate) const KEY_FOLLOWS: u8 = 0x80;
@@ -374,7 +374,7 @@ impl<'a> Reader<'a> {
         let (mut growth, mut more) = (None, Vec::new());
         if chain_follows {
             let (x, f, count) = (self.u32()?, self.u64()?, self.u8()? as usize);
-            growth = crate::filter::multi::check_growth(f64::from_bits(f), x)
+            growth = crate::filter::v3::check_growth(f64::from_bits(f), x)
                 .map_err(|e| format!("{} record has a bad growth plan: {e}", self.what))?;
             if count + 1 > MAX_TABLES {
                 return Err(format!("{} record has {} tables, more than {MAX_TABLES}", self.what, count + 1));
@@ -579,8 +579,8 @@ impl Record {
             kind::GRANT => Record::Grant { gen: r.u64()?, readers: r.u64()? },
             kind::KEY_TYPE => {
                 let (gen, kind, oid) = (r.u64()?, r.u8()?, r.u32()?);
-                if kind == crate::filter::dense::KEY_NONE
-                    || kind == crate::filter::dense::KEY_PENDING
+                if kind == crate::filter::v2::KEY_NONE
+                    || kind == crate::filter::v2::KEY_PENDING
                     || KeyType::check_named(kind, oid).is_err()
                 {
                     return Err("KEY_TYPE record has a bad key type".into());
@@ -779,13 +779,13 @@ mod tests {
     fn all() -> Vec<Record> {
         vec![
             Record::Create(meta()),
-            Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 }, ..meta() }),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 20 }, ..meta() }),
             Record::ContentBegin { kind: ContentKind::Image, gen: 99, cut: 0, meta: meta() },
             Record::ContentBegin {
                 kind: ContentKind::Publish,
                 gen: 99,
                 cut: 0,
-                meta: Meta { key: KeyType { kind: crate::filter::dense::KEY_ENUM, oid: 16_400 }, ..meta() },
+                meta: Meta { key: KeyType { kind: crate::filter::v2::KEY_ENUM, oid: 16_400 }, ..meta() },
             },
             Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: meta() },
             Record::ContentChunk { begin: 3, offset: 8, words: vec![1, 2, 3] },
@@ -807,13 +807,13 @@ mod tests {
             Record::Cut { gen: 4, base: true, logged: false },
             Record::Cut { gen: 4, base: false, logged: false },
             Record::Discard { gen: 4 },
-            Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 25 } },
+            Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 25 } },
             Record::Pass { frozen: false, began: 3, live: vec![] },
             Record::Pass { frozen: true, began: 8, live: vec![(4, 9), (u64::MAX, 0)] },
             Record::Create(Meta { fpp: 1.0, ..meta() }),
-            Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_PENDING, oid: 0 }, ..meta() }),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::v2::KEY_PENDING, oid: 0 }, ..meta() }),
             Record::Create(grown()),
-            Record::Create(Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 20 }, ..grown() }),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 20 }, ..grown() }),
             Record::Create(Meta { growth: Some(Growth { fpp: 0.01, expansion: 4 }), ..meta() }),
             Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: Meta { growth: None, ..grown() } },
         ]
@@ -881,7 +881,7 @@ mod tests {
         assert_eq!(&body[body.len() - 1..], b"f");
         assert_eq!(Record::decode(k, &body).unwrap(), Record::Create(meta()));
         // With a key type: flagged, and kind and OID after the name.
-        let typed = Meta { key: KeyType { kind: crate::filter::dense::KEY_BUILTIN, oid: 25 }, ..meta() };
+        let typed = Meta { key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 25 }, ..meta() };
         let (k, mut body) = Record::Create(typed).encode();
         assert_eq!(body[body.len() - 7], 0x81);
         // A flagged key type that is not valid is refused.
