@@ -10,8 +10,9 @@
 use proptest::prelude::*;
 
 use super::build::{check_run, encode_run, run_hashes, sort_dedup};
-use super::dense::{self, Dense, KeyType, V2_HEADER_BYTES};
+use super::dense::{self, Dense, V2_HEADER_BYTES};
 use super::hash::hash_i64;
+use super::key_type::KeyType;
 use super::layout::{self, DEFAULT_SEED};
 use super::multi;
 use super::packed;

@@ -47,75 +47,10 @@
 //! Every encoding is canonical (sorted fingerprints, zero padding), so equal
 //! contents give equal bytes, and input validation rejects anything else.
 
+use super::key_type::KeyType;
 use super::layout::{check_header_start, FormatError, Geometry, Mapping, Params, FORMAT_V2, HASH_XXH3_64, MAGIC};
 
 pub const V2_HEADER_BYTES: usize = 48;
-
-/// What a value records about the type of its keys (header bytes 10..16). The
-/// core only stores and validates it; the SQL layer gives the kinds meaning:
-/// [`KEY_BUILTIN`] a built-in type (an OID below 16384, the same in every
-/// cluster), [`KEY_ENUM`] an enum hashed by its labels' text, [`KEY_LOCAL`]
-/// another type, its OID valid in the database that built the value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KeyType {
-    pub kind: u8,
-    pub oid: u32,
-}
-
-pub const KEY_NONE: u8 = 0;
-pub const KEY_BUILTIN: u8 = 1;
-pub const KEY_ENUM: u8 = 2;
-pub const KEY_LOCAL: u8 = 3;
-/// A named filter whose key type its first insert fixes (never in a value).
-pub const KEY_PENDING: u8 = 4;
-
-impl KeyType {
-    /// Nothing recorded: keys hash as in 0.5.0 and probes are not checked.
-    pub const NONE: KeyType = KeyType { kind: KEY_NONE, oid: 0 };
-
-    pub fn is_recorded(&self) -> bool {
-        self.kind != KEY_NONE
-    }
-
-    /// Checks a kind and OID read from a value's header.
-    pub fn check_parts(kind: u8, oid: u32) -> Result<(), FormatError> {
-        KeyType { kind, oid }.check()
-    }
-
-    /// Checks a kind and OID read from a named filter's metadata (records,
-    /// files), where a pending key type is valid too.
-    pub fn check_named(kind: u8, oid: u32) -> Result<(), FormatError> {
-        if kind == KEY_PENDING && oid == 0 {
-            Ok(())
-        } else {
-            KeyType { kind, oid }.check()
-        }
-    }
-
-    /// What a value made from a named filter records: a pending key type
-    /// (an empty filter) records none.
-    pub fn for_value(self) -> KeyType {
-        if self.kind == KEY_PENDING {
-            KeyType::NONE
-        } else {
-            self
-        }
-    }
-
-    fn check(&self) -> Result<(), FormatError> {
-        let ok = match self.kind {
-            KEY_NONE => self.oid == 0,
-            KEY_BUILTIN => self.oid != 0 && self.oid < 16384,
-            KEY_ENUM | KEY_LOCAL => self.oid >= 16384,
-            _ => false,
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(FormatError::BadParams(format!("key type kind {} with type OID {} is not valid", self.kind, self.oid)))
-        }
-    }
-}
 
 /// How a bucket's fingerprints are packed into its `B` bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,7 +118,7 @@ impl DenseHeader {
         out[7] = p.slots_per_bucket;
         out[8] = p.mapping as u8;
         out[9] = self.encoding() as u8;
-        out[10] = self.key.kind;
+        out[10] = self.key.kind as u8;
         out[11] = 0;
         out[12..16].copy_from_slice(&self.key.oid.to_le_bytes());
         out[16..24].copy_from_slice(&p.seed.to_le_bytes());
@@ -204,8 +139,7 @@ pub fn parse_v2(bytes: &[u8]) -> Result<DenseHeader, FormatError> {
     if bytes[11] != 0 {
         return Err(FormatError::ReservedNotZero);
     }
-    let key = KeyType { kind: bytes[10], oid: u32::from_le_bytes(bytes[12..16].try_into().unwrap()) };
-    key.check()?;
+    let key = KeyType::from_parts(bytes[10], u32::from_le_bytes(bytes[12..16].try_into().unwrap()))?;
     let mapping = Mapping::from_code(bytes[8])
         .ok_or_else(|| FormatError::BadParams(format!("unknown bucket mapping {}", bytes[8])))?;
     let params = Params {
@@ -544,6 +478,7 @@ pub fn encode(h: &DenseHeader, words: impl Iterator<Item = u64>) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::filter::hash::hash_i64;
+    use crate::filter::key_type::KeyKind;
     use crate::filter::layout::DEFAULT_SEED;
     use crate::filter::sizing::{size_for_capacity, size_for_items};
     use crate::filter::table::OwnedFilter;
@@ -658,9 +593,9 @@ mod tests {
         let plain = encode(&base, f.words());
         assert!(plain[10..16].iter().all(|&b| b == 0));
         for key in [
-            KeyType { kind: KEY_BUILTIN, oid: 20 },
-            KeyType { kind: KEY_ENUM, oid: 16_500 },
-            KeyType { kind: KEY_LOCAL, oid: 70_000 },
+            KeyType { kind: KeyKind::Builtin, oid: 20 },
+            KeyType { kind: KeyKind::Enum, oid: 16_500 },
+            KeyType { kind: KeyKind::Local, oid: 70_000 },
         ] {
             let h = DenseHeader { key, ..base };
             let bytes = encode(&h, f.words());
@@ -674,11 +609,12 @@ mod tests {
             b[12..16].copy_from_slice(&oid.to_le_bytes());
             parse_v2(&b)
         };
-        assert!(with(KEY_NONE, 0, 20).is_err(), "an OID without a kind");
-        assert!(with(KEY_BUILTIN, 0, 0).is_err(), "a kind without an OID");
-        assert!(with(KEY_BUILTIN, 0, 16_384).is_err(), "a built-in type's OID is below 16384");
-        assert!(with(KEY_LOCAL + 1, 0, 20).is_err(), "an unknown kind");
-        assert_eq!(with(KEY_BUILTIN, 1, 20), Err(FormatError::ReservedNotZero));
+        assert!(with(KeyKind::None as u8, 0, 20).is_err(), "an OID without a kind");
+        assert!(with(KeyKind::Builtin as u8, 0, 0).is_err(), "a kind without an OID");
+        assert!(with(KeyKind::Builtin as u8, 0, 16_384).is_err(), "a built-in type's OID is below 16384");
+        assert!(with(KeyKind::Local as u8 + 1, 0, 20).is_err(), "a pending key type is never in a value");
+        assert!(with(KeyKind::Pending as u8 + 1, 0, 20).is_err(), "an unknown kind");
+        assert_eq!(with(KeyKind::Builtin as u8, 1, 20), Err(FormatError::ReservedNotZero));
     }
 
     #[test]

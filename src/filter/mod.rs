@@ -9,6 +9,7 @@ mod chain;
 mod dense;
 mod hash;
 mod host;
+mod key_type;
 mod layout;
 mod multi;
 mod packed;
@@ -35,6 +36,7 @@ pub use chain::owned::OwnedChain;
 pub use chain::{Chain, Deleted, Directory, Growth, Tables, DIRECTORY_BYTES, MAX_TABLES};
 pub use hash::{bucket_order_key, hash_bytes, hash_i64};
 pub use host::{check_every, set_interrupt_check, set_out_of_memory, vec_filled, vec_with_capacity};
+pub use key_type::{KeyKind, KeyType};
 pub use layout::{
     format_version, parse_v1, parse_v1_header, FormatError, Geometry, Mapping, Params, V1Header, WordsHeader,
     DEFAULT_SEED, FORMAT_V1, FORMAT_V2, MAX_BUCKET_COUNT, V1_HEADER_BYTES, WORDS_HEADER_BYTES,
@@ -59,8 +61,8 @@ pub mod sync {
 /// Format 2: a value of one table, bit-packed (`dense.rs`).
 pub mod v2 {
     pub use super::dense::{
-        bucket_bits, encode, encode_into, parse_v2, serialized_len, Dense, DenseHeader, DenseLayout, Encoding, KeyType,
-        KEY_BUILTIN, KEY_ENUM, KEY_LOCAL, KEY_NONE, KEY_PENDING, V2_HEADER_BYTES,
+        bucket_bits, encode, encode_into, parse_v2, serialized_len, Dense, DenseHeader, DenseLayout, Encoding,
+        V2_HEADER_BYTES,
     };
 }
 

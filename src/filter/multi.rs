@@ -27,7 +27,8 @@
 //! other single table is written as format 2.
 
 use super::chain::Growth;
-use super::dense::{self, Dense, DenseHeader, KeyType};
+use super::dense::{self, Dense, DenseHeader};
+use super::key_type::KeyType;
 use super::layout::Params;
 use super::layout::{check_header_start, FormatError, HASH_XXH3_64, MAGIC};
 use super::sizing;
@@ -472,7 +473,7 @@ mod tests {
         }
         assert!(ts.len() >= 5);
         assert!((0..5000).all(|k| ts.iter().any(|t| t.table().contains(h(k)))));
-        let bytes = encode(Some(g), &ts, KeyType { kind: dense::KEY_BUILTIN, oid: 20 });
+        let bytes = encode(Some(g), &ts, KeyType { kind: crate::filter::key_type::KeyKind::Builtin, oid: 20 });
         let mh = parse_v3(&bytes).unwrap();
         assert_eq!(mh.growth, Some(g));
         assert_eq!(mh.items(), 5000);

@@ -636,7 +636,7 @@ mod tests {
             fpp: 0.002,
             params,
             name: "f".into(),
-            key: crate::filter::v2::KeyType::NONE,
+            key: crate::filter::KeyType::NONE,
             growth: None,
             more: Vec::new(),
         }
@@ -667,7 +667,7 @@ mod tests {
     #[test]
     fn headers_keep_a_key_type() {
         let dir = tmpdir("key");
-        let key = crate::filter::v2::KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 20 };
+        let key = crate::filter::KeyType { kind: crate::filter::KeyKind::Builtin, oid: 20 };
         let typed = Meta { key, ..meta() };
         let h = Header {
             name: Name { gen: 0xAC, stamp: 10, kind: Kind::Base },

@@ -25,7 +25,7 @@ pub use saved::{decode as decode_saved, FileKind};
 /// The WAL records of durable filters (`record.rs`): what the SQL layer logs
 /// and replays.
 pub mod wal {
-    pub use super::record::{kind, name_of, ContentKind, Meta, Record, CHUNK_WORDS, MANY_MAX};
+    pub use super::record::{ContentKind, ExtKind, Kind, Meta, Record, CHUNK_WORDS, MANY_MAX};
 }
 
 /// The checkpoint files of durable filters (`files.rs`): cuts, deltas and the

@@ -9,9 +9,11 @@
 //! a record logged for contents that a later publish replaced can never touch the
 //! new contents during replay.
 
+use std::ffi::CStr;
+
 use super::registry::tables::TableSpec;
 use super::registry::NewFilter;
-use crate::filter::v2::KeyType;
+use crate::filter::KeyType;
 use crate::filter::{Growth, MAX_TABLES};
 use crate::filter::{Mapping, Params};
 
@@ -24,50 +26,119 @@ pub(crate) const CHAIN_FOLLOWS: u8 = 0x40;
 pub(crate) const CHAIN_FIXED_BYTES: usize = 4 + 8 + 1;
 pub(crate) const CHAIN_TABLE_BYTES: usize = 8 + 3 + 8;
 
-/// The high four bits of `xl_info` (the low four are PostgreSQL's).
-pub mod kind {
+/// A record's kind: the high four bits of `xl_info` (the low four are
+/// PostgreSQL's). All sixteen values are taken; a new record is a sub-kind of
+/// [`Kind::Ext`] ([`ExtKind`]: the first byte of its body, 254 values left),
+/// so the kind space needs no further decision.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
     /// An empty filter: its metadata.
-    pub const CREATE: u8 = 0x00;
+    Create = 0x00,
     /// The start of a filter's full contents: metadata and the word count.
-    pub const CONTENT_BEGIN: u8 = 0x10;
+    ContentBegin = 0x10,
     /// A run of bucket words of the contents begun at `begin`.
-    pub const CONTENT_CHUNK: u8 = 0x20;
+    ContentChunk = 0x20,
     /// The end of the contents begun at `begin`.
-    pub const CONTENT_END: u8 = 0x30;
+    ContentEnd = 0x30,
     /// An insert about to take effect (its hash).
-    pub const INSERT: u8 = 0x40;
+    Insert = 0x40,
     /// The insert logged at `insert_end` found the filter full and changed nothing.
-    pub const REFUSED: u8 = 0x50;
+    Refused = 0x50,
     /// A delete that removed a copy.
-    pub const DELETE: u8 = 0x60;
-    pub const DROP: u8 = 0x70;
+    Delete = 0x60,
+    Drop = 0x70,
     /// The role allowed to look the filter up.
-    pub const GRANT: u8 = 0x80;
+    Grant = 0x80,
     /// A checkpoint image pass begins: every durable filter's contents follow.
-    pub const PASS_BEGIN: u8 = 0x90;
+    PassBegin = 0x90,
     /// The image pass that began at `begin` is complete.
-    pub const PASS_DONE: u8 = 0xA0;
+    PassDone = 0xA0,
     /// A filter that must be published again (its contents were lost): logged
     /// by image passes so that it survives as such.
-    pub const PLACEHOLDER: u8 = 0xB0;
+    Placeholder = 0xB0,
     /// A checkpoint cut of one filter: every change of it logged before this
     /// record is in the files its cut writes, none after (see `sql::named::cut`).
-    pub const CUT: u8 = 0xC0;
+    Cut = 0xC0,
     /// The files of a dropped or replaced generation are about to be removed.
-    pub const DISCARD: u8 = 0xD0;
+    Discard = 0xD0,
     /// The first insert into a filter whose key type was pending fixed it.
-    pub const KEY_TYPE: u8 = 0xE0;
-    /// The last kind: its body starts with a sub-kind byte ([`ext`]), so that
+    KeyType = 0xE0,
+    /// The last kind: its body starts with a sub-kind byte ([`ExtKind`]), so that
     /// later records need no kind of their own (0.10.0).
-    pub const EXT: u8 = 0xF0;
+    Ext = 0xF0,
 }
 
-/// Sub-kinds of [`kind::EXT`] records (the body's first byte).
-pub mod ext {
+impl Kind {
+    /// Every kind, in the order of its value.
+    pub const ALL: [Kind; 16] = [
+        Kind::Create,
+        Kind::ContentBegin,
+        Kind::ContentChunk,
+        Kind::ContentEnd,
+        Kind::Insert,
+        Kind::Refused,
+        Kind::Delete,
+        Kind::Drop,
+        Kind::Grant,
+        Kind::PassBegin,
+        Kind::PassDone,
+        Kind::Placeholder,
+        Kind::Cut,
+        Kind::Discard,
+        Kind::KeyType,
+        Kind::Ext,
+    ];
+
+    /// The kind in `xl_info`'s high four bits (every value is one).
+    pub fn of_info(info: u8) -> Kind {
+        Kind::ALL[(info >> 4) as usize]
+    }
+
+    /// The kind's name, as `pg_waldump` shows it.
+    pub fn name(self) -> &'static CStr {
+        match self {
+            Kind::Create => c"CREATE",
+            Kind::ContentBegin => c"CONTENT_BEGIN",
+            Kind::ContentChunk => c"CONTENT_CHUNK",
+            Kind::ContentEnd => c"CONTENT_END",
+            Kind::Insert => c"INSERT",
+            Kind::Refused => c"REFUSED",
+            Kind::Delete => c"DELETE",
+            Kind::Drop => c"DROP",
+            Kind::Grant => c"GRANT",
+            Kind::PassBegin => c"PASS_BEGIN",
+            Kind::PassDone => c"PASS_DONE",
+            Kind::Placeholder => c"PLACEHOLDER",
+            Kind::Cut => c"CUT",
+            Kind::Discard => c"DISCARD",
+            Kind::KeyType => c"KEY_TYPE",
+            Kind::Ext => c"EXT",
+        }
+    }
+}
+
+/// Sub-kinds of [`Kind::Ext`] records (the body's first byte).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtKind {
     /// A checkpoint pass is complete: every durable filter's files cover every
     /// change logged before its `CUT` of this pass (or all its changes); the
     /// live durable generations and the stamp of each one's last file follow.
-    pub const PASS: u8 = 1;
+    Pass = 1,
+}
+
+impl ExtKind {
+    /// The sub-kind a body's first byte names, if any.
+    pub fn of_byte(b: u8) -> Option<ExtKind> {
+        [ExtKind::Pass].into_iter().find(|k| *k as u8 == b)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExtKind::Pass => "PASS",
+        }
+    }
 }
 
 /// Why contents are logged.
@@ -306,7 +377,7 @@ impl Writer {
         self.u8(m.name.len() as u8 | if recorded { KEY_FOLLOWS } else { 0 } | if chain { CHAIN_FOLLOWS } else { 0 });
         self.0.extend_from_slice(m.name.as_bytes());
         if recorded {
-            self.u8(m.key.kind).u32(m.key.oid);
+            self.u8(m.key.kind as u8).u32(m.key.oid);
         }
         if chain {
             let (x, f) = m.growth.map_or((0, 0), |g| (g.expansion, g.fpp.to_bits()));
@@ -367,10 +438,15 @@ impl<'a> Reader<'a> {
         if name.is_empty() || n > super::registry::MAX_NAME_BYTES || name.contains('\0') {
             return Err(format!("{} record has a bad filter name", self.what));
         }
-        let key = if key_follows { KeyType { kind: self.u8()?, oid: self.u32()? } } else { KeyType::NONE };
-        if key_follows && (!key.is_recorded() || KeyType::check_named(key.kind, key.oid).is_err()) {
-            return Err(format!("{} record has a bad key type", self.what));
-        }
+        let key = if key_follows {
+            let (kind, oid) = (self.u8()?, self.u32()?);
+            match KeyType::from_named_parts(kind, oid) {
+                Ok(key) if key.is_recorded() => key,
+                _ => return Err(format!("{} record has a bad key type", self.what)),
+            }
+        } else {
+            KeyType::NONE
+        };
         let (mut growth, mut more) = (None, Vec::new());
         if chain_follows {
             let (x, f, count) = (self.u32()?, self.u64()?, self.u8()? as usize);
@@ -408,12 +484,12 @@ impl<'a> Reader<'a> {
 
 impl Record {
     /// The record's kind (for `xl_info`) and body.
-    pub fn encode(&self) -> (u8, Vec<u8>) {
+    pub fn encode(&self) -> (Kind, Vec<u8>) {
         let mut w = Writer(Vec::with_capacity(64));
         let k = match self {
             Record::Create(m) => {
                 w.meta(m);
-                kind::CREATE
+                Kind::Create
             }
             Record::ContentBegin { kind: ck, gen, cut, meta } => {
                 w.u8(*ck as u8).u64(*gen);
@@ -421,30 +497,30 @@ impl Record {
                     w.u64(*cut);
                 }
                 w.meta(meta);
-                kind::CONTENT_BEGIN
+                Kind::ContentBegin
             }
             Record::ContentChunk { begin, offset, words } => {
                 w.u64(*begin).u64(*offset);
                 for &x in words {
                     w.u64(x);
                 }
-                kind::CONTENT_CHUNK
+                Kind::ContentChunk
             }
             Record::ContentEnd { begin, items } => {
                 w.u64(*begin).u64(*items);
-                kind::CONTENT_END
+                Kind::ContentEnd
             }
             Record::Insert { gen, hash } => {
                 w.u64(*gen).u64(*hash);
-                kind::INSERT
+                Kind::Insert
             }
             Record::Refused { gen, hash, insert_end } => {
                 w.u64(*gen).u64(*hash).u64(*insert_end);
-                kind::REFUSED
+                Kind::Refused
             }
             Record::Delete { gen, hash } => {
                 w.u64(*gen).u64(*hash);
-                kind::DELETE
+                Kind::Delete
             }
             Record::InsertMany { gen, hashes } | Record::DeleteMany { gen, hashes } => {
                 w.u64(*gen);
@@ -452,9 +528,9 @@ impl Record {
                     w.u64(h);
                 }
                 if matches!(self, Record::InsertMany { .. }) {
-                    kind::INSERT
+                    Kind::Insert
                 } else {
-                    kind::DELETE
+                    Kind::Delete
                 }
             }
             Record::RefusedMany { gen, insert_end, refused } => {
@@ -462,55 +538,55 @@ impl Record {
                 for &(at, h) in refused {
                     w.u32(at).u64(h);
                 }
-                kind::REFUSED
+                Kind::Refused
             }
             Record::Drop { gen } => {
                 w.u64(*gen);
-                kind::DROP
+                Kind::Drop
             }
             Record::Grant { gen, readers } => {
                 w.u64(*gen).u64(*readers);
-                kind::GRANT
+                Kind::Grant
             }
             Record::KeyType { gen, key } => {
-                w.u64(*gen).u8(key.kind).u32(key.oid);
-                kind::KEY_TYPE
+                w.u64(*gen).u8(key.kind as u8).u32(key.oid);
+                Kind::KeyType
             }
-            Record::PassBegin => kind::PASS_BEGIN,
+            Record::PassBegin => Kind::PassBegin,
             Record::PassDone { begin, filters } => {
                 w.u64(*begin).u64(*filters);
-                kind::PASS_DONE
+                Kind::PassDone
             }
             Record::Placeholder { gen, reason, meta } => {
                 w.u64(*gen).u64(*reason).meta(meta);
-                kind::PLACEHOLDER
+                Kind::Placeholder
             }
             Record::Cut { gen, base, logged } => {
                 w.u64(*gen).u8(*base as u8 | (*logged as u8) << 1);
-                kind::CUT
+                Kind::Cut
             }
             Record::Discard { gen } => {
                 w.u64(*gen);
-                kind::DISCARD
+                Kind::Discard
             }
             Record::Pass { frozen, began, live } => {
-                w.u8(ext::PASS).u8(*frozen as u8).u64(*began).u32(live.len() as u32);
+                w.u8(ExtKind::Pass as u8).u8(*frozen as u8).u64(*began).u32(live.len() as u32);
                 for &(gen, tip) in live {
                     w.u64(gen).u64(tip);
                 }
-                kind::EXT
+                Kind::Ext
             }
         };
         (k, w.0)
     }
 
     /// Decodes a record of kind `k` (the high bits of `xl_info`).
-    pub fn decode(k: u8, body: &[u8]) -> Result<Record, String> {
-        let what = name_of(k).unwrap_or("unknown");
+    pub fn decode(k: Kind, body: &[u8]) -> Result<Record, String> {
+        let what = k.name().to_str().unwrap_or("unknown");
         let mut r = Reader { b: body, what };
         let rec = match k {
-            kind::CREATE => Record::Create(r.meta()?),
-            kind::CONTENT_BEGIN => {
+            Kind::Create => Record::Create(r.meta()?),
+            Kind::ContentBegin => {
                 let ck = match r.u8()? {
                     1 => ContentKind::Publish,
                     2 => ContentKind::Image,
@@ -521,7 +597,7 @@ impl Record {
                 let cut = if ck == ContentKind::Cut { r.u64()? } else { 0 };
                 Record::ContentBegin { kind: ck, gen, cut, meta: r.meta()? }
             }
-            kind::CONTENT_CHUNK => {
+            Kind::ContentChunk => {
                 let (begin, offset) = (r.u64()?, r.u64()?);
                 if !r.b.len().is_multiple_of(8) || r.b.is_empty() || r.b.len() / 8 > CHUNK_WORDS {
                     return Err(format!(
@@ -533,9 +609,9 @@ impl Record {
                 r.b = &[];
                 Record::ContentChunk { begin, offset, words }
             }
-            kind::CONTENT_END => Record::ContentEnd { begin: r.u64()?, items: r.u64()? },
+            Kind::ContentEnd => Record::ContentEnd { begin: r.u64()?, items: r.u64()? },
             // One hash (as every release wrote) or a batch of them (0.8.0).
-            kind::INSERT | kind::DELETE => {
+            Kind::Insert | Kind::Delete => {
                 let gen = r.u64()?;
                 if !r.b.len().is_multiple_of(8) || r.b.is_empty() || r.b.len() / 8 > MANY_MAX {
                     return Err(format!(
@@ -547,17 +623,17 @@ impl Record {
                     r.b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
                 r.b = &[];
                 match (k, hashes.len()) {
-                    (kind::INSERT, 1) => Record::Insert { gen, hash: hashes.pop().unwrap() },
-                    (kind::INSERT, _) => Record::InsertMany { gen, hashes },
+                    (Kind::Insert, 1) => Record::Insert { gen, hash: hashes.pop().unwrap() },
+                    (Kind::Insert, _) => Record::InsertMany { gen, hashes },
                     (_, 1) => Record::Delete { gen, hash: hashes.pop().unwrap() },
                     _ => Record::DeleteMany { gen, hashes },
                 }
             }
             // One refusal (24 bytes) or a batch's: 16 bytes, then 12 per refusal.
-            kind::REFUSED if body.len() == 24 => {
+            Kind::Refused if body.len() == 24 => {
                 Record::Refused { gen: r.u64()?, hash: r.u64()?, insert_end: r.u64()? }
             }
-            kind::REFUSED => {
+            Kind::Refused => {
                 let (gen, insert_end) = (r.u64()?, r.u64()?);
                 if !r.b.len().is_multiple_of(12) || r.b.is_empty() || r.b.len() / 12 > MANY_MAX {
                     return Err(format!(
@@ -575,28 +651,25 @@ impl Record {
                 }
                 Record::RefusedMany { gen, insert_end, refused }
             }
-            kind::DROP => Record::Drop { gen: r.u64()? },
-            kind::GRANT => Record::Grant { gen: r.u64()?, readers: r.u64()? },
-            kind::KEY_TYPE => {
+            Kind::Drop => Record::Drop { gen: r.u64()? },
+            Kind::Grant => Record::Grant { gen: r.u64()?, readers: r.u64()? },
+            Kind::KeyType => {
                 let (gen, kind, oid) = (r.u64()?, r.u8()?, r.u32()?);
-                if kind == crate::filter::v2::KEY_NONE
-                    || kind == crate::filter::v2::KEY_PENDING
-                    || KeyType::check_named(kind, oid).is_err()
-                {
-                    return Err("KEY_TYPE record has a bad key type".into());
+                match KeyType::from_parts(kind, oid) {
+                    Ok(key) if key.is_recorded() => Record::KeyType { gen, key },
+                    _ => return Err("KEY_TYPE record has a bad key type".into()),
                 }
-                Record::KeyType { gen, key: KeyType { kind, oid } }
             }
-            kind::PASS_BEGIN => Record::PassBegin,
-            kind::PASS_DONE => Record::PassDone { begin: r.u64()?, filters: r.u64()? },
-            kind::PLACEHOLDER => {
+            Kind::PassBegin => Record::PassBegin,
+            Kind::PassDone => Record::PassDone { begin: r.u64()?, filters: r.u64()? },
+            Kind::Placeholder => {
                 let (gen, reason) = (r.u64()?, r.u64()?);
                 if reason == 0 {
                     return Err("PLACEHOLDER record without a reason".into());
                 }
                 Record::Placeholder { gen, reason, meta: r.meta()? }
             }
-            kind::CUT => {
+            Kind::Cut => {
                 let gen = r.u64()?;
                 let (base, logged) = match r.u8()? {
                     0 => (false, false),
@@ -606,9 +679,9 @@ impl Record {
                 };
                 Record::Cut { gen, base, logged }
             }
-            kind::DISCARD => Record::Discard { gen: r.u64()? },
-            kind::EXT => match r.u8()? {
-                ext::PASS => {
+            Kind::Discard => Record::Discard { gen: r.u64()? },
+            Kind::Ext => match ExtKind::of_byte(r.u8()?) {
+                Some(ExtKind::Pass) => {
                     let frozen = match r.u8()? {
                         0 => false,
                         1 => true,
@@ -625,9 +698,8 @@ impl Record {
                     }
                     Record::Pass { frozen, began, live }
                 }
-                other => return Err(format!("unknown cuckoo WAL record sub-kind 0x{other:02X}")),
+                None => return Err("unknown cuckoo WAL record sub-kind".to_string()),
             },
-            other => return Err(format!("unknown cuckoo WAL record kind 0x{other:02X}")),
         };
         r.end()?;
         Ok(rec)
@@ -678,7 +750,7 @@ impl Record {
             }
             Record::Drop { gen } => format!("gen {gen:X}"),
             Record::Grant { gen, readers } => format!("gen {gen:X} readers {readers}"),
-            Record::KeyType { gen, key } => format!("gen {gen:X} key type kind {} OID {}", key.kind, key.oid),
+            Record::KeyType { gen, key } => format!("gen {gen:X} key type kind {} OID {}", key.kind as u8, key.oid),
             Record::PassBegin => String::new(),
             Record::PassDone { begin, filters } => format!("begin {begin:X} filters {filters}"),
             Record::Placeholder { gen, reason, meta: m } => format!("gen {gen:X} reason {reason} {}", meta(m)),
@@ -701,36 +773,13 @@ impl Record {
         }
     }
 
-    /// The name of this record's kind (a sub-kind's for [`kind::EXT`]).
+    /// The name of this record's kind (a sub-kind's for [`Kind::Ext`]).
     pub fn kind_name(&self) -> &'static str {
         match self {
-            Record::Pass { .. } => "PASS",
-            _ => name_of(self.encode().0).unwrap_or("unknown"),
+            Record::Pass { .. } => ExtKind::Pass.name(),
+            _ => self.encode().0.name().to_str().unwrap_or("unknown"),
         }
     }
-}
-
-/// The name of record kind `k`, as `pg_waldump` and error contexts show it.
-pub fn name_of(k: u8) -> Option<&'static str> {
-    Some(match k {
-        kind::CREATE => "CREATE",
-        kind::CONTENT_BEGIN => "CONTENT_BEGIN",
-        kind::CONTENT_CHUNK => "CONTENT_CHUNK",
-        kind::CONTENT_END => "CONTENT_END",
-        kind::INSERT => "INSERT",
-        kind::REFUSED => "REFUSED",
-        kind::DELETE => "DELETE",
-        kind::DROP => "DROP",
-        kind::GRANT => "GRANT",
-        kind::PASS_BEGIN => "PASS_BEGIN",
-        kind::PASS_DONE => "PASS_DONE",
-        kind::PLACEHOLDER => "PLACEHOLDER",
-        kind::CUT => "CUT",
-        kind::DISCARD => "DISCARD",
-        kind::KEY_TYPE => "KEY_TYPE",
-        kind::EXT => "EXT",
-        _ => return None,
-    })
 }
 
 #[cfg(all(test, not(loom)))]
@@ -779,13 +828,13 @@ mod tests {
     fn all() -> Vec<Record> {
         vec![
             Record::Create(meta()),
-            Record::Create(Meta { key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 20 }, ..meta() }),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 20 }, ..meta() }),
             Record::ContentBegin { kind: ContentKind::Image, gen: 99, cut: 0, meta: meta() },
             Record::ContentBegin {
                 kind: ContentKind::Publish,
                 gen: 99,
                 cut: 0,
-                meta: Meta { key: KeyType { kind: crate::filter::v2::KEY_ENUM, oid: 16_400 }, ..meta() },
+                meta: Meta { key: KeyType { kind: crate::filter::KeyKind::Enum, oid: 16_400 }, ..meta() },
             },
             Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: meta() },
             Record::ContentChunk { begin: 3, offset: 8, words: vec![1, 2, 3] },
@@ -807,13 +856,13 @@ mod tests {
             Record::Cut { gen: 4, base: true, logged: false },
             Record::Cut { gen: 4, base: false, logged: false },
             Record::Discard { gen: 4 },
-            Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 25 } },
+            Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 25 } },
             Record::Pass { frozen: false, began: 3, live: vec![] },
             Record::Pass { frozen: true, began: 8, live: vec![(4, 9), (u64::MAX, 0)] },
             Record::Create(Meta { fpp: 1.0, ..meta() }),
-            Record::Create(Meta { key: KeyType { kind: crate::filter::v2::KEY_PENDING, oid: 0 }, ..meta() }),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::KeyKind::Pending, oid: 0 }, ..meta() }),
             Record::Create(grown()),
-            Record::Create(Meta { key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 20 }, ..grown() }),
+            Record::Create(Meta { key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 20 }, ..grown() }),
             Record::Create(Meta { growth: Some(Growth { fpp: 0.01, expansion: 4 }), ..meta() }),
             Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: Meta { growth: None, ..grown() } },
         ]
@@ -824,7 +873,6 @@ mod tests {
         for r in all() {
             let (k, body) = r.encode();
             assert_eq!(Record::decode(k, &body).unwrap(), r);
-            assert!(name_of(k).is_some());
         }
     }
 
@@ -865,8 +913,8 @@ mod tests {
             longer.push(0);
             assert!(Record::decode(k, &longer).is_err(), "{r:?} with a byte too many");
         }
-        assert!(Record::decode(0xF0, &[]).is_err());
-        assert!(Record::decode(0xF0, &[9]).is_err());
+        assert!(Record::decode(Kind::Ext, &[]).is_err());
+        assert!(Record::decode(Kind::Ext, &[9]).is_err());
         let (k, mut body) = Record::Create(meta()).encode();
         body[49] = 0; // slots per bucket
         assert!(Record::decode(k, &body).unwrap_err().contains("parameters"));
@@ -881,7 +929,7 @@ mod tests {
         assert_eq!(&body[body.len() - 1..], b"f");
         assert_eq!(Record::decode(k, &body).unwrap(), Record::Create(meta()));
         // With a key type: flagged, and kind and OID after the name.
-        let typed = Meta { key: KeyType { kind: crate::filter::v2::KEY_BUILTIN, oid: 25 }, ..meta() };
+        let typed = Meta { key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 25 }, ..meta() };
         let (k, mut body) = Record::Create(typed).encode();
         assert_eq!(body[body.len() - 7], 0x81);
         // A flagged key type that is not valid is refused.

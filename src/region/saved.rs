@@ -136,7 +136,7 @@ mod tests {
             fpp: 0.002,
             params,
             name: name.into(),
-            key: crate::filter::v2::KeyType::NONE,
+            key: crate::filter::KeyType::NONE,
             growth: None,
             more: Vec::new(),
         };

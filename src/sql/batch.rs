@@ -22,10 +22,10 @@ use super::value::cache::probe_many_arg;
 use super::value::datatype::palloc_slice;
 use super::value::datatype::{filter_arg_once, value_from_tables};
 use super::value::functions::{full_error, no_equal_key_error};
-use crate::filter::v2::KeyType;
 use crate::filter::v3;
 use crate::filter::Deleted;
 use crate::filter::Full;
+use crate::filter::KeyType;
 use crate::region::wal::Record;
 use crate::region::Tally;
 

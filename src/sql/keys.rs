@@ -25,33 +25,44 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::v2::{KeyType, KEY_BUILTIN, KEY_ENUM, KEY_LOCAL, KEY_PENDING};
 use crate::filter::{hash_bytes, hash_i64};
+use crate::filter::{KeyKind, KeyType};
 
-const UNSET: u8 = 0;
-const INT2: u8 = 1;
-const INT4: u8 = 2;
-const INT8: u8 = 3;
-const BYTES: u8 = 4;
-const UUID: u8 = 5;
-const EXTENDED: u8 = 6;
-/// An enum of a filter that records it: hashed as the bytes of its label.
-const LABEL: u8 = 7;
+/// How a type's values hash (all-zero memory is `Unset`).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HashKind {
+    Unset = 0,
+    Int2,
+    Int4,
+    Int8,
+    Bytes,
+    Uuid,
+    /// By the type's extended hash function.
+    Extended,
+    /// An enum of a filter that records it: hashed as the bytes of its label.
+    Label,
+}
 
-// How a prepared hasher turns an argument into the filter's key.
-/// The argument hashes as its own type does (the same type, the same hash
-/// family, or a filter that records no key type).
-const DIRECT: u8 = 0;
-/// Text read with the key type's input function.
-const INPUT: u8 = 1;
-/// A `numeric`, `float4` or `float8` into an integer filter: only a whole number
-/// in range has an equal key.
-const TO_INTEGER: u8 = 2;
-/// Converted by the implicit cast to the key type (`int4` into `numeric`,
-/// `name` into `text`, `date` into `timestamp`).
-const CAST: u8 = 3;
-/// A cast that only relabels (the same bytes).
-const RELABEL: u8 = 4;
+/// How a prepared hasher turns an argument into the filter's key (all-zero
+/// memory is `Direct`).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Convert {
+    /// The argument hashes as its own type does (the same type, the same hash
+    /// family, or a filter that records no key type).
+    Direct = 0,
+    /// Text read with the key type's input function.
+    Input,
+    /// A `numeric`, `float4` or `float8` into an integer filter: only a whole
+    /// number in range has an equal key.
+    ToInteger,
+    /// Converted by the implicit cast to the key type (`int4` into `numeric`,
+    /// `name` into `text`, `date` into `timestamp`).
+    Cast,
+    /// A cast that only relabels (the same bytes).
+    Relabel,
+}
 
 /// Types below this OID are built in: the same in every cluster.
 const FIRST_NORMAL_OID: u32 = 16384;
@@ -70,11 +81,11 @@ pub fn key_type_of(typid: pg_sys::Oid) -> KeyType {
         }
         let oid = base.to_u32();
         if pg_sys::get_typtype(base) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
-            KeyType { kind: KEY_ENUM, oid }
+            KeyType { kind: KeyKind::Enum, oid }
         } else if oid < FIRST_NORMAL_OID {
-            KeyType { kind: KEY_BUILTIN, oid }
+            KeyType { kind: KeyKind::Builtin, oid }
         } else {
-            KeyType { kind: KEY_LOCAL, oid }
+            KeyType { kind: KeyKind::Local, oid }
         }
     }
 }
@@ -95,7 +106,7 @@ pub fn builtin_key_type_ok(oid: u32) -> bool {
 /// extended hash function.
 fn hashes_as_key(t: pg_sys::Oid) -> bool {
     // SAFETY: a type-cache lookup of a type that exists.
-    kind_of(t) != EXTENDED
+    kind_of(t) != HashKind::Extended
         || unsafe {
             (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc
                 != pg_sys::InvalidOid
@@ -109,23 +120,22 @@ fn hashes_as_key(t: pg_sys::Oid) -> bool {
 /// not.
 pub fn recorded_key_ok(key: KeyType, local: bool) -> Result<(), String> {
     match key.kind {
-        0 | KEY_PENDING => Ok(()),
-        KEY_BUILTIN if builtin_key_type_ok(key.oid) => Ok(()),
-        KEY_BUILTIN => Err(format!("key type OID {} is not a built-in type with a hash function", key.oid)),
-        KEY_ENUM | KEY_LOCAL if !local => Ok(()),
-        KEY_ENUM | KEY_LOCAL => {
+        KeyKind::None | KeyKind::Pending => Ok(()),
+        KeyKind::Builtin if builtin_key_type_ok(key.oid) => Ok(()),
+        KeyKind::Builtin => Err(format!("key type OID {} is not a built-in type with a hash function", key.oid)),
+        KeyKind::Enum | KeyKind::Local if !local => Ok(()),
+        KeyKind::Enum | KeyKind::Local => {
             let t = pg_sys::Oid::from(key.oid);
             // SAFETY: catalog lookups; get_typtype returns 0 for no type.
             let exists = unsafe { pg_sys::get_typtype(t) != 0 };
             if !exists || key_type_of(t) != key {
                 return Err(format!("key type OID {} is not a type of this database of the kind recorded", key.oid));
             }
-            if key.kind == KEY_LOCAL && !hashes_as_key(t) {
+            if key.kind == KeyKind::Local && !hashes_as_key(t) {
                 return Err(format!("key type {} has no extended hash function", type_name(t)));
             }
             Ok(())
         }
-        k => Err(format!("unknown key type kind {k}")),
     }
 }
 
@@ -174,18 +184,18 @@ pub enum KeyTypeError {
 /// domains over them) rather than through the type's extended hash function.
 pub fn native_key_type(typid: pg_sys::Oid) -> bool {
     // SAFETY: a catalog lookup of a type id.
-    kind_of(unsafe { pg_sys::getBaseType(typid) }) != EXTENDED
+    kind_of(unsafe { pg_sys::getBaseType(typid) }) != HashKind::Extended
 }
 
 /// How keys whose base type is `base` hash.
-fn kind_of(base: pg_sys::Oid) -> u8 {
+fn kind_of(base: pg_sys::Oid) -> HashKind {
     match base {
-        pg_sys::INT2OID => INT2,
-        pg_sys::INT4OID => INT4,
-        pg_sys::INT8OID => INT8,
-        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => BYTES,
-        pg_sys::UUIDOID => UUID,
-        _ => EXTENDED,
+        pg_sys::INT2OID => HashKind::Int2,
+        pg_sys::INT4OID => HashKind::Int4,
+        pg_sys::INT8OID => HashKind::Int8,
+        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => HashKind::Bytes,
+        pg_sys::UUIDOID => HashKind::Uuid,
+        _ => HashKind::Extended,
     }
 }
 
@@ -197,11 +207,11 @@ pub struct KeyHasher {
     // What every probe reads comes first (one cache line).
     typid: pg_sys::Oid,
     collation: pg_sys::Oid,
-    kind: u8,
+    kind: HashKind,
     /// The key type of the filter the hasher was last prepared for, and how an
     /// argument becomes such a key (`mode`), hashed as `target` says.
     prepared: bool,
-    mode: u8,
+    mode: Convert,
     key: KeyType,
     extended: pg_sys::FmgrInfo,
     target: Target,
@@ -218,7 +228,7 @@ pub struct KeyHasher {
 /// How keys of a filter's key type hash (all-zero: unused).
 #[repr(C)]
 struct Target {
-    kind: u8,
+    kind: HashKind,
     collation: pg_sys::Oid,
     extended: pg_sys::FmgrInfo,
     output: pg_sys::FmgrInfo,
@@ -326,7 +336,7 @@ impl KeyHasher {
                 return Err(KeyTypeError::Nondeterministic);
             }
             let kind = kind_of(base);
-            if kind == EXTENDED {
+            if kind == HashKind::Extended {
                 let entry = pg_sys::lookup_type_cache(base, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
                 let proc_oid = (*entry).hash_extended_proc;
                 if proc_oid == pg_sys::InvalidOid {
@@ -353,7 +363,7 @@ impl KeyHasher {
 
     /// Whether the hasher is resolved for keys of type `typid`.
     pub fn resolved_for(&self, typid: pg_sys::Oid) -> bool {
-        self.kind != UNSET && self.typid == typid
+        self.kind != HashKind::Unset && self.typid == typid
     }
 
     /// The 64-bit hash of non-null argument `argno` under `seed`, for a filter
@@ -366,7 +376,7 @@ impl KeyHasher {
     pub unsafe fn hash_arg(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize, seed: u64) -> u64 {
         // SAFETY: as documented.
         unsafe {
-            if self.kind == UNSET {
+            if self.kind == HashKind::Unset {
                 self.resolve(fcinfo, argno);
             }
             self.hash_datum(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno), seed)
@@ -390,7 +400,7 @@ impl KeyHasher {
     ) -> Option<u64> {
         // SAFETY: as documented.
         unsafe {
-            if self.kind == UNSET {
+            if self.kind == HashKind::Unset {
                 self.resolve(fcinfo, argno);
             }
             if !self.prepared || self.key != key {
@@ -398,7 +408,7 @@ impl KeyHasher {
             }
             let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
             // The common case inline: the key's own type (or family) hashes it.
-            if self.mode == DIRECT {
+            if self.mode == Convert::Direct {
                 return Some(self.hash_datum(datum, seed));
             }
             self.hash_datum_for(datum, seed)
@@ -436,7 +446,7 @@ impl KeyHasher {
     pub unsafe fn arg_key_type(&mut self, fcinfo: pg_sys::FunctionCallInfo, argno: usize) -> KeyType {
         // SAFETY: as documented.
         unsafe {
-            if self.kind == UNSET {
+            if self.kind == HashKind::Unset {
                 self.resolve(fcinfo, argno);
             }
             key_type_of(self.own_type())
@@ -459,7 +469,7 @@ impl KeyHasher {
         // SAFETY: as documented; resolving and preparing read the call
         // expression and the catalog, not the argument.
         unsafe {
-            if self.kind == UNSET {
+            if self.kind == HashKind::Unset {
                 self.resolve(fcinfo, argno);
             }
             if !self.prepared {
@@ -485,7 +495,7 @@ impl KeyHasher {
     ) -> u64 {
         // SAFETY: as documented; a key of its own key type always has a hash.
         unsafe {
-            if self.kind == UNSET {
+            if self.kind == HashKind::Unset {
                 self.resolve(fcinfo, argno);
             }
             if !self.prepared {
@@ -493,7 +503,7 @@ impl KeyHasher {
                 self.prepare(key, (*(*fcinfo).flinfo).fn_mcxt);
             }
             let datum = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, argno);
-            if self.mode == DIRECT {
+            if self.mode == Convert::Direct {
                 return self.hash_datum(datum, seed);
             }
             self.hash_datum_for(datum, seed).expect("a key of its own key type")
@@ -543,7 +553,7 @@ impl KeyHasher {
     pub unsafe fn hash_own(&mut self, datum: pg_sys::Datum, seed: u64) -> u64 {
         // SAFETY: as documented.
         unsafe {
-            if self.mode == DIRECT {
+            if self.mode == Convert::Direct {
                 return self.hash_datum(datum, seed);
             }
             self.hash_datum_for(datum, seed).expect("a key of its own key type")
@@ -627,32 +637,32 @@ impl KeyHasher {
         unsafe {
             self.prepared = false;
             self.key = key;
-            self.mode = DIRECT;
+            self.mode = Convert::Direct;
             // A pending key type belongs to an empty filter: nothing to match.
-            if !key.is_recorded() || key.kind == KEY_PENDING {
+            if !key.is_recorded() || key.kind == KeyKind::Pending {
                 if self.origin != pg_sys::InvalidOid {
                     // Read back as the original type and hashed as it hashes.
                     let o = self.origin;
                     self.set_target(o, self.collation, mcxt)?;
                     self.read_text_as(o, mcxt);
-                    self.mode = INPUT;
+                    self.mode = Convert::Input;
                 }
                 self.prepared = true;
                 return Ok(());
             }
             let k = pg_sys::Oid::from(key.oid);
             let t = pg_sys::getBaseType(self.typid);
-            if key.kind == KEY_ENUM {
+            if key.kind == KeyKind::Enum {
                 // Keys are labels, hashed as text: an enum probe by its label
                 // (whatever the type's OID, which a restore into another
                 // database changes), a text probe as it is (a text that is no
                 // label has no equal).
                 if pg_sys::get_typtype(t) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
                     output_function(t, &mut self.target.output, mcxt);
-                    self.target.kind = LABEL;
-                    self.mode = RELABEL;
+                    self.target.kind = HashKind::Label;
+                    self.mode = Convert::Relabel;
                 } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
-                    self.mode = DIRECT;
+                    self.mode = Convert::Direct;
                 } else {
                     return Err(PrepareError::NotLabels);
                 }
@@ -667,13 +677,16 @@ impl KeyHasher {
             self.set_target(k, collation, mcxt)?;
             let kk = self.target.kind;
             let tk = kind_of(t);
-            let is_int = |x: u8| matches!(x, INT2 | INT4 | INT8);
+            let is_int = |x: HashKind| matches!(x, HashKind::Int2 | HashKind::Int4 | HashKind::Int8);
             self.mode = if t == k
                 || is_int(tk) && is_int(kk)
-                || tk == BYTES && kk == BYTES
-                || tk == EXTENDED && kk == EXTENDED && key.kind == KEY_BUILTIN && same_hash_family(t, k)
+                || tk == HashKind::Bytes && kk == HashKind::Bytes
+                || tk == HashKind::Extended
+                    && kk == HashKind::Extended
+                    && key.kind == KeyKind::Builtin
+                    && same_hash_family(t, k)
             {
-                DIRECT
+                Convert::Direct
             } else if t == pg_sys::TEXTOID || t == pg_sys::VARCHAROID {
                 // Text is read with the key type's input function: only for a
                 // caller who may use that type (a value can name a type its
@@ -684,12 +697,12 @@ impl KeyHasher {
                     return Err(PrepareError::NoUsage(k));
                 }
                 self.read_text_as(k, mcxt);
-                INPUT
+                Convert::Input
             } else if is_int(kk) && (t == pg_sys::NUMERICOID || t == pg_sys::FLOAT4OID || t == pg_sys::FLOAT8OID) {
                 if t == pg_sys::NUMERICOID {
                     output_function(t, &mut self.convert, mcxt);
                 }
-                TO_INTEGER
+                Convert::ToInteger
             } else {
                 let mut func = pg_sys::InvalidOid;
                 match pg_sys::find_coercion_pathway(k, t, pg_sys::CoercionContext::COERCION_IMPLICIT, &mut func) {
@@ -702,9 +715,9 @@ impl KeyHasher {
                             return Err(PrepareError::NoExecute(func));
                         }
                         pg_sys::fmgr_info_cxt(func, &mut self.convert, mcxt);
-                        CAST
+                        Convert::Cast
                     }
-                    pg_sys::CoercionPathType::COERCION_PATH_RELABELTYPE => RELABEL,
+                    pg_sys::CoercionPathType::COERCION_PATH_RELABELTYPE => Convert::Relabel,
                     _ => return Err(PrepareError::Mismatch),
                 }
             };
@@ -727,7 +740,7 @@ impl KeyHasher {
         // SAFETY: as documented.
         unsafe {
             let kind = kind_of(typ);
-            if kind == EXTENDED {
+            if kind == HashKind::Extended {
                 let entry = pg_sys::lookup_type_cache(typ, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32);
                 if (*entry).hash_extended_proc == pg_sys::InvalidOid {
                     return Err(PrepareError::NoHash);
@@ -757,7 +770,7 @@ impl KeyHasher {
     /// Whether the prepared hasher reads text with an input function (which
     /// raises on text it cannot read).
     pub fn reads_text(&self) -> bool {
-        self.mode == INPUT
+        self.mode == Convert::Input
     }
 
     /// The 64-bit hash of a non-null key datum under `seed`, hashed as its own
@@ -783,15 +796,15 @@ impl KeyHasher {
         // key type's hashing a value of the key type.
         unsafe {
             match self.mode {
-                DIRECT => Some(self.hash_datum(datum, seed)),
-                RELABEL => Some(self.hash_target(datum, seed)),
-                INPUT => {
+                Convert::Direct => Some(self.hash_datum(datum, seed)),
+                Convert::Relabel => Some(self.hash_target(datum, seed)),
+                Convert::Input => {
                     let text = pg_sys::text_to_cstring(datum.cast_mut_ptr());
                     let key = pg_sys::InputFunctionCall(&mut self.convert, text, self.ioparam, -1);
                     pg_sys::pfree(text as *mut std::ffi::c_void);
                     Some(self.hash_target(key, seed))
                 }
-                CAST => {
+                Convert::Cast => {
                     let key = pg_sys::FunctionCall3Coll(
                         &mut self.convert,
                         self.collation,
@@ -801,8 +814,8 @@ impl KeyHasher {
                     );
                     Some(self.hash_target(key, seed))
                 }
-                _ => {
-                    // TO_INTEGER: a whole number in range, or no equal key.
+                Convert::ToInteger => {
+                    // A whole number in range, or no equal key.
                     let t = pg_sys::getBaseType(self.typid);
                     let whole = if t == pg_sys::NUMERICOID {
                         let s = pg_sys::OutputFunctionCall(&mut self.convert, datum);
@@ -830,7 +843,7 @@ impl KeyHasher {
     unsafe fn hash_target(&mut self, datum: pg_sys::Datum, seed: u64) -> u64 {
         // SAFETY: `datum` is a non-null value of the prepared key type.
         unsafe {
-            if self.target.kind == LABEL {
+            if self.target.kind == HashKind::Label {
                 let label = pg_sys::OutputFunctionCall(&mut self.target.output, datum);
                 let h = hash_bytes(seed, std::ffi::CStr::from_ptr(label).to_bytes());
                 pg_sys::pfree(label as *mut std::ffi::c_void);
@@ -1153,7 +1166,7 @@ fn whole_number(text: &[u8]) -> Option<i64> {
 /// extended hash function.
 #[inline]
 unsafe fn hash_by(
-    kind: u8,
+    kind: HashKind,
     extended: &mut pg_sys::FmgrInfo,
     collation: pg_sys::Oid,
     datum: pg_sys::Datum,
@@ -1162,10 +1175,10 @@ unsafe fn hash_by(
     // SAFETY: each branch reads the datum in the representation its type guarantees.
     unsafe {
         match kind {
-            INT2 => hash_i64(seed, datum.value() as i16 as i64),
-            INT4 => hash_i64(seed, datum.value() as i32 as i64),
-            INT8 => hash_i64(seed, datum.value() as i64),
-            BYTES => {
+            HashKind::Int2 => hash_i64(seed, datum.value() as i16 as i64),
+            HashKind::Int4 => hash_i64(seed, datum.value() as i32 as i64),
+            HashKind::Int8 => hash_i64(seed, datum.value() as i64),
+            HashKind::Bytes => {
                 let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
                 // Plain inline values (the common case) are read without an FFI call.
                 let inline = pgrx::varlena::varatt_is_4b_u(raw)
@@ -1181,11 +1194,14 @@ unsafe fn hash_by(
                 }
                 h
             }
-            UUID => hash_bytes(seed, std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16)),
-            _ => {
+            HashKind::Uuid => hash_bytes(seed, std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16)),
+            HashKind::Extended => {
                 let h = pg_sys::FunctionCall2Coll(extended, collation, datum, pg_sys::Datum::from(0i64));
                 hash_i64(seed, h.value() as i64)
             }
+            // Labels are hashed by `hash_target`, and nothing hashes by an
+            // unset hasher (its callers set it up first).
+            HashKind::Unset | HashKind::Label => unreachable!("cuckoo: a key hashed as {kind:?}"),
         }
     }
 }

@@ -34,7 +34,7 @@ use pgrx::PgList;
 use super::keys::{native_key_type, KeyHasher};
 use super::named::call::{probe_named_for_plan, PlanProbe};
 use super::value::datatype::{in_memory, FilterValue};
-use crate::filter::v2::KeyType;
+use crate::filter::KeyType;
 
 /// PostgreSQL's selectivity for a boolean function it knows nothing about.
 pub const DEFAULT_SELECTIVITY: f64 = 1.0 / 3.0;

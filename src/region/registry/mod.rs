@@ -60,8 +60,8 @@ use super::durable::{state_bytes, Pool, Units, UNIT_WORDS};
 use super::epoch;
 use crate::filter;
 use crate::filter::sync::{fence, spin, AtomicU32, AtomicU64, Ordering};
-use crate::filter::v2::KeyType;
 use crate::filter::Growth;
+use crate::filter::{KeyKind, KeyType};
 use crate::filter::{OpStats, Params, Table};
 use crate::filter::{WordsHeader, WORDS_HEADER_BYTES};
 
@@ -559,7 +559,8 @@ fn pack_key(k: KeyType) -> u64 {
 }
 
 fn unpack_key(w: u64) -> KeyType {
-    KeyType { kind: (w >> 32) as u8, oid: w as u32 }
+    // Only pack_key writes the word (zero: nothing recorded).
+    KeyType { kind: KeyKind::from_byte((w >> 32) as u8).expect("a key kind packed by pack_key"), oid: w as u32 }
 }
 
 fn pack_params(p: &Params) -> [u64; 3] {

@@ -5,8 +5,8 @@
 use super::tables::TableSpec;
 use super::*;
 use crate::filter::hash_i64;
-use crate::filter::v2::KeyType;
 use crate::filter::v2::{self, DenseHeader};
+use crate::filter::KeyType;
 use crate::filter::DEFAULT_SEED;
 use crate::filter::{size_for_capacity, DEFAULT_FPP};
 use std::sync::atomic::AtomicBool;
@@ -52,7 +52,7 @@ fn spec(db: u32, name: &str) -> NewFilter<'_> {
         capacity: 1000,
         fpp: DEFAULT_FPP,
         durable: false,
-        key: crate::filter::v2::KeyType::NONE,
+        key: crate::filter::KeyType::NONE,
         growth: None,
     }
 }
@@ -92,16 +92,16 @@ fn lock() -> Locked {
 
 #[test]
 fn entries_keep_their_key_type() {
-    use crate::filter::v2::{KeyType, KEY_BUILTIN, KEY_ENUM};
+    use crate::filter::{KeyKind, KeyType};
     let (_m, r) = region(4 << 20);
     let lk = lock();
-    let int8 = KeyType { kind: KEY_BUILTIN, oid: 20 };
+    let int8 = KeyType { kind: KeyKind::Builtin, oid: 20 };
     let a = r.create(&lk, &NewFilter { key: int8, ..spec(1, "a") }, &one(1000), None, &mut |_, _| 0).unwrap();
     assert_eq!(a.key, int8);
     assert_eq!(r.find(1, "a").unwrap().key, int8);
     assert_eq!(r.create(&lk, &spec(1, "b"), &one(1000), None, &mut |_, _| 0).unwrap().key, KeyType::NONE);
     // A placeholder's contents cleared for another generation take its key type.
-    let labels = KeyType { kind: KEY_ENUM, oid: 16_400 };
+    let labels = KeyType { kind: KeyKind::Enum, oid: 16_400 };
     let d = r
         .create(&lk, &NewFilter { durable: true, key: int8, ..spec(1, "d") }, &one(1000), None, &mut |_, _| 5)
         .unwrap();
@@ -216,7 +216,7 @@ fn replace_keeps_the_name_and_retires_the_old_copy() {
             1000,
             0.001,
             false,
-            crate::filter::v2::KeyType::NONE,
+            crate::filter::KeyType::NONE,
             None,
             (a.owner, a.readers),
             &mut |_, _| 0,
@@ -273,7 +273,7 @@ fn generations_placeholders_and_reload_marks() {
             1000,
             0.002,
             true,
-            crate::filter::v2::KeyType::NONE,
+            crate::filter::KeyType::NONE,
             None,
             (marked.owner, marked.readers),
             &mut |_, _| 90,
@@ -296,7 +296,7 @@ fn generations_placeholders_and_reload_marks() {
             1000,
             0.002,
             true,
-            crate::filter::v2::KeyType::NONE,
+            crate::filter::KeyType::NONE,
             None,
             (ph.owner, ph.readers),
             &mut |_, _| 60,
@@ -454,7 +454,7 @@ fn reclamation_waits_for_readers_under_churn() {
                     5000,
                     DEFAULT_FPP,
                     false,
-                    crate::filter::v2::KeyType::NONE,
+                    crate::filter::KeyType::NONE,
                     None,
                     (1, 0),
                     &mut |_, _| 0,
@@ -548,7 +548,7 @@ fn snapshots_hold_every_key_under_shifting_writers() {
         snaps += 1;
         // As cf_snapshot does: the copied words compacted into a dense value,
         // which must validate and hold every key stored throughout.
-        let h = DenseHeader { params: p, items, capacity: info.capacity, key: crate::filter::v2::KeyType::NONE };
+        let h = DenseHeader { params: p, items, capacity: info.capacity, key: crate::filter::KeyType::NONE };
         let bytes = v2::encode(&h, out.iter().copied());
         let parsed = v2::parse_v2(&bytes).unwrap();
         let d = v2::Dense::new(&parsed.params, &bytes[v2::V2_HEADER_BYTES..]);

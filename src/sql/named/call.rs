@@ -14,8 +14,8 @@ use super::attach::{my_slot, region, session_limits, wait_for, REGION};
 use super::citus;
 use super::errors::{closed_error, fail, not_found, over_limit};
 use super::reload::needs_reload;
-use crate::filter::v2::{KeyType, KEY_PENDING};
 use crate::filter::Chain;
+use crate::filter::{KeyKind, KeyType};
 use crate::region::wal::MANY_MAX;
 use crate::region::Pin;
 use crate::region::RegionTables;
@@ -414,7 +414,7 @@ impl NamedCall {
     pub(super) unsafe fn pending_key(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> Option<(String, KeyType)> {
         // SAFETY: as documented.
         let (_, name, _, _) = unsafe { self.current(fcinfo) };
-        if self.filter_key.kind != KEY_PENDING {
+        if self.filter_key.kind != KeyKind::Pending {
             return None;
         }
         // SAFETY: as documented.
@@ -429,7 +429,7 @@ impl NamedCall {
     pub(crate) unsafe fn pending_name(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> Option<String> {
         // SAFETY: as documented.
         let (_, name, _, _) = unsafe { self.current(fcinfo) };
-        (self.filter_key.kind == KEY_PENDING).then(|| name.to_string())
+        (self.filter_key.kind == KeyKind::Pending).then(|| name.to_string())
     }
 
     /// Makes the next call resolve the filter again.

@@ -13,11 +13,12 @@ use super::citus;
 use super::errors::{fail, not_found, region_error};
 use super::log::{flush_at_commit_to_now, log, log_content};
 use super::reload::needs_reload;
-use crate::filter::v2::{DenseHeader, KeyType, KEY_PENDING};
+use crate::filter::v2::DenseHeader;
 use crate::filter::v3::MAX_EXPANSION;
 use crate::filter::OpStats;
 use crate::filter::{size_for_capacity, SizingError};
 use crate::filter::{Chain, Deleted, Growth, MAX_TABLES};
+use crate::filter::{KeyKind, KeyType};
 use crate::region::wal::{ContentKind, Meta, Record};
 use crate::region::RegionTables;
 use crate::region::{published_fpp, DurableGate, READERS_NONE, READERS_PUBLIC};
@@ -170,7 +171,7 @@ v1_functions! {
                 crate::sql::keys::declared_key_type(pg_sys::Oid::from(pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, 4).value() as u32))
             } else {
                 // Fixed by the first insert.
-                KeyType { kind: KEY_PENDING, oid: 0 }
+                KeyType { kind: KeyKind::Pending, oid: 0 }
             }
         };
         // `expansion integer` (0.7.0): how much larger each table added when
@@ -489,7 +490,7 @@ pub(crate) fn fix_key_type(name: &str, key: KeyType) {
         },
         |r, lk, found| {
             let info = found.expect("checked before the lock");
-            if info.key.kind != KEY_PENDING {
+            if info.key.kind != KeyKind::Pending {
                 return Ok(());
             }
             durable_open(r, info.durable)?;

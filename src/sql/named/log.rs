@@ -85,7 +85,7 @@ pub fn log(rec: &Record) -> u64 {
         if !body.is_empty() {
             pg_sys::XLogRegisterData(body.as_ptr() as *mut c_char, body.len() as i32);
         }
-        pg_sys::XLogInsert(RM_CUCKOO_ID, k)
+        pg_sys::XLogInsert(RM_CUCKOO_ID, k as u8)
     };
     // SAFETY: backend-local variables, set and read by this process only;
     // ProcLastRecPtr is the start of the record just inserted.

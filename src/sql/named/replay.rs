@@ -31,7 +31,7 @@ use super::restore::{legacy_stamp, restored_with_gap};
 use crate::filter::Geometry;
 use crate::filter::{Chain, Deleted};
 use crate::region::disk;
-use crate::region::wal::{kind, name_of, ContentKind, Meta, Record};
+use crate::region::wal::{ContentKind, Kind, Meta, Record};
 use crate::region::{word_offsets, RegionTables};
 use crate::region::{EntryInfo, Region, RegionError};
 
@@ -74,12 +74,12 @@ pub fn register() {
 
 /// # Safety
 /// `record` is the reader state PostgreSQL passes to a resource manager.
-unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (u8, &'a [u8], u64) {
+unsafe fn parts<'a>(record: *mut pg_sys::XLogReaderState) -> (Kind, &'a [u8], u64) {
     // SAFETY: as documented; the decoded record and its main data live as long
     // as the callback.
     unsafe {
         let d = (*record).record;
-        let info = (*d).header.xl_info & 0xF0;
+        let info = Kind::of_info((*d).header.xl_info);
         let len = (*d).main_data_len as usize;
         let body = if len == 0 { &[][..] } else { std::slice::from_raw_parts((*d).main_data as *const u8, len) };
         (info, body, (*record).EndRecPtr)
@@ -124,27 +124,7 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
 
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
-    let name: &'static std::ffi::CStr = match info & 0xF0 {
-        kind::CREATE => c"CREATE",
-        kind::CONTENT_BEGIN => c"CONTENT_BEGIN",
-        kind::CONTENT_CHUNK => c"CONTENT_CHUNK",
-        kind::CONTENT_END => c"CONTENT_END",
-        kind::INSERT => c"INSERT",
-        kind::REFUSED => c"REFUSED",
-        kind::DELETE => c"DELETE",
-        kind::DROP => c"DROP",
-        kind::GRANT => c"GRANT",
-        kind::PASS_BEGIN => c"PASS_BEGIN",
-        kind::PASS_DONE => c"PASS_DONE",
-        kind::PLACEHOLDER => c"PLACEHOLDER",
-        kind::CUT => c"CUT",
-        kind::DISCARD => c"DISCARD",
-        kind::KEY_TYPE => c"KEY_TYPE",
-        kind::EXT => c"EXT",
-        _ => return std::ptr::null(),
-    };
-    debug_assert_eq!(name_of(info & 0xF0), name.to_str().ok());
-    name.as_ptr()
+    Kind::of_info(info).name().as_ptr()
 }
 
 #[pg_guard]
@@ -265,7 +245,14 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
         | Record::KeyType { gen, .. }
         | Record::Placeholder { gen, .. }
         | Record::Cut { gen, .. } => *gen,
-        _ => return None,
+        // Contents in progress belong to their `ContentBegin`; passes name no
+        // filter; a discard removes files whatever they hold.
+        Record::ContentChunk { .. }
+        | Record::ContentEnd { .. }
+        | Record::PassBegin
+        | Record::PassDone { .. }
+        | Record::Pass { .. }
+        | Record::Discard { .. } => return None,
     })
 }
 
@@ -288,25 +275,26 @@ impl Replay {
 
     /// The generation a record that does not decode is about, where its body
     /// tells (all of them start with it but a creation and contents).
-    fn gen_hint(&self, info: u8, body: &[u8], end: u64) -> Option<u64> {
+    fn gen_hint(&self, info: Kind, body: &[u8], end: u64) -> Option<u64> {
         let first = |at: usize| body.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()));
-        match info & 0xF0 {
-            kind::INSERT
-            | kind::REFUSED
-            | kind::DELETE
-            | kind::DROP
-            | kind::GRANT
-            | kind::KEY_TYPE
-            | kind::CUT
-            | kind::DISCARD
-            | kind::PLACEHOLDER => first(0),
-            kind::CONTENT_CHUNK | kind::CONTENT_END => first(0).and_then(|b| self.builds.get(&b)).map(|b| b.gen),
-            kind::CONTENT_BEGIN => match body.first() {
+        match info {
+            Kind::Insert
+            | Kind::Refused
+            | Kind::Delete
+            | Kind::Drop
+            | Kind::Grant
+            | Kind::KeyType
+            | Kind::Cut
+            | Kind::Discard
+            | Kind::Placeholder => first(0),
+            Kind::ContentChunk | Kind::ContentEnd => first(0).and_then(|b| self.builds.get(&b)).map(|b| b.gen),
+            Kind::ContentBegin => match body.first() {
                 Some(1) => Some(end),
                 Some(_) => first(1),
                 None => None,
             },
-            _ => None,
+            // A creation's generation is its end; a pass names no filter.
+            Kind::Create | Kind::PassBegin | Kind::PassDone | Kind::Ext => None,
         }
     }
 
@@ -315,9 +303,12 @@ impl Replay {
         self.find(r, gen).map_or(0, |i| r.durable_stats(i.index).stamp)
     }
 
-    fn apply(&mut self, rec: Record, end: u64) {
-        let r = region();
-        if let Some(gen) = gen_of(&rec, end) {
+    /// Whether a record ending at `end` is already in its filter's files (or
+    /// in the contents the filter was made from), so replay skips it; a record
+    /// for a filter whose logged base is awaited is also kept to apply again
+    /// over that base.
+    fn already_applied(&mut self, r: &Region, rec: &Record, end: u64) -> bool {
+        if let Some(gen) = gen_of(rec, end) {
             // Already in the filter's files (or in the contents it was made
             // from).
             let stamp = self.stamp_of(r, gen);
@@ -327,11 +318,11 @@ impl Replay {
             let awaited =
                 matches!(rec, Record::Cut { logged: true, .. }) && stamp == end && self.may_be_incomplete(r, gen);
             if stamp >= end && !awaited {
-                return;
+                return true;
             }
             if let Some(w) = self.waiting.get_mut(&gen) {
                 if !matches!(rec, Record::Cut { .. } | Record::ContentBegin { .. }) {
-                    w.kept += 1 + match &rec {
+                    w.kept += 1 + match rec {
                         Record::InsertMany { hashes, .. } | Record::DeleteMany { hashes, .. } => hashes.len(),
                         Record::RefusedMany { refused, .. } => refused.len(),
                         _ => 0,
@@ -349,222 +340,275 @@ impl Replay {
                 }
             }
         }
+        false
+    }
+
+    fn apply(&mut self, rec: Record, end: u64) {
+        let r = region();
+        if self.already_applied(r, &rec, end) {
+            return;
+        }
         match rec {
-            Record::Create(meta) => {
-                self.install(r, &meta, end, Content::Empty, false);
-                self.based.insert(end, end);
-            }
-            Record::ContentBegin { kind: ck, gen, cut, meta } => {
-                if ck == ContentKind::Cut && self.waiting.get(&gen).is_none_or(|w| w.cut != cut) {
-                    // Contents for a filter replay has: its own are current
-                    // (its base of that cut replaces its older files once the
-                    // contents are replayed).
-                    self.compacted.insert(end, (gen, cut));
-                    return;
-                }
-                if ck == ContentKind::Publish {
-                    // Publishes are logged under the registry lock, one at a
-                    // time: one still unfinished was abandoned (its primary
-                    // stopped), and its memory is given back.
-                    self.builds.retain(|_, b| b.kind != ContentKind::Publish);
-                }
-                let gen = if ck == ContentKind::Publish { end } else { gen };
-                let n = meta.word_count();
-                let mut words = Vec::new();
-                if n.saturating_mul(8) <= r.layout().data_bytes() && words.try_reserve_exact(n as usize).is_ok() {
-                    words.resize(n as usize, 0);
-                }
-                self.builds.insert(end, Build { kind: ck, gen, cut, meta, words, filled: 0 });
-            }
-            Record::ContentChunk { begin, offset, words } => {
-                let Some(b) = self.builds.get_mut(&begin) else { return };
-                let n = b.meta.word_count();
-                // Contents of a cut skip runs of empty units; others are whole.
-                let in_order = if b.kind == ContentKind::Cut { offset >= b.filled } else { offset == b.filled };
-                if !in_order || offset + words.len() as u64 > n {
-                    let why = format!("contents chunk at word {offset} of {n} after {} words were received", b.filled);
-                    let gen = b.gen;
-                    self.builds.remove(&begin);
-                    self.refuse(r, Some(gen), end, why);
-                    return;
-                }
-                if !b.words.is_empty() {
-                    b.words[offset as usize..offset as usize + words.len()].copy_from_slice(&words);
-                }
-                b.filled = offset + words.len() as u64;
-            }
-            Record::ContentEnd { begin, items } => {
-                if let Some((gen, cut)) = self.compacted.remove(&begin) {
-                    remove_before_base(gen, cut, end);
-                    return;
-                }
-                let Some(b) = self.builds.remove(&begin) else { return };
-                if b.kind != ContentKind::Cut && b.filled != b.meta.word_count() {
-                    self.refuse(
-                        r,
-                        Some(b.gen),
-                        end,
-                        format!("contents end after {} of {} words", b.filled, b.meta.word_count()),
-                    );
-                    return;
-                }
-                let content = if b.words.is_empty() {
-                    Content::Lost(reason::NO_ROOM)
-                } else {
-                    let mut at = 0usize;
-                    let counted: u64 = b
-                        .meta
-                        .tables()
-                        .iter()
-                        .map(|t| {
-                            let m = t.params.bucket_count as usize;
-                            at += m;
-                            Geometry::new(&t.params).occupied_total(b.words[at - m..at].iter().copied())
-                        })
-                        .sum();
-                    if counted != items {
-                        self.refuse(
-                            r,
-                            Some(b.gen),
-                            end,
-                            format!("contents hold {counted} fingerprints, the record says {items}"),
-                        );
-                        return;
-                    }
-                    Content::Words(&b.words)
-                };
-                if b.kind == ContentKind::Cut {
-                    self.install_waiting(r, &b, content, end);
-                    return;
-                }
-                if b.kind == ContentKind::Image {
-                    if let Some((_, seen)) = &mut self.pass {
-                        seen.insert(b.gen);
-                    }
-                    // Contents rebuilt record by record in this replay are those
-                    // of the image already.
-                    if self.based.contains_key(&b.gen) && r.find_gen(b.gen).is_some_and(|i| i.usable()) {
-                        return;
-                    }
-                }
-                self.install(r, &b.meta, b.gen, content, b.kind == ContentKind::Image);
-                self.based.insert(b.gen, end);
-                self.refusals.retain(|_, (g, _)| *g != b.gen);
-            }
-            Record::Placeholder { gen, reason, meta } => {
-                if let Some((_, seen)) = &mut self.pass {
-                    seen.insert(gen);
-                }
-                self.install(r, &meta, gen, Content::Lost(reason), true);
-                self.based.insert(gen, end);
-            }
+            Record::Create(meta) => self.redo_create(r, meta, end),
+            Record::ContentBegin { kind: ck, gen, cut, meta } => self.redo_content_begin(r, ck, gen, cut, meta, end),
+            Record::ContentChunk { begin, offset, words } => self.redo_content_chunk(r, begin, offset, words, end),
+            Record::ContentEnd { begin, items } => self.redo_content_end(r, begin, items, end),
+            Record::Placeholder { gen, reason, meta } => self.redo_placeholder(r, gen, reason, meta, end),
             Record::Insert { gen, hash } => self.insert(r, gen, hash, (end, 0)),
-            Record::InsertMany { gen, hashes } => {
-                // One pin for the batch, as the primary's.
-                if let Some(stored) =
-                    self.write(r, gen, |c| hashes.iter().map(|&h| c.insert(h).is_ok()).collect::<Vec<bool>>())
-                {
-                    for (at, _) in stored.iter().enumerate().filter(|(_, s)| !**s) {
-                        self.refusals.insert((end, at as u32), (gen, hashes[at]));
-                        set_reason(r, gen, reason::REPLAY_FULL);
-                    }
-                }
-            }
+            Record::InsertMany { gen, hashes } => self.redo_insert_many(r, gen, hashes, end),
             Record::Refused { gen, hash, insert_end } => self.refused(r, gen, hash, (insert_end, 0)),
-            Record::RefusedMany { gen, insert_end, refused } => {
-                for (at, hash) in refused {
-                    self.refused(r, gen, hash, (insert_end, at));
-                }
-            }
-            Record::Delete { gen, hash } => {
-                let d = self.write(r, gen, |c| c.delete(hash));
-                self.deleted(r, gen, hash, d);
-            }
-            Record::DeleteMany { gen, hashes } => {
-                if let Some(done) =
-                    self.write(r, gen, |c| hashes.iter().map(|&h| c.delete(h)).collect::<Vec<Deleted>>())
-                {
-                    for (d, hash) in done.into_iter().zip(hashes) {
-                        self.deleted(r, gen, hash, Some(d));
-                    }
-                }
-            }
-            Record::Drop { gen } => {
-                if let Some(info) = r.find_gen(gen) {
-                    drop_now(&info);
-                }
-                self.based.remove(&gen);
-                self.waiting.remove(&gen);
-                self.compacted.retain(|_, (g, _)| *g != gen);
-                self.refusals.retain(|_, (g, _)| *g != gen);
-            }
-            Record::Grant { gen, readers } => {
-                if let Some(info) = r.find_gen(gen) {
-                    with_registry_lock(|r, lk| {
-                        let _ = r.set_readers(lk, &info, readers);
-                    });
-                }
-            }
-            Record::KeyType { gen, key } => {
-                if let Some(info) = r.find_gen(gen) {
-                    with_registry_lock(|r, lk| {
-                        let _ = r.set_key(lk, &info, key);
-                    });
-                }
-            }
-            Record::Cut { gen, base, logged } => {
-                // Cuts are logged under the registry lock: no publish is in
-                // progress, and one still unfinished was abandoned.
-                self.builds.retain(|_, b| b.kind != ContentKind::Publish);
-                // A filter's cuts are made one after another, each logging its
-                // base's contents before the next: contents still awaited from
-                // an earlier cut will not come (its primary stopped).
-                self.give_up_waiting(gen);
-                self.compacted.retain(|_, (g, _)| *g != gen);
-                // This node's own copy goes to its files as of the cut, as
-                // the primary's did, whatever follows. Its older files stay
-                // until the logged base is replayed (`remove_before_base`).
-                replay_cut(r, gen, base, end);
-                if logged && self.may_be_incomplete(r, gen) {
-                    self.waiting.insert(gen, Waiting { cut: end, records: Vec::new(), kept: 0 });
-                }
-            }
-            Record::Pass { frozen, began, live } => {
-                if !self.passed {
-                    self.passed = true;
-                    if restored_with_gap() {
-                        self.reconcile(r, &live);
-                    }
-                }
-                replay_pass(r, frozen, began, &live, end);
-            }
-            Record::Discard { gen } => {
-                if let Some(info) = r.find_gen(gen) {
-                    drop_now(&info);
-                }
-                self.waiting.remove(&gen);
-                replay_discard(gen);
-            }
+            Record::RefusedMany { gen, insert_end, refused } => self.redo_refused_many(r, gen, insert_end, refused),
+            Record::Delete { gen, hash } => self.redo_delete(r, gen, hash),
+            Record::DeleteMany { gen, hashes } => self.redo_delete_many(r, gen, hashes),
+            Record::Drop { gen } => self.redo_drop(r, gen),
+            Record::Grant { gen, readers } => self.redo_grant(r, gen, readers),
+            Record::KeyType { gen, key } => self.redo_key_type(r, gen, key),
+            Record::Cut { gen, base, logged } => self.redo_cut(r, gen, base, logged, end),
+            Record::Pass { frozen, began, live } => self.redo_pass(r, frozen, began, live, end),
+            Record::Discard { gen } => self.redo_discard(r, gen),
             Record::PassBegin => self.pass = Some((end, HashSet::new())),
-            Record::PassDone { begin, .. } => {
-                let Some((b, seen)) = self.pass.take() else { return };
-                if b != begin {
-                    return;
-                }
-                // Durable filters the pass did not mention were dropped before
-                // it began (unless a record after its start made them, or files
-                // that cover the pass restored them).
-                for info in r.list_all() {
-                    let covered = r.durable_stats(info.index).stamp >= begin;
-                    if info.durable
-                        && !covered
-                        && !seen.contains(&info.gen)
-                        && self.based.get(&info.gen).is_none_or(|at| *at < begin)
-                    {
-                        drop_now(&info);
-                        self.based.remove(&info.gen);
-                    }
-                }
+            Record::PassDone { begin, .. } => self.redo_pass_done(r, begin),
+        }
+    }
+
+    /// Replay of a `Create` record ending at `end`.
+    fn redo_create(&mut self, r: &Region, meta: Meta, end: u64) {
+        self.install(r, &meta, end, Content::Empty, false);
+        self.based.insert(end, end);
+    }
+
+    /// Replay of a `ContentBegin` record ending at `end`.
+    fn redo_content_begin(&mut self, r: &Region, ck: ContentKind, gen: u64, cut: u64, meta: Meta, end: u64) {
+        if ck == ContentKind::Cut && self.waiting.get(&gen).is_none_or(|w| w.cut != cut) {
+            // Contents for a filter replay has: its own are current
+            // (its base of that cut replaces its older files once the
+            // contents are replayed).
+            self.compacted.insert(end, (gen, cut));
+            return;
+        }
+        if ck == ContentKind::Publish {
+            // Publishes are logged under the registry lock, one at a
+            // time: one still unfinished was abandoned (its primary
+            // stopped), and its memory is given back.
+            self.builds.retain(|_, b| b.kind != ContentKind::Publish);
+        }
+        let gen = if ck == ContentKind::Publish { end } else { gen };
+        let n = meta.word_count();
+        let mut words = Vec::new();
+        if n.saturating_mul(8) <= r.layout().data_bytes() && words.try_reserve_exact(n as usize).is_ok() {
+            words.resize(n as usize, 0);
+        }
+        self.builds.insert(end, Build { kind: ck, gen, cut, meta, words, filled: 0 });
+    }
+
+    /// Replay of a `ContentChunk` record ending at `end`.
+    fn redo_content_chunk(&mut self, r: &Region, begin: u64, offset: u64, words: Vec<u64>, end: u64) {
+        let Some(b) = self.builds.get_mut(&begin) else { return };
+        let n = b.meta.word_count();
+        // Contents of a cut skip runs of empty units; others are whole.
+        let in_order = if b.kind == ContentKind::Cut { offset >= b.filled } else { offset == b.filled };
+        if !in_order || offset + words.len() as u64 > n {
+            let why = format!("contents chunk at word {offset} of {n} after {} words were received", b.filled);
+            let gen = b.gen;
+            self.builds.remove(&begin);
+            self.refuse(r, Some(gen), end, why);
+            return;
+        }
+        if !b.words.is_empty() {
+            b.words[offset as usize..offset as usize + words.len()].copy_from_slice(&words);
+        }
+        b.filled = offset + words.len() as u64;
+    }
+
+    /// Replay of a `ContentEnd` record ending at `end`.
+    fn redo_content_end(&mut self, r: &Region, begin: u64, items: u64, end: u64) {
+        if let Some((gen, cut)) = self.compacted.remove(&begin) {
+            remove_before_base(gen, cut, end);
+            return;
+        }
+        let Some(b) = self.builds.remove(&begin) else { return };
+        if b.kind != ContentKind::Cut && b.filled != b.meta.word_count() {
+            self.refuse(
+                r,
+                Some(b.gen),
+                end,
+                format!("contents end after {} of {} words", b.filled, b.meta.word_count()),
+            );
+            return;
+        }
+        let content = if b.words.is_empty() {
+            Content::Lost(reason::NO_ROOM)
+        } else {
+            let mut at = 0usize;
+            let counted: u64 = b
+                .meta
+                .tables()
+                .iter()
+                .map(|t| {
+                    let m = t.params.bucket_count as usize;
+                    at += m;
+                    Geometry::new(&t.params).occupied_total(b.words[at - m..at].iter().copied())
+                })
+                .sum();
+            if counted != items {
+                self.refuse(
+                    r,
+                    Some(b.gen),
+                    end,
+                    format!("contents hold {counted} fingerprints, the record says {items}"),
+                );
+                return;
+            }
+            Content::Words(&b.words)
+        };
+        if b.kind == ContentKind::Cut {
+            self.install_waiting(r, &b, content, end);
+            return;
+        }
+        if b.kind == ContentKind::Image {
+            if let Some((_, seen)) = &mut self.pass {
+                seen.insert(b.gen);
+            }
+            // Contents rebuilt record by record in this replay are those
+            // of the image already.
+            if self.based.contains_key(&b.gen) && r.find_gen(b.gen).is_some_and(|i| i.usable()) {
+                return;
+            }
+        }
+        self.install(r, &b.meta, b.gen, content, b.kind == ContentKind::Image);
+        self.based.insert(b.gen, end);
+        self.refusals.retain(|_, (g, _)| *g != b.gen);
+    }
+
+    /// Replay of a `Placeholder` record ending at `end`.
+    fn redo_placeholder(&mut self, r: &Region, gen: u64, reason: u64, meta: Meta, end: u64) {
+        if let Some((_, seen)) = &mut self.pass {
+            seen.insert(gen);
+        }
+        self.install(r, &meta, gen, Content::Lost(reason), true);
+        self.based.insert(gen, end);
+    }
+
+    /// Replay of a `InsertMany` record ending at `end`.
+    fn redo_insert_many(&mut self, r: &Region, gen: u64, hashes: Vec<u64>, end: u64) {
+        // One pin for the batch, as the primary's.
+        if let Some(stored) = self.write(r, gen, |c| hashes.iter().map(|&h| c.insert(h).is_ok()).collect::<Vec<bool>>())
+        {
+            for (at, _) in stored.iter().enumerate().filter(|(_, s)| !**s) {
+                self.refusals.insert((end, at as u32), (gen, hashes[at]));
+                set_reason(r, gen, reason::REPLAY_FULL);
+            }
+        }
+    }
+
+    /// Replay of a `RefusedMany` record ending at `end`.
+    fn redo_refused_many(&mut self, r: &Region, gen: u64, insert_end: u64, refused: Vec<(u32, u64)>) {
+        for (at, hash) in refused {
+            self.refused(r, gen, hash, (insert_end, at));
+        }
+    }
+
+    /// Replay of a `Delete` record ending at `end`.
+    fn redo_delete(&mut self, r: &Region, gen: u64, hash: u64) {
+        let d = self.write(r, gen, |c| c.delete(hash));
+        self.deleted(r, gen, hash, d);
+    }
+
+    /// Replay of a `DeleteMany` record ending at `end`.
+    fn redo_delete_many(&mut self, r: &Region, gen: u64, hashes: Vec<u64>) {
+        if let Some(done) = self.write(r, gen, |c| hashes.iter().map(|&h| c.delete(h)).collect::<Vec<Deleted>>()) {
+            for (d, hash) in done.into_iter().zip(hashes) {
+                self.deleted(r, gen, hash, Some(d));
+            }
+        }
+    }
+
+    /// Replay of a `Drop` record ending at `end`.
+    fn redo_drop(&mut self, r: &Region, gen: u64) {
+        if let Some(info) = r.find_gen(gen) {
+            drop_now(&info);
+        }
+        self.based.remove(&gen);
+        self.waiting.remove(&gen);
+        self.compacted.retain(|_, (g, _)| *g != gen);
+        self.refusals.retain(|_, (g, _)| *g != gen);
+    }
+
+    /// Replay of a `Grant` record ending at `end`.
+    fn redo_grant(&mut self, r: &Region, gen: u64, readers: u64) {
+        if let Some(info) = r.find_gen(gen) {
+            with_registry_lock(|r, lk| {
+                let _ = r.set_readers(lk, &info, readers);
+            });
+        }
+    }
+
+    /// Replay of a `KeyType` record ending at `end`.
+    fn redo_key_type(&mut self, r: &Region, gen: u64, key: crate::filter::KeyType) {
+        if let Some(info) = r.find_gen(gen) {
+            with_registry_lock(|r, lk| {
+                let _ = r.set_key(lk, &info, key);
+            });
+        }
+    }
+
+    /// Replay of a `Cut` record ending at `end`.
+    fn redo_cut(&mut self, r: &Region, gen: u64, base: bool, logged: bool, end: u64) {
+        // Cuts are logged under the registry lock: no publish is in
+        // progress, and one still unfinished was abandoned.
+        self.builds.retain(|_, b| b.kind != ContentKind::Publish);
+        // A filter's cuts are made one after another, each logging its
+        // base's contents before the next: contents still awaited from
+        // an earlier cut will not come (its primary stopped).
+        self.give_up_waiting(gen);
+        self.compacted.retain(|_, (g, _)| *g != gen);
+        // This node's own copy goes to its files as of the cut, as
+        // the primary's did, whatever follows. Its older files stay
+        // until the logged base is replayed (`remove_before_base`).
+        replay_cut(r, gen, base, end);
+        if logged && self.may_be_incomplete(r, gen) {
+            self.waiting.insert(gen, Waiting { cut: end, records: Vec::new(), kept: 0 });
+        }
+    }
+
+    /// Replay of a `Pass` record ending at `end`.
+    fn redo_pass(&mut self, r: &Region, frozen: bool, began: u64, live: Vec<(u64, u64)>, end: u64) {
+        if !self.passed {
+            self.passed = true;
+            if restored_with_gap() {
+                self.reconcile(r, &live);
+            }
+        }
+        replay_pass(r, frozen, began, &live, end);
+    }
+
+    /// Replay of a `Discard` record ending at `end`.
+    fn redo_discard(&mut self, r: &Region, gen: u64) {
+        if let Some(info) = r.find_gen(gen) {
+            drop_now(&info);
+        }
+        self.waiting.remove(&gen);
+        replay_discard(gen);
+    }
+
+    /// Replay of a `PassDone` record ending at `end`.
+    fn redo_pass_done(&mut self, r: &Region, begin: u64) {
+        let Some((b, seen)) = self.pass.take() else { return };
+        if b != begin {
+            return;
+        }
+        // Durable filters the pass did not mention were dropped before
+        // it began (unless a record after its start made them, or files
+        // that cover the pass restored them).
+        for info in r.list_all() {
+            let covered = r.durable_stats(info.index).stamp >= begin;
+            if info.durable
+                && !covered
+                && !seen.contains(&info.gen)
+                && self.based.get(&info.gen).is_none_or(|at| *at < begin)
+            {
+                drop_now(&info);
+                self.based.remove(&info.gen);
             }
         }
     }

@@ -27,7 +27,7 @@ use pgrx::prelude::*;
 use super::cache::call_cache;
 use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
 use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
-use crate::filter::v2::KeyType;
+use crate::filter::KeyType;
 use crate::filter::DEFAULT_SEED;
 use crate::filter::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError};
 use crate::filter::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};

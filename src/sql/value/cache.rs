@@ -6,8 +6,9 @@
 use pgrx::pg_sys;
 
 use super::datatype::{in_memory, palloc_slice, FilterValue, VALUE_PREFIX};
-use crate::filter::v2::{Dense, DenseLayout, KeyType, V2_HEADER_BYTES};
+use crate::filter::v2::{Dense, DenseLayout, V2_HEADER_BYTES};
 use crate::filter::v3::FORMAT_V3;
+use crate::filter::KeyType;
 use crate::filter::FORMAT_V1;
 
 /// Remembers the last toasted filter this call site detoasted, keyed by its toast

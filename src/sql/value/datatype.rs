@@ -22,9 +22,10 @@ use base64::Engine;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-use crate::filter::v2::{self, Dense, DenseHeader, KeyType, V2_HEADER_BYTES};
+use crate::filter::v2::{self, Dense, DenseHeader, V2_HEADER_BYTES};
 use crate::filter::v3::{self, MultiHeader, FORMAT_V3};
 use crate::filter::Growth;
+use crate::filter::KeyType;
 use crate::filter::{self, parse_v1, Mapping as BucketMapping, V1Header, FORMAT_V1, FORMAT_V2, V1_HEADER_BYTES};
 use crate::filter::{FormatError, OwnedFilter, Params, Table};
 
@@ -479,7 +480,7 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
         }
         FORMAT_V2 => {
             let h = v2::parse_v2(bytes)?;
-            if h.key.kind == v2::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(h.key.oid) {
+            if h.key.kind == crate::filter::KeyKind::Builtin && !crate::sql::keys::builtin_key_type_ok(h.key.oid) {
                 return Err(FormatError::BadParams(format!(
                     "key type OID {} is not a built-in type with a hash function",
                     h.key.oid
@@ -501,7 +502,7 @@ pub fn deserialize(bytes: &[u8]) -> Result<FilterValue, FormatError> {
         FORMAT_V3 => {
             let h = v3::parse_v3(bytes)?;
             let key = h.key();
-            if key.kind == v2::KEY_BUILTIN && !crate::sql::keys::builtin_key_type_ok(key.oid) {
+            if key.kind == crate::filter::KeyKind::Builtin && !crate::sql::keys::builtin_key_type_ok(key.oid) {
                 return Err(FormatError::BadParams(format!(
                     "key type OID {} is not a built-in type with a hash function",
                     key.oid

@@ -7,10 +7,10 @@ use pgrx::prelude::*;
 
 use super::cache::{call_cache, probe_arg};
 use super::datatype::{filter_arg_once, max_value_buckets, value_from_tables, FilterValue};
-use crate::filter::v2::{KeyType, KEY_ENUM};
 use crate::filter::v3::{self, UnionError};
 use crate::filter::FORMAT_V1;
 use crate::filter::{self, size_for_capacity, SizingError};
+use crate::filter::{KeyKind, KeyType};
 use crate::filter::{Mapping, OwnedFilter};
 
 /// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
@@ -27,7 +27,7 @@ pub fn key_type_text(key: KeyType) -> Option<String> {
     if !key.is_recorded() {
         return None;
     }
-    if key.kind == crate::filter::v2::KEY_PENDING {
+    if key.kind == crate::filter::KeyKind::Pending {
         return Some("pending".to_string());
     }
     // SAFETY: format_type_extended with FORMAT_TYPE_ALLOW_INVALID returns "???"
@@ -37,7 +37,7 @@ pub fn key_type_text(key: KeyType) -> Option<String> {
         std::ffi::CStr::from_ptr(s).to_string_lossy().into_owned()
     };
     Some(match (name.as_str(), key.kind) {
-        ("???", KEY_ENUM) => "an enum of another database (keys are its labels)".to_string(),
+        ("???", KeyKind::Enum) => "an enum of another database (keys are its labels)".to_string(),
         ("???", _) => format!("type OID {} of another database", key.oid),
         _ => name,
     })
@@ -71,7 +71,7 @@ pub fn union_key(a: &FilterValue, b: &FilterValue) -> KeyType {
     if ka == kb {
         return ka;
     }
-    if ka.is_recorded() && kb.is_recorded() || ka.kind == KEY_ENUM || kb.kind == KEY_ENUM {
+    if ka.is_recorded() && kb.is_recorded() || ka.kind == KeyKind::Enum || kb.kind == KeyKind::Enum {
         ereport!(
             ERROR,
             PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

@@ -13,9 +13,9 @@ use super::cache::call_cache;
 use super::datatype::MAX_VALUE_BYTES;
 use super::functions::{full_error, sizing_error};
 use crate::filter::sort_dedup;
-use crate::filter::v2::KeyType;
 use crate::filter::DEFAULT_SEED;
 use crate::filter::{shape_for, SizingError};
+use crate::filter::{KeyKind, KeyType};
 
 /// 22023: states (or rows) of two key types in one `cf_sharded_agg`.
 fn key_types_differ() -> ! {
@@ -68,12 +68,14 @@ impl Sharded {
                 Some(m) if m == SHARDED_MAGIC_V1 => SHARDED_HEADER_V1,
                 _ => 0,
             };
-            let key_ok = header != SHARDED_HEADER || len < SHARDED_HEADER || {
-                let k = s.key_type();
-                s.bytes()[29..32] == [0, 0, 0]
-                    && (k.kind == 0) == (k.oid == 0)
-                    && k.kind <= crate::filter::v2::KEY_LOCAL
-            };
+            let key_ok = header != SHARDED_HEADER
+                || len < SHARDED_HEADER
+                || {
+                    let b = s.bytes();
+                    let oid = u32::from_le_bytes(b[32..36].try_into().unwrap());
+                    b[29..32] == [0, 0, 0]
+                        && matches!(KeyKind::from_byte(b[28]), Some(k) if k != KeyKind::Pending && (k == KeyKind::None) == (oid == 0))
+                };
             if header == 0 || len < header || !(len - header).is_multiple_of(8) || !key_ok || s.used() > s.room() {
                 ereport!(
                     ERROR,
@@ -167,12 +169,15 @@ impl Sharded {
             return KeyType::NONE;
         }
         let b = self.bytes();
-        KeyType { kind: b[28], oid: u32::from_le_bytes(b[32..36].try_into().unwrap()) }
+        // Checked when the state was read (`Sharded::from_datum`), or written
+        // by set_key_type.
+        let kind = KeyKind::from_byte(b[28]).expect("a key kind checked when the state was read");
+        KeyType { kind, oid: u32::from_le_bytes(b[32..36].try_into().unwrap()) }
     }
 
     fn set_key_type(&self, key: KeyType) {
         let b = self.bytes_mut();
-        b[28] = key.kind;
+        b[28] = key.kind as u8;
         b[29..32].fill(0);
         b[32..36].copy_from_slice(&key.oid.to_le_bytes());
     }
@@ -495,8 +500,8 @@ impl Sharded {
         if capacity != 0 {
             put_varint(&mut out, capacity);
         }
-        out.push(key.kind);
-        if local_oid(key.kind) {
+        out.push(key.kind as u8);
+        if local_oid(key.kind as u8) {
             // Its OID means nothing on another node: its name instead.
             // SAFETY: a type OID recorded from a key; an unknown one gives "???".
             let name = unsafe { CStr::from_ptr(pg_sys::format_type_be_qualified(pg_sys::Oid::from(key.oid))) }
@@ -548,9 +553,8 @@ impl Sharded {
         } else {
             let oid =
                 u32::try_from(get_varint(b, &mut at)?).map_err(|_| "a key type OID beyond 32 bits".to_string())?;
-            KeyType { kind, oid }
+            KeyType::from_parts(kind, oid).map_err(|e| e.to_string())?
         };
-        KeyType::check_parts(key.kind, key.oid).map_err(|e| e.to_string())?;
         // A built-in key type must be one that can be a key (a value that
         // named another would be refused when read back); a local one was
         // resolved by name above.
@@ -591,7 +595,7 @@ impl Sharded {
 /// Whether key types of this kind are recorded by an OID of this database
 /// only (an enum, a type made by CREATE TYPE).
 fn local_oid(kind: u8) -> bool {
-    kind == crate::filter::v2::KEY_ENUM || kind == crate::filter::v2::KEY_LOCAL
+    matches!(KeyKind::from_byte(kind), Some(KeyKind::Enum | KeyKind::Local))
 }
 
 /// The key type a state names as `name` (qualified, as `format_type` writes
@@ -633,7 +637,7 @@ fn type_named(kind: u8, name: &[u8]) -> Result<KeyType, String> {
         return Err(format!("its key type {name} does not exist here: create it as on the node that made the state"));
     }
     let key = crate::sql::keys::key_type_of(typid);
-    if key.kind != kind {
+    if key.kind as u8 != kind {
         return Err(format!("its key type {name} is not of the kind it was where the state was made"));
     }
     Ok(key)
