@@ -19,7 +19,7 @@ pgrx::pg_module_magic!();
 pub extern "C-unwind" fn _PG_init() {
     sql::install_core_hooks();
     sql::named::init();
-    sql::hook::init();
+    sql::citus::hook::init();
 }
 
 #[cfg(feature = "pgrx")]

@@ -3,7 +3,11 @@
 //! no pointers and no allocation inside the table, so the same code serves a
 //! `cuckoofilter` value and a filter in shared memory mapped at any address.
 //!
-//! # The algorithm (source §3)
+//! # The algorithm
+//!
+//! A partial-key cuckoo filter (Fan, Andersen, Kaminsky and Mitzenmacher,
+//! "Cuckoo Filter: Practically Better Than Bloom", CoNEXT 2014) made lock-free
+//! by a migration counter in every bucket word, as docs/lockfree.md describes:
 //!
 //! - A bucket is one 64-bit word: `b` fingerprints and a counter of `c ≥ 16` bits.
 //!   **Every** change to a bucket word (a fingerprint added, removed, or moved in or

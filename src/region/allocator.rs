@@ -1,5 +1,9 @@
 //! Lock-free, crash-safe allocation of runs of contiguous blocks of the shared
-//! region (source-algorithms.md §4, generalised from single ids to runs). It owns
+//! region: a fail-safe tagged allocator without locks (a block's leaf holds the
+//! tag of the allocation that owns it, written by one compare-and-swap, so a
+//! process that stops at any point leaves every block owned or free), generalised
+//! from single ids to runs (docs/lockfree.md, "Named filters in the shared
+//! region"). It owns
 //! the meaning of the tree's words; the caller owns the memory and the block bytes.
 //!
 //! Layout: an implicit heap of `2 * leaves` words (`leaves` = the next power of two

@@ -1,5 +1,5 @@
-//! The shared region that holds named filters: its block allocator (the fail-safe
-//! tagged allocator of source §4, over runs of blocks) and the registry of filters
+//! The shared region that holds named filters: its block allocator (a fail-safe
+//! tagged allocator without locks, over runs of blocks: `allocator.rs`) and the registry of filters
 //! by (database, name) with epoch-based reclamation. Nothing here depends on pgrx.
 
 mod allocator;

@@ -13,6 +13,7 @@
 
 use pgrx::pg_sys;
 
+use super::errors::{full_error, no_equal_key_error};
 use super::keys::KeyHasher;
 use super::named::call::named_call;
 use super::named::functions::fix_key_type;
@@ -21,7 +22,6 @@ use super::value::cache::call_cache;
 use super::value::cache::probe_many_arg;
 use super::value::datatype::palloc_slice;
 use super::value::datatype::{filter_arg_once, value_from_tables};
-use super::value::functions::{full_error, no_equal_key_error};
 use crate::filter::v3;
 use crate::filter::Deleted;
 use crate::filter::Full;

@@ -38,7 +38,8 @@ macro_rules! v1_functions {
 // filter); `batch` and `planner` serve both and use all three; `hook`, the
 // planner hook on Citus, uses `value` and `named`.
 pub mod batch;
-pub mod hook;
+pub mod citus;
+pub mod errors;
 pub mod keys;
 pub mod named;
 pub mod planner;

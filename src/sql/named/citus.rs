@@ -37,7 +37,7 @@ use pgrx::prelude::*;
 
 use super::errors::fail;
 use crate::region::EntryInfo;
-use crate::sql::value::rewrite::citus_loaded;
+use crate::sql::citus::citus_loaded;
 
 /// How `cuckoo_cluster_filters` lists a filter name on this node.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -24,8 +24,8 @@ use crate::region::RegionTables;
 use crate::region::{published_fpp, DurableGate, READERS_NONE, READERS_PUBLIC};
 use crate::region::{word_offsets, TableSpec};
 use crate::region::{EntryInfo, Locked, NewFilter, Region, RegionError};
+use crate::sql::errors::sizing_error;
 use crate::sql::value::datatype::{filter_arg_once, value_from_headers, value_from_words};
-use crate::sql::value::functions::sizing_error;
 
 /// Bucket words allocated in the current memory context (freed with it, also on
 /// error).
@@ -51,7 +51,7 @@ impl PgWords {
 
 /// An insert of a key with no equal among the filter's keys: 22003.
 fn no_equal_key() -> bool {
-    crate::sql::value::functions::no_equal_key_error()
+    crate::sql::errors::no_equal_key_error()
 }
 
 v1_functions! {

@@ -5,7 +5,7 @@
 //! before it answered from the old publish, one run after from the new.
 //!
 //! So the node that plans the query pins its by-name lookups to the record as
-//! the plan sees it: the planner hook (`crate::sql::hook`), before Citus
+//! the plan sees it: the planner hook (`crate::sql::citus::hook`), before Citus
 //! plans, rewrites the name argument of each `cf_contains(name, …)`,
 //! `cf_count(name, key)` and `cf_snapshot(name)` call into
 //! `cf_cluster_pin(name, latest)`, where `latest` is the latest publish the
@@ -38,7 +38,7 @@ use std::ffi::CStr;
 use pgrx::pg_sys;
 
 use super::citus;
-use crate::sql::value::rewrite::qualified;
+use crate::sql::citus::{citus_table, qualified};
 
 /// From the planner hook: pins every by-name lookup of a query that reads or
 /// writes a Citus table (in subqueries and CTEs too) not yet pinned, and
@@ -255,32 +255,6 @@ unsafe fn reads_citus_table(parse: *mut pg_sys::Query) -> bool {
             pg_sys::QTW_EXAMINE_RTES_BEFORE as i32,
         )
     }
-}
-
-/// Whether Citus knows `rel` (distributed, reference or local to its
-/// metadata), asked of its own `IsCitusTable`; a Citus without it counts
-/// every table.
-fn citus_table(rel: pg_sys::Oid) -> bool {
-    match is_citus_table() {
-        // SAFETY: Citus's function, with its signature; an error it raises
-        // comes back through the FFI boundary as a PostgreSQL error.
-        Some(f) => unsafe { pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| f(rel)) },
-        None => true,
-    }
-}
-
-/// Citus's `bool IsCitusTable(Oid)`, found by its symbol once per process.
-fn is_citus_table() -> Option<unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool> {
-    static FOUND: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    // SAFETY: dlsym reads the process's global symbol table (Citus is
-    // preloaded with RTLD_GLOBAL); the symbol is Citus's exported
-    // `bool IsCitusTable(Oid relationId)` (every release since 10), called
-    // only with that signature.
-    let addr = *FOUND.get_or_init(|| unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"IsCitusTable".as_ptr()) as usize });
-    (addr != 0).then(|| {
-        // SAFETY: addr is that symbol's address, as said above.
-        unsafe { std::mem::transmute::<usize, unsafe extern "C-unwind" fn(pg_sys::Oid) -> bool>(addr) }
-    })
 }
 
 /// Walker of `reads_citus_table`: true at a relation Citus knows.

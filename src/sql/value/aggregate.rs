@@ -26,11 +26,12 @@ use pgrx::prelude::*;
 
 use super::cache::call_cache;
 use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_from_tables, MAX_VALUE_BYTES};
-use super::functions::{full_error, sizing_error, union_filters, union_key, value_max_buckets};
+use super::functions::{union_filters, union_key, value_max_buckets};
 use crate::filter::KeyType;
 use crate::filter::DEFAULT_SEED;
 use crate::filter::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError};
 use crate::filter::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
+use crate::sql::errors::{full_error, sizing_error};
 
 /// A state at least this large deduplicates before it grows.
 pub(super) const DEDUP_FROM: usize = 1 << 24;

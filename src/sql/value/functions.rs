@@ -12,6 +12,7 @@ use crate::filter::FORMAT_V1;
 use crate::filter::{self, size_for_capacity, SizingError};
 use crate::filter::{KeyKind, KeyType};
 use crate::filter::{Mapping, OwnedFilter};
+use crate::sql::errors::{full_error, no_equal_key_error, sizing_error};
 
 /// The most buckets a value built at rate `fpp` may have (its shape at 1 GB);
 /// 22023 for an unusable rate.
@@ -41,26 +42,6 @@ pub fn key_type_text(key: KeyType) -> Option<String> {
         ("???", _) => format!("type OID {} of another database", key.oid),
         _ => name,
     })
-}
-
-/// 22003: an insert of a key that has no equal among the filter's keys (42.5
-/// into an integer filter).
-pub fn no_equal_key_error() -> ! {
-    ereport!(
-        ERROR,
-        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-        "the key has no equal among the cuckoo filter's keys",
-        "A whole number in the range of the filter's key type can be inserted; this one is not."
-    );
-}
-
-/// Raises 22023 for a sizing error.
-pub fn sizing_error(e: SizingError) -> ! {
-    ereport!(ERROR, PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE, e.to_string());
-}
-
-pub fn full_error(what: &str, detail: String) -> ! {
-    ereport!(ERROR, PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, what.to_string(), detail);
 }
 
 /// The key type of the union of `a` and `b`: theirs if they agree; nothing

@@ -8,5 +8,4 @@ pub mod aggregate;
 pub mod cache;
 pub mod datatype;
 pub mod functions;
-pub mod rewrite;
 pub mod sharded;

@@ -11,11 +11,11 @@ use pgrx::prelude::*;
 use super::aggregate::{build_distinct, final_key_type, in_aggregate, Settings, DEDUP_FROM};
 use super::cache::call_cache;
 use super::datatype::MAX_VALUE_BYTES;
-use super::functions::{full_error, sizing_error};
 use crate::filter::sort_dedup;
 use crate::filter::DEFAULT_SEED;
 use crate::filter::{shape_for, SizingError};
 use crate::filter::{KeyKind, KeyType};
+use crate::sql::errors::{full_error, sizing_error};
 
 /// 22023: states (or rows) of two key types in one `cf_sharded_agg`.
 fn key_types_differ() -> ! {

@@ -3,7 +3,7 @@
 //! plans a query and the workers are sent the query as rewritten here):
 //!
 //! - `cf_sharded_agg` calls are rewritten so that the workers run them with
-//!   the key's own type (`value::rewrite`);
+//!   the key's own type (`citus::rewrite`);
 //! - by-name lookups are pinned to the publishes the cluster records when the
 //!   query is planned (`named::pin`), and the plan then depends on that
 //!   record, so a cached plan is made again after the next publish.
@@ -17,7 +17,7 @@ pub fn init() {
     // SAFETY: _PG_init runs once in the postmaster before any planning; the
     // previous hook is kept and called.
     unsafe {
-        if !pg_sys::process_shared_preload_libraries_in_progress || !super::value::rewrite::citus_loaded() {
+        if !pg_sys::process_shared_preload_libraries_in_progress || !super::citus_loaded() {
             return;
         }
         PREV_PLANNER = pg_sys::planner_hook;
@@ -53,8 +53,8 @@ unsafe extern "C-unwind" fn planner(
     // fresh, allocated in the planner's memory context, as the OID list
     // appended to it is.
     unsafe {
-        super::value::rewrite::rewrite_query(parse);
-        let record = super::named::pin::pin_query(parse);
+        super::rewrite::rewrite_query(parse);
+        let record = crate::sql::named::pin::pin_query(parse);
         let plan = match PREV_PLANNER {
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => raw_standard_planner(parse, query_string, cursor_options, bound_params),

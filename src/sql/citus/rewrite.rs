@@ -22,7 +22,7 @@
 //! own (coord_combine_agg), where the key's type is not in sight, and
 //! `cf_sharded_typed` gives the empty filter the key type `cf_agg` records.
 //!
-//! The planner hook (`crate::sql::hook`) runs this before Citus plans, only
+//! The planner hook (`crate::sql::citus::hook`) runs this before Citus plans, only
 //! when cuckoo is preloaded into a server that also preloads Citus, and it
 //! only touches those aggregate calls; the first rewrite only calls without
 //! ORDER BY or DISTINCT (which Citus does not push down anyway).
@@ -31,19 +31,7 @@ use std::ffi::CStr;
 
 use pgrx::pg_sys;
 
-/// Whether Citus is loaded into this server (preloaded: it must be, to run,
-/// and first, before cuckoo). Recognised by what its library registers, a
-/// function every Citus release exports, not by how `shared_preload_libraries`
-/// spells it (`citus`, `$libdir/citus`, a full path). Libraries load only at
-/// server start, so this is asked once per process: the named-filter checks
-/// ask on every resolve.
-pub(crate) fn citus_loaded() -> bool {
-    static LOADED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    // SAFETY: dlsym reads the process's global symbol table (PostgreSQL loads
-    // libraries with RTLD_GLOBAL); the name is a NUL-terminated constant, and
-    // the symbol is only compared with NULL, never called.
-    *LOADED.get_or_init(|| unsafe { !libc::dlsym(libc::RTLD_DEFAULT, c"pg_finfo_citus_version".as_ptr()).is_null() })
-}
+use super::qualified;
 
 /// Rewrites every call of the polymorphic `cf_sharded_agg` (and of its `text`
 /// declaration with a key cast to `text`) in the query, then wraps every
@@ -208,15 +196,6 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, cx: *mut std::ffi::
             _ => {}
         }
         pg_sys::expression_tree_walker(node, Some(collect), cx)
-    }
-}
-
-/// A qualified function name: `nsp.name`.
-pub(crate) unsafe fn qualified(nsp: *mut std::ffi::c_char, name: &CStr) -> *mut pg_sys::List {
-    // SAFETY: makeString keeps the pointers; both live for the statement.
-    unsafe {
-        let l = pg_sys::lappend(std::ptr::null_mut(), pg_sys::makeString(nsp) as *mut std::ffi::c_void);
-        pg_sys::lappend(l, pg_sys::makeString(pg_sys::pstrdup(name.as_ptr())) as *mut std::ffi::c_void)
     }
 }
 
