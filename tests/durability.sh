@@ -48,7 +48,7 @@ PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-durable} PGPORT=${PGPORT:-5480}
 SB_DIR=${CLUSTER_DIR}-standby SB_PORT=$((PGPORT + 1))
 as_pg() { runuser -u postgres -- "$@"; }
-psql() { tests/cluster.sh psql -q -At "$@"; }
+psql() { tests/tools/cluster.sh psql -q -At "$@"; }
 # psql on another cluster of this script: its directory, its port, then psql's arguments.
 psql_on() { local d=$1 p=$2; shift 2; "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$d" -p "$p" -U postgres "$@"; }
 sbpsql() { psql_on "$SB_DIR" "$SB_PORT" "$@"; }
@@ -84,7 +84,7 @@ CONF
 EXTRA_DIRS=("${CLUSTER_DIR}-grow" "${CLUSTER_DIR}-pitr" "${CLUSTER_DIR}-sw" "${CLUSTER_DIR}-swbk" "${CLUSTER_DIR}-bk" "${CLUSTER_DIR}-archive"
             "${CLUSTER_DIR}-up-clean" "${CLUSTER_DIR}-up-crash" "${CLUSTER_DIR}-up050-clean" "${CLUSTER_DIR}-up050-crash")
 cleanup() {
-  tests/cluster.sh stop 2>/dev/null || true
+  tests/tools/cluster.sh stop 2>/dev/null || true
   local d
   for d in "$SB_DIR" "${EXTRA_DIRS[@]}"; do
     [ -d "$d/data" ] && as_pg "$PGBIN/pg_ctl" -D "$d/data" -m immediate -w stop >/dev/null 2>&1 || true
@@ -95,7 +95,7 @@ cleanup() {
 trap cleanup EXIT
 cleanup
 rm -rf "$CLUSTER_DIR"
-tests/cluster.sh start
+tests/tools/cluster.sh start
 
 pg_ctl_() { as_pg "$PGBIN/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" "$@" >/dev/null; }
 restart() { pg_ctl_ -m fast -w restart; }
@@ -559,8 +559,8 @@ expect_error 55000 "SELECT cf_contains('corrupt_me', 5::bigint)"
 ok "a corrupt record is not applied, its filter needs a reload, the server starts: $(grep -o 'cuckoo: cannot replay[^;]*' "$CLUSTER_DIR/server.log" | tail -1)"
 
 # ---- 7. no durability worker -------------------------------------------------
-tests/cluster.sh stop 2>/dev/null || true; rm -rf "$CLUSTER_DIR"
-CLUSTER_CONF="max_worker_processes = 0" tests/cluster.sh start
+tests/tools/cluster.sh stop 2>/dev/null || true; rm -rf "$CLUSTER_DIR"
+CLUSTER_CONF="max_worker_processes = 0" tests/tools/cluster.sh start
 psql -c "CREATE EXTENSION cuckoo"
 grep -q 'too many background workers' "$CLUSTER_DIR/server.log" || fail "the worker was registered despite max_worker_processes = 0"
 expect_error 55000 "SELECT cf_create('d', 100)"
@@ -574,8 +574,8 @@ ok "without the durability worker durable changes fail with 55000; non-durable f
 # position, 100 inserts cost a checkpoint a small delta file and a
 # few records; then a crash right after idle checkpoints, so that everything
 # comes back from the files and the WAL since, not from a recent image.
-tests/cluster.sh stop 2>/dev/null || true; rm -rf "$CLUSTER_DIR"
-tests/cluster.sh start
+tests/tools/cluster.sh stop 2>/dev/null || true; rm -rf "$CLUSTER_DIR"
+tests/tools/cluster.sh start
 psql -c "CREATE EXTENSION cuckoo" -c "CREATE EXTENSION pg_walinspect"
 psql -c "SELECT cf_publish('ten_m', cf_agg(g, 0.002, 10000000)) FROM generate_series(1, 2000000) g" -c "CHECKPOINT" >/dev/null
 fbytes=$(psql -c "SELECT bytes FROM cuckoo_filters WHERE name = 'ten_m'")
@@ -867,13 +867,13 @@ ok "switchover: the standby restarted after the primary's shutdown checkpoint, p
 # clean shutdown (0.4.0's saved file) and after a crash (its live file and its
 # WAL of image passes): every filter comes back, goes to the new files, and
 # ALTER EXTENSION UPDATE follows.
-old_pkg=$(bash tests/old-build.sh 0.4.0 94ac4d7038371d5c93bb138a9f92c66fe4e060b7)
+old_pkg=$(bash tests/tools/old-build.sh 0.4.0 94ac4d7038371d5c93bb138a9f92c66fe4e060b7)
 up_port=$((PGPORT + 5))
 for how in clean crash; do
-  old_bin=$(bash tests/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree040")
+  old_bin=$(bash tests/tools/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree040")
   U=${CLUSTER_DIR}-up-$how
   upsql() { psql_on "$U" "$up_port" "$@"; }
-  PGBIN=$old_bin CLUSTER_DIR=$U PGPORT=$up_port tests/cluster.sh start
+  PGBIN=$old_bin CLUSTER_DIR=$U PGPORT=$up_port tests/tools/cluster.sh start
   upsql -c "CREATE EXTENSION cuckoo" -c "CREATE ROLE reader" >/dev/null
   [ "$(upsql -c "SELECT cuckoo_library_version() || ' ' || extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "0.4.0 0.4.0" ] || fail "the private tree does not run 0.4.0"
   upsql -c "SELECT cf_create('u_fill', 100000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('u_fill', g)" \
@@ -926,13 +926,13 @@ done
 # back recording no key type and answering exactly as 0.5.0 answered (a text
 # probe of an integer filter hashes as text, as then), ALTER EXTENSION UPDATE
 # follows, and a filter made afterwards records its first insert's key type.
-old_pkg=$(bash tests/old-build.sh 0.5.0 d5657c76aff0aac3e973983b16b74bc8b2b17fed)
+old_pkg=$(bash tests/tools/old-build.sh 0.5.0 d5657c76aff0aac3e973983b16b74bc8b2b17fed)
 up_port=$((PGPORT + 6))
 for how in clean crash; do
-  old_bin=$(bash tests/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree050")
+  old_bin=$(bash tests/tools/pgtree.sh "$old_pkg" "${CLUSTER_DIR}-tree050")
   U=${CLUSTER_DIR}-up050-$how
   upsql() { psql_on "$U" "$up_port" "$@"; }
-  PGBIN=$old_bin CLUSTER_DIR=$U PGPORT=$up_port tests/cluster.sh start
+  PGBIN=$old_bin CLUSTER_DIR=$U PGPORT=$up_port tests/tools/cluster.sh start
   upsql -c "CREATE EXTENSION cuckoo" -c "CREATE ROLE reader" >/dev/null
   [ "$(upsql -c "SELECT cuckoo_library_version() || ' ' || extversion FROM pg_extension WHERE extname = 'cuckoo'")" = "0.5.0 0.5.0" ] || fail "the private tree does not run 0.5.0"
   upsql -c "SELECT cf_create('u_fill', 100000)" -c "SELECT count(*) FROM generate_series(1, 50000) g WHERE cf_insert('u_fill', g)" \

@@ -29,10 +29,10 @@ export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-concurrency} PGPORT=${PGPORT:-5492
 export CLUSTER_CONF="cuckoo.shared_memory = 16MB"
 CLIENTS=${CUCKOO_CLIENTS:-4}
 CAPACITY=${CUCKOO_STRESS_CAPACITY:-100000}
-tests/cluster.sh stop 2>/dev/null; rm -rf "$CLUSTER_DIR"
-trap 'tests/cluster.sh stop' EXIT
-tests/cluster.sh start
-psql() { tests/cluster.sh psql -q -At "$@"; }
+tests/tools/cluster.sh stop 2>/dev/null; rm -rf "$CLUSTER_DIR"
+trap 'tests/tools/cluster.sh stop' EXIT
+tests/tools/cluster.sh start
+psql() { tests/tools/cluster.sh psql -q -At "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # Background sessions: `start_session LABEL FILE SED` runs FILE, edited by the sed
 # script SED, in its own psql; `wait_sessions` waits for them all and fails,
@@ -388,8 +388,8 @@ dedup_race dedup_durable "$DEDUP_DURABLE_KEYS" 0
 [ "$(psql -c "SELECT pg_postmaster_start_time()")" = "$started" ] || fail "the server restarted"
 
 echo "== without shared_preload_libraries"
-tests/cluster.sh stop; rm -rf "$CLUSTER_DIR"
-CLUSTER_CONF="shared_preload_libraries = ''" tests/cluster.sh start
+tests/tools/cluster.sh stop; rm -rf "$CLUSTER_DIR"
+CLUSTER_CONF="shared_preload_libraries = ''" tests/tools/cluster.sh start
 psql -c "CREATE EXTENSION cuckoo"
 err=$(psql -c "SELECT cf_create('x', 10)" 2>&1 || true)
 grep -q "cuckoo must be loaded via shared_preload_libraries" <<<"$err" || fail "unexpected: $err"

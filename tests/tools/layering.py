@@ -7,9 +7,9 @@ Every reference to another module (a `use` statement, or a path such as
 the file that makes it to the file that defines that module; `mod` declarations
 are not. Test modules inside a file (`#[cfg(test)] mod tests`) are left out.
 Prints the graph's layers and exits non-zero on a circle or a forbidden import.
-  python3 tests/layering.py [SRC_DIR]
-  python3 tests/layering.py --self-test   checks that it finds circles in
-                                          small trees with tricky imports
+  python3 tests/tools/layering.py [SRC_DIR]
+  python3 tests/tools/layering.py --self-test   checks that it finds circles in
+                                                small trees with tricky imports
 """
 import os
 import re
@@ -51,7 +51,7 @@ def self_test():
 
 if sys.argv[1:] == ["--self-test"]:
     self_test()
-src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "src"))
+src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
 
 def module_of(path):
