@@ -77,7 +77,7 @@ test-security: install
 # writable), corrupt WAL, and a server that ran 0.4.0 (built once from this
 # repository's history into target/old/, run from a private installation tree).
 test-durable: install
-	bash tests/durability.sh
+	bash tests/durable/run.sh
 
 # Faults, by testgres and hypothesis (tests/faults): each case of issue 28 as a
 # fixed scenario, then a randomized fault-schedule tester with a model of what

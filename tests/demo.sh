@@ -10,7 +10,7 @@ tests/tools/cluster.sh psql -d postgres -c "DROP DATABASE IF EXISTS demo" -c "CR
 tests/tools/cluster.sh psql -d demo -f tests/demo.sql
 # Named filters are durable by default: WAL-logged and kept in files written at
 # checkpoints for what changed, they come back after a restart (and after a
-# crash; tests/durability.sh shows both).
+# crash; tests/durable/ shows both).
 echo '== Durable: a checkpoint writes the filter to a file; a second one, with nothing changed, writes nothing.'
 tests/tools/cluster.sh psql -q -d demo <<'SQL'
 CHECKPOINT;
