@@ -94,9 +94,9 @@ soak: install
 # A Citus coordinator and two workers (Citus 13.2.2 built and installed by the
 # shared tools' build-citus.sh if missing): cf_sharded_agg pushed down for every
 # key type and its shipped states, named filters that distributed queries use
-# (tests/citus.sh).
+# (tests/citus/run.sh).
 test-citus: install
-	bash tests/citus.sh
+	bash tests/citus/run.sh
 
 bench: install bench-core
 	bash tests/bench/run.sh
