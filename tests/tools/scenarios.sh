@@ -8,6 +8,8 @@
 #                                 before any "(" in their "Needs:" lines, and
 #                                 theirs), each once
 # leaves the files, in order, in the array scenario_files.
+# The runner sources each file under set -e: a file's last command must
+# succeed (source returns its status), so a file does not end in "cond && fail".
 scenarios_select() {
   local dir=$1 id
   shift
