@@ -6,12 +6,12 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 .PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-security test-durable test-faults soak test-citus bench bench-core
 
 setup:
-	bash tests/setup.sh
+	bash tests/tools/setup.sh
 
 # Each file is written anew and renamed into place: a running server that has the
-# library loaded is not disturbed (tests/install.sh).
+# library loaded is not disturbed (tests/tools/install.sh).
 install: setup
-	bash tests/install.sh
+	bash tests/tools/install.sh
 
 demo: install
 	bash tests/demo.sh
@@ -23,13 +23,13 @@ test: setup test-core loom test-isolation test-regress test-clients test-shared 
 # the native benchmark is compiled too, so that it cannot fall behind the core;
 # the sources are formatted (rustfmt.toml) and clippy finds nothing (the lints
 # are chosen in Cargo.toml's [lints] table), for the core alone and with pgrx;
-# and the source files import one another without a circle (tests/layering.py).
+# and the source files import one another without a circle (tests/tools/layering.py).
 test-core: setup
 	cargo fmt --check
 	cargo clippy --no-default-features --lib --tests -- -D warnings
 	cargo clippy --all-targets --features pg_test -- -D warnings
-	python3 tests/layering.py --self-test
-	python3 tests/layering.py
+	python3 tests/tools/layering.py --self-test
+	python3 tests/tools/layering.py
 	cargo test --no-default-features --lib --release
 	cargo bench --no-default-features --bench core --no-run
 
@@ -39,10 +39,10 @@ loom:
 	  cargo test --no-default-features --lib --release loom -- --nocapture --test-threads 1
 
 # #[pg_test]s inside a temporary PostgreSQL run by pgrx as user postgres, from a
-# private installation tree in /tmp (tests/pgtree.sh): the system's installation is
-# never written (tests/pg_test.sh).
+# private installation tree in /tmp (tests/tools/pgtree.sh): the system's installation is
+# never written (tests/tools/pg_test.sh).
 test-pg: setup
-	bash tests/pg_test.sh
+	bash tests/tools/pg_test.sh
 
 # test-pg while a server with cuckoo preloaded runs from the system's
 # installation: the server, its durability worker and the installed files are
@@ -77,7 +77,7 @@ test-security: install
 # writable), corrupt WAL, and a server that ran 0.4.0 (built once from this
 # repository's history into target/old/, run from a private installation tree).
 test-durable: install
-	bash tests/durability.sh
+	bash tests/durable/run.sh
 
 # Faults, by testgres and hypothesis (tests/faults): each case of issue 28 as a
 # fixed scenario, then a randomized fault-schedule tester with a model of what
@@ -94,9 +94,9 @@ soak: install
 # A Citus coordinator and two workers (Citus 13.2.2 built and installed by the
 # shared tools' build-citus.sh if missing): cf_sharded_agg pushed down for every
 # key type and its shipped states, named filters that distributed queries use
-# (tests/citus.sh).
+# (tests/citus/run.sh).
 test-citus: install
-	bash tests/citus.sh
+	bash tests/citus/run.sh
 
 bench: install bench-core
 	bash tests/bench/run.sh

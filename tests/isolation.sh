@@ -12,10 +12,10 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-isolation} PGPORT=${PGPORT:-5493}
 export CLUSTER_CONF="cuckoo.shared_memory = 16MB"
 fail() { echo "isolation: FAIL: $*" >&2; exit 1; }
-q() { tests/cluster.sh psql -d postgres -qAt "$@"; }
+q() { tests/tools/cluster.sh psql -d postgres -qAt "$@"; }
 stop=$(mktemp -u /tmp/cuckoo-isolation-run.XXXXXX)
 client=""
-cleanup() { rm -f "$stop"; [ -z "$client" ] || wait "$client" 2>/dev/null || true; tests/cluster.sh stop; }
+cleanup() { rm -f "$stop"; [ -z "$client" ] || wait "$client" 2>/dev/null || true; tests/tools/cluster.sh stop; }
 trap cleanup EXIT
 
 # Every cuckoo file the system has installed, with its checksum.
@@ -27,7 +27,7 @@ before=$(installed)
 [ -n "$before" ] || fail "cuckoo is not installed (make install)"
 grep -qF "$("$PG_CONFIG" --pkglibdir)/cuckoo.so" <<<"$before" || fail "no cuckoo.so is installed"
 
-tests/cluster.sh start
+tests/tools/cluster.sh start
 q -c "CREATE EXTENSION cuckoo" -c "SELECT cf_create('iso', 100000)"
 started=$(q -c "SELECT pg_postmaster_start_time()")
 worker() { q -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cuckoo durability'"; }

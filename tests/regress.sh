@@ -9,8 +9,8 @@ export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-regress} PGPORT=${PGPORT:-5496}
 PG_REGRESS="$(dirname "$($PG_CONFIG --pgxs)")/../test/regress/pg_regress"
 out=$(mktemp -d /tmp/cuckoo-regress-out.XXXXXX)
 chmod 777 "$out"
-trap 'tests/cluster.sh stop' EXIT
-tests/cluster.sh start
+trap 'tests/tools/cluster.sh stop' EXIT
+tests/tools/cluster.sh start
 
 if ! "$PG_REGRESS" --host="$CLUSTER_DIR" --port="$PGPORT" --user=postgres \
      --inputdir=tests/pg_regress --outputdir="$out" --dbname=cuckoo_regress --schedule=tests/pg_regress/schedule; then

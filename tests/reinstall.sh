@@ -2,9 +2,9 @@
 # `make install` on a running server: the shared library is replaced by renaming
 # a new file over it, so a backend that has the old one mapped (every backend:
 # the library is preloaded) keeps running its code, and the server stays up.
-# Expects the cluster of tests/cluster.sh to be running and a built package in
+# Expects the cluster of tests/tools/cluster.sh to be running and a built package in
 # target/package (make install). With PG_CONFIG of a private installation
-# tree (tests/pgtree.sh), the library is replaced in that tree.
+# tree (tests/tools/pgtree.sh), the library is replaced in that tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -35,7 +35,7 @@ before=$(stat -c %i "$lib")
 # The tree's root: where the package's library path puts the tree's library.
 staged=$(cd target/package && find . -name cuckoo.so -printf '/%P\n' | head -1)
 [ -n "$staged" ] && [ "${lib%"$staged"}" != "$lib" ] || fail "target/package has no library for $lib"
-INSTALL_ROOT="${lib%"$staged"}" bash tests/install.sh --no-build >/dev/null
+INSTALL_ROOT="${lib%"$staged"}" bash tests/tools/install.sh --no-build >/dev/null
 after=$(stat -c %i "$lib")
 [ "$before" != "$after" ] || fail "the library was rewritten in place (inode $before unchanged)"
 wait "$session" || fail "the session using the library failed: $(cat "$out")"

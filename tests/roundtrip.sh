@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Round trips of a table with a cuckoofilter column through pg_dump/pg_restore
 # (custom format) and COPY ... (FORMAT binary), plus malformed binary input.
-# Expects the cluster of tests/cluster.sh to be running.
+# Expects the cluster of tests/tools/cluster.sh to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}

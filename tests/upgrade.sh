@@ -6,7 +6,7 @@
 # answered, and privileges changed on functions whose declaration the update
 # replaces carry over. A view that calls cf_contains keeps working through the
 # update (0.4.0 changes the one-key cf_contains' argument type in place).
-# Expects the cluster of tests/cluster.sh to be running.
+# Expects the cluster of tests/tools/cluster.sh to be running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}

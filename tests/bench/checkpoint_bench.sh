@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Durable filters at checkpoints: this release against 0.4.0 in the same run
-# (0.4.0 built once from this repository's history by tests/old-build.sh and
-# run from a private tree by tests/pgtree.sh), each in its own cluster with
+# (0.4.0 built once from this repository's history by tests/tools/old-build.sh and
+# run from a private tree by tests/tools/pgtree.sh), each in its own cluster with
 # fsync on:
 #
 #   wal        WAL bytes one CHECKPOINT writes after N keys were inserted

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cf_sharded_agg on Citus (`make bench`, part citus): a coordinator and two
-# workers on this machine (tests/citus_cluster.sh), a table distributed over 32
+# workers on this machine (tests/citus/cluster.sh), a table distributed over 32
 # shards, and cf_sharded_agg pushed down (each shard's partial state shipped to
 # the coordinator and combined there) against cf_agg, whose rows Citus gathers
 # to the coordinator (row-gather), in the same run, interleaved rounds, medians
@@ -38,7 +38,7 @@ max_wal_size = 8GB
 synchronous_commit = off"
 # (lib.sh first: its median is used here, its q is replaced by the cluster's.)
 source tests/bench/lib.sh
-source tests/citus_cluster.sh
+source tests/citus/cluster.sh
 
 # Seconds one statement takes, run on the coordinator.
 timed() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The operating cost of durability on every node (0.10.0) against 0.9.0 in the
 # same run (0.9.0 built once from this repository's history by
-# tests/old-build.sh and run from a private tree by tests/pgtree.sh), each in
+# tests/tools/old-build.sh and run from a private tree by tests/tools/pgtree.sh), each in
 # its own cluster with fsync on, a durable filter sized for 10M keys holding 2M
 # (21 MB):
 #

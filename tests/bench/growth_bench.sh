@@ -25,15 +25,15 @@ export CLUSTER_DIR=${GROWTH_BENCH_DIR:-/tmp/cuckoo-growth-bench}
 export PGPORT=${GROWTH_BENCH_PORT:-5487}
 PGBENCH=/usr/lib/postgresql/15/bin/pgbench
 work=$(mktemp -d /tmp/cuckoo-growth-bench.XXXXXX)
-cleanup() { tests/cluster.sh stop || true; rm -rf "$work"; }
+cleanup() { tests/tools/cluster.sh stop || true; rm -rf "$work"; }
 trap cleanup EXIT
 export CLUSTER_CONF="cuckoo.shared_memory = 256MB"
-tests/cluster.sh start
-if [ "$(tests/cluster.sh psql -d postgres -qAt -c 'SHOW cuckoo.shared_memory')" != 256MB ]; then
-  tests/cluster.sh psql -d postgres -q -c "ALTER SYSTEM SET cuckoo.shared_memory = '256MB'"
-  tests/cluster.sh start
+tests/tools/cluster.sh start
+if [ "$(tests/tools/cluster.sh psql -d postgres -qAt -c 'SHOW cuckoo.shared_memory')" != 256MB ]; then
+  tests/tools/cluster.sh psql -d postgres -q -c "ALTER SYSTEM SET cuckoo.shared_memory = '256MB'"
+  tests/tools/cluster.sh start
 fi
-sql() { tests/cluster.sh psql -d postgres -qAt "$@"; }
+sql() { tests/tools/cluster.sh psql -d postgres -qAt "$@"; }
 sql -c "DROP EXTENSION IF EXISTS cuckoo" -c "CREATE EXTENSION cuckoo" >/dev/null
 sql -c "SELECT cf_create('grown', 1000, durable => false)" \
     -c "SELECT cf_create('sized', $KEYS, durable => false)" \

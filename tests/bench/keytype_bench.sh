@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The cost of a probe whose key type matches the filter's: this release (whose
 # filters record their key type, and whose probes check it) against 0.5.0
-# (built once from this repository's history by tests/old-build.sh and run from
-# a private tree by tests/pgtree.sh), in the same run, each in its own cluster.
+# (built once from this repository's history by tests/tools/old-build.sh and run from
+# a private tree by tests/tools/pgtree.sh), in the same run, each in its own cluster.
 #
 # Per cluster: 2M bigint probe keys (a quarter of them present), a stored value
 # of 1M bigint keys and a named filter of the same keys. Each round times, in

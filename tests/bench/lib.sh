@@ -4,8 +4,8 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? 
 
 # ---- an earlier release beside this one --------------------------------------
 # Two clusters in one run: "old" (an earlier release, built once from this
-# repository's history by tests/old-build.sh and run from a private tree by
-# tests/pgtree.sh) and "new" (the installed extension), each in its own
+# repository's history by tests/tools/old-build.sh and run from a private tree by
+# tests/tools/pgtree.sh) and "new" (the installed extension), each in its own
 # directory under $work, stopped and removed at exit. Callers set PGBIN.
 #   pair_init NAME VERSION COMMIT OLD_PORT NEW_PORT
 #   pair_start V [EXTRA_CONF]   initdb, settings, start (V: old or new)
@@ -15,8 +15,8 @@ pair_init() { # name version commit old_port new_port
   work=$(mktemp -d "/tmp/cuckoo-$1-bench.XXXXXX")
   chmod 755 "$work"
   local old_pkg old_bin
-  old_pkg=$(bash tests/old-build.sh "$2" "$3")
-  old_bin=$(bash tests/pgtree.sh "$old_pkg" "$work/tree${2//./}")
+  old_pkg=$(bash tests/tools/old-build.sh "$2" "$3")
+  old_bin=$(bash tests/tools/pgtree.sh "$old_pkg" "$work/tree${2//./}")
   declare -gA BIN=([old]=$old_bin [new]=$PGBIN) PORT=([old]=$4 [new]=$5)
   trap pair_cleanup EXIT
 }

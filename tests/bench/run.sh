@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CLUSTER_DIR=${CLUSTER_DIR:-/tmp/cuckoo-bench} PGPORT=${PGPORT:-5494}
-tests/cluster.sh start
-trap 'tests/cluster.sh stop' EXIT
+tests/tools/cluster.sh start
+trap 'tests/tools/cluster.sh stop' EXIT
 # Parts: probe, build, space, sweep, large, exists, batched (sql_bench.py), shared (shared_bench.sh, its own
 # cluster), checkpoint (checkpoint_bench.sh: this release against 0.4.0, their own clusters) and keytype
 # (keytype_bench.sh: a probe's cost against 0.5.0's) and growth (growth_bench.sh: lookups on a filter grown

@@ -23,11 +23,11 @@ KEYS=${SETOPS_BENCH_KEYS:-1000000}
 ROUNDS=${SETOPS_BENCH_ROUNDS:-3}
 export CLUSTER_DIR=${SETOPS_BENCH_DIR:-/tmp/cuckoo-setops-bench}
 export PGPORT=${SETOPS_BENCH_PORT:-5486}
-cleanup() { tests/cluster.sh stop || true; }
+cleanup() { tests/tools/cluster.sh stop || true; }
 trap cleanup EXIT
 export CLUSTER_CONF="cuckoo.shared_memory = 128MB"
-tests/cluster.sh start
-sql() { tests/cluster.sh psql -d postgres -qAt "$@"; }
+tests/tools/cluster.sh start
+sql() { tests/tools/cluster.sh psql -d postgres -qAt "$@"; }
 sql -c "DROP EXTENSION IF EXISTS cuckoo" -c "CREATE EXTENSION cuckoo" >/dev/null
 source tests/bench/lib.sh
 

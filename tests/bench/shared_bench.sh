@@ -56,10 +56,10 @@ CONTENDERS=(filter filter_d btree mix lookup_g ins_d ins_v ins_t ins_d_async ins
 
 started=$(date +%s)
 work=$(mktemp -d /tmp/cuckoo-shared-bench-scripts.XXXXXX)
-cleanup() { tests/cluster.sh stop || true; rm -rf "$work"; }
+cleanup() { tests/tools/cluster.sh stop || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-sql() { tests/cluster.sh psql -d "$DB" -qAt "$@"; }
+sql() { tests/tools/cluster.sh psql -d "$DB" -qAt "$@"; }
 
 # --- cluster ----------------------------------------------------------------
 # CLUSTER_CONF is honoured by cluster.sh versions that support it, on a fresh
@@ -67,12 +67,12 @@ sql() { tests/cluster.sh psql -d "$DB" -qAt "$@"; }
 export CLUSTER_CONF="cuckoo.shared_memory = $SHMEM
 fsync = on
 synchronous_commit = on"
-tests/cluster.sh start
-if [ "$(tests/cluster.sh psql -d postgres -qAt -c 'SHOW cuckoo.shared_memory')" != "$SHMEM" ]; then
-  tests/cluster.sh psql -d postgres -q -c "ALTER SYSTEM SET cuckoo.shared_memory = '$SHMEM'"
-  tests/cluster.sh start   # a running cluster is restarted
+tests/tools/cluster.sh start
+if [ "$(tests/tools/cluster.sh psql -d postgres -qAt -c 'SHOW cuckoo.shared_memory')" != "$SHMEM" ]; then
+  tests/tools/cluster.sh psql -d postgres -q -c "ALTER SYSTEM SET cuckoo.shared_memory = '$SHMEM'"
+  tests/tools/cluster.sh start   # a running cluster is restarted
 fi
-tests/cluster.sh psql -d postgres -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
+tests/tools/cluster.sh psql -d postgres -q -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB"
 
 echo "setup: t(k bigint primary key) with $KEYS keys, filters f ($F_CAPACITY) and g ($G_CAPACITY)"
 sql -c "CREATE EXTENSION cuckoo" \
@@ -198,7 +198,7 @@ awk -v d="${MED[ins_d_async]}" -v t="${MED[ins_t_async]}" 'BEGIN {printf "  %-18
 
 echo
 echo "named filters after the runs:"
-tests/cluster.sh psql -d "$DB" -q -P footer=off -c "
+tests/tools/cluster.sh psql -d "$DB" -q -P footer=off -c "
   SELECT name, capacity, items, round(load_factor::numeric, 4) AS load_factor, inserts, lookups,
          failed_inserts, lookup_retries, kicks
   FROM cuckoo_filters ORDER BY name"

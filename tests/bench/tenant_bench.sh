@@ -3,7 +3,7 @@
 # input sizes, fallible allocations, key types checked when a value is made,
 # the caps per role and per database passed to every named insert): this
 # release against 0.10.0 (built once from this repository's history by
-# tests/old-build.sh, run from a private tree), in the same run, each in its
+# tests/tools/old-build.sh, run from a private tree), in the same run, each in its
 # own cluster. Per round, in both clusters in turn:
 #   build   cf_agg of 2M distinct bigint keys (sort, bulk build, encode)
 #   insert  200k one-key cf_insert calls into a named filter that grows

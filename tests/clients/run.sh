@@ -17,10 +17,10 @@ if [ ! -f "$root/node/node_modules/pg/package.json" ]; then
   mkdir -p "$root/node"
   npm install --silent --no-audit --no-fund --prefix "$root/node" pg@8.23.1 >/dev/null
 fi
-trap 'tests/cluster.sh stop' EXIT
-tests/cluster.sh start
-tests/cluster.sh psql -d postgres -qAt -c "DROP DATABASE IF EXISTS clients" -c "CREATE DATABASE clients"
-tests/cluster.sh psql -d clients -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+trap 'tests/tools/cluster.sh stop' EXIT
+tests/tools/cluster.sh start
+tests/tools/cluster.sh psql -d postgres -qAt -c "DROP DATABASE IF EXISTS clients" -c "CREATE DATABASE clients"
+tests/tools/cluster.sh psql -d clients -qAt -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
 CREATE EXTENSION cuckoo;
 -- Keys: integers 1..1000, strings 'k1'..'k1000', uuids md5('u1')..md5('u1000').
 CREATE TABLE ints AS SELECT g::bigint AS k FROM generate_series(1, 1000) g;

@@ -2,14 +2,14 @@
 -- columns, commit semantics like nextval's (no transaction ID, refused in
 -- read-only transactions, not undone by ROLLBACK),
 -- and the WAL records as pg_walinspect shows them. Restarts, crashes and
--- standbys are in tests/durability.sh.
+-- standbys are in tests/durable/.
 \set VERBOSITY terse
 SELECT cf_drop(name) FROM cuckoo_filters;
 SELECT cf_create('d', 1000), cf_create('v', 1000, durable => false), cf_create('d2', 1000, 0.01, true);
 SELECT name, durable, state, reason FROM cuckoo_filters ORDER BY name;
 
 -- Changes take no transaction ID (the commit flushes their records without
--- one; tests/durability.sh crashes the server right after such commits).
+-- one; tests/durable/02_backend_crash.sh crashes the server right after such commits).
 BEGIN;
 SELECT cf_insert('d', 1);
 SELECT txid_current_if_assigned() IS NULL AS no_xid;

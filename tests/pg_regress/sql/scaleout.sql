@@ -107,7 +107,7 @@ SELECT 'cs1:Q1MBAAEUATXVrZisbnDPAA=='::cf_sharded_state::text AS valid_one_key;
 SELECT 'cs1:Q1MBAAEUATXVrZisbnDP'::cf_sharded_state;
 DROP AGGREGATE state_of(anyelement);
 
--- Named filters across Citus nodes need Citus (tests/citus.sh runs them on a
+-- Named filters across Citus nodes need Citus (tests/citus/run.sh runs them on a
 -- real cluster); cuckoo_cluster_filters lists nothing here.
 \set VERBOSITY sqlstate
 SELECT cf_publish_cluster('everywhere', cf_agg(1));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL 15 cluster, run as user postgres, with cuckoo preloaded.
-#   tests/cluster.sh start|stop|psql [args]
+#   tests/tools/cluster.sh start|stop|psql [args]
 # CLUSTER_DIR (default /tmp/cuckoo-cluster) and PGPORT (default 5497) choose where;
 # CLUSTER_CONF adds postgresql.conf lines (e.g. "cuckoo.shared_memory = 16MB").
 set -euo pipefail

@@ -1,5 +1,5 @@
-# Key types on Citus (issue 30, item 5), sourced by tests/citus.sh on its
-# cluster (it defines q, ok and fail): cf_sharded_agg over distributed tables
+# Citus 08 (sourced by run.sh; alone: bash tests/citus/run.sh 08):
+# Key types on Citus (issue 30, item 5): cf_sharded_agg over distributed tables
 # gives cf_agg's filter over the same rows byte for byte (md5 of the text
 # form, so the recorded key type too), for keys of every kind and every
 # query shape: the whole table, GROUP BY the distribution column and

@@ -11,9 +11,9 @@ Every reference to another module (a `use` statement, or a path such as
 the file that makes it to the file that defines that module; `mod` declarations
 are not. Test modules count too, inline or in their own files.
 Prints the graph's layers and exits non-zero on a circle or a forbidden import.
-  python3 tests/layering.py [SRC_DIR]
-  python3 tests/layering.py --self-test   checks that it finds circles in
-                                          small trees with tricky imports
+  python3 tests/tools/layering.py [SRC_DIR]
+  python3 tests/tools/layering.py --self-test   checks that it finds circles in
+                                                small trees with tricky imports
 """
 import os
 import re
@@ -59,7 +59,7 @@ def self_test():
 
 if sys.argv[1:] == ["--self-test"]:
     self_test()
-src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "src"))
+src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
 
 def module_of(path):

@@ -4,12 +4,12 @@
 # PGXS's install does). A running server keeps the old shared library mapped and
 # unchanged: rewriting a loaded library in place (what `cargo pgrx install` 0.18
 # does) can crash the backends that have it mapped.
-#   tests/install.sh            build and install
-#   tests/install.sh --no-build install the last build again
-# INSTALL_ROOT installs into a private installation tree of tests/pgtree.sh
+#   tests/tools/install.sh            build and install
+#   tests/tools/install.sh --no-build install the last build again
+# INSTALL_ROOT installs into a private installation tree of tests/tools/pgtree.sh
 # instead (its root directory), leaving the system's untouched.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 stage=target/package
 if [ "${1:-}" != --no-build ]; then

@@ -7,8 +7,8 @@
 # Nothing outside the tree is touched: a server started from it loads the
 # tree's cuckoo, and whatever is installed into the tree's directories (for
 # example by `cargo pgrx test`, given the tree's pg_config) lands in the tree.
-#   tests/pgtree.sh PACKAGE_DIR TREE_DIR   prints the tree's bin directory
-#   tests/pgtree.sh - TREE_DIR             the same tree without any cuckoo files
+#   tests/tools/pgtree.sh PACKAGE_DIR TREE_DIR   prints the tree's bin directory
+#   tests/tools/pgtree.sh - TREE_DIR             the same tree without any cuckoo files
 set -euo pipefail
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 pkg=$1 root=$2

@@ -1,5 +1,5 @@
 # A Citus coordinator and two workers on local ports, with cuckoo (sourced by
-# tests/citus.sh and tests/bench/citus_bench.sh). Before sourcing: PGBIN, BASE
+# tests/citus/run.sh and tests/bench/citus_bench.sh). Before sourcing: PGBIN, BASE
 # (the clusters' directory), PORT (the coordinator's; the workers take the two
 # after it), and a function fail. Builds Citus 13.2.2 if it is not installed
 # (build-citus.sh of the shared tools, which installs its build dependencies),

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the package (what `cargo pgrx package` writes) of an earlier release
 # from this repository's history, once: tests that need data an older release
-# wrote run it from a private tree (tests/pgtree.sh). Cached in target/old/.
-#   tests/old-build.sh VERSION COMMIT   prints the package directory
+# wrote run it from a private tree (tests/tools/pgtree.sh). Cached in target/old/.
+#   tests/tools/old-build.sh VERSION COMMIT   prints the package directory
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 version=$1 commit=$2 out=target/old/$version
 if [ ! -f "$out/pkg/.built" ]; then
