@@ -3,6 +3,7 @@
 //! memory model for the `Acquire`/`AcqRel` accesses the table makes. Run with
 //! `make loom` (also part of `make test`), which prints how many executions each
 //! model explored.
+//! (About 800 lines of models, each short, sharing one harness.)
 //!
 //! What is explored (tables of 2 or 3 buckets, 4 slots of 12 bits; all racing
 //! threads are spawned, the main thread only prepares, joins and checks). Every

@@ -1,6 +1,9 @@
 //! Named filters on a Citus cluster: no by-name call answers a distributed
 //! query from a filter that is not the one the query means.
 //!
+//! (About 800 lines: what a node reads of the cluster's record and what a
+//! task checks against it are one protocol, kept together.)
+//!
 //! A by-name call in a query on a distributed table runs on the workers, each
 //! with its own shared memory. So, in a backend that runs a piece of a
 //! distributed query for another node (a Citus internal backend: its

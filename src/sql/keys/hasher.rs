@@ -1,54 +1,19 @@
-//! Hashing a key of any SQL type to the 64-bit hash the filter core uses.
-//!
-//! - `int2`, `int4`, `int8` (and domains over them): xxh3 of the value as 8
-//!   little-endian bytes of an `int8`, so equal values match across widths, as in
-//!   PostgreSQL's integer hash family.
-//! - `text`, `varchar` and `bytea`: xxh3 of the bytes. `uuid`: xxh3 of its 16 bytes.
-//! - Every other type with a default hash operator class: the type's own 64-bit
-//!   extended hash function with seed 0, whose result is then hashed like an
-//!   `int8`. Equal values under the type's equality therefore match, as in a hash
-//!   join.
-//! - Keys under a nondeterministic collation are refused: their equality is not
-//!   byte equality, and a filter cannot record which collation built it, so a probe
-//!   under another collation could miss a key that is present.
-//!
-//! # Key types
-//!
-//! A value may record the type of its keys ([`KeyType`], see [`key_type_of`]).
-//! Then keys are hashed as that type hashes them, whatever type a probe brings
-//! (see [`KeyHasher::prepare`]): an enum by its label's text (so that a value
-//! survives a dump and restore, which renumbers labels), a probe of another type
-//! converted to the key type when PostgreSQL would call the two equal, text read
-//! with the key type's input function, and anything else refused (42804) rather
-//! than answered wrongly. A filter that records nothing hashes as above.
+//! A call site's key hasher: how an argument becomes the 64-bit hash of the
+//! filter's key (see the module above).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use super::call::*;
+use super::types::*;
 use crate::filter::{hash_bytes, hash_i64};
 use crate::filter::{KeyKind, KeyType};
-
-/// How a type's values hash (all-zero memory is `Unset`).
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum HashKind {
-    Unset = 0,
-    Int2,
-    Int4,
-    Int8,
-    Bytes,
-    Uuid,
-    /// By the type's extended hash function.
-    Extended,
-    /// An enum of a filter that records it: hashed as the bytes of its label.
-    Label,
-}
 
 /// How a prepared hasher turns an argument into the filter's key (all-zero
 /// memory is `Direct`).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Convert {
+pub(super) enum Convert {
     /// The argument hashes as its own type does (the same type, the same hash
     /// family, or a filter that records no key type).
     Direct = 0,
@@ -64,81 +29,6 @@ enum Convert {
     Relabel,
 }
 
-/// Types below this OID are built in: the same in every cluster.
-const FIRST_NORMAL_OID: u32 = 16384;
-
-/// The key type a filter built over keys of type `typid` records: a domain
-/// records its base type, `varchar` records `text`; enums are hashed by label.
-pub fn key_type_of(typid: pg_sys::Oid) -> KeyType {
-    // SAFETY: catalog lookups of a type id.
-    unsafe {
-        let mut base = pg_sys::getBaseType(typid);
-        // varchar keys are text keys (they hash alike and read alike): one
-        // filter whichever of the two built it (cf_sharded_agg has a text
-        // variant that varchar keys resolve to).
-        if base == pg_sys::VARCHAROID {
-            base = pg_sys::TEXTOID;
-        }
-        let oid = base.to_u32();
-        if pg_sys::get_typtype(base) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
-            KeyType { kind: KeyKind::Enum, oid }
-        } else if oid < FIRST_NORMAL_OID {
-            KeyType { kind: KeyKind::Builtin, oid }
-        } else {
-            KeyType { kind: KeyKind::Local, oid }
-        }
-    }
-}
-
-/// Whether `oid` is a built-in type that can be a key (it exists and hashes):
-/// what a value that records it as a built-in key type must name.
-pub fn builtin_key_type_ok(oid: u32) -> bool {
-    if oid >= FIRST_NORMAL_OID {
-        return false;
-    }
-    let t = pg_sys::Oid::from(oid);
-    // SAFETY: a catalog lookup; get_typtype returns 0 for an OID that is no type.
-    let exists = unsafe { pg_sys::get_typtype(t) != 0 };
-    exists && hashes_as_key(t)
-}
-
-/// Whether keys of type `t` (which exists) can be hashed: natively, or by its
-/// extended hash function.
-fn hashes_as_key(t: pg_sys::Oid) -> bool {
-    // SAFETY: a type-cache lookup of a type that exists.
-    kind_of(t) != HashKind::Extended
-        || unsafe {
-            (*pg_sys::lookup_type_cache(t, pg_sys::TYPECACHE_HASH_EXTENDED_PROC as i32)).hash_extended_proc
-                != pg_sys::InvalidOid
-        }
-}
-
-/// Whether a value or state made here may record `key`: nothing, a pending
-/// type, a built-in type that can be a key (what input requires of a value),
-/// or (`local`: a state, whose types are resolved on this node) an enum or
-/// type of this database of the recorded kind that can be a key. Says why
-/// not.
-pub fn recorded_key_ok(key: KeyType, local: bool) -> Result<(), String> {
-    match key.kind {
-        KeyKind::None | KeyKind::Pending => Ok(()),
-        KeyKind::Builtin if builtin_key_type_ok(key.oid) => Ok(()),
-        KeyKind::Builtin => Err(format!("key type OID {} is not a built-in type with a hash function", key.oid)),
-        KeyKind::Enum | KeyKind::Local if !local => Ok(()),
-        KeyKind::Enum | KeyKind::Local => {
-            let t = pg_sys::Oid::from(key.oid);
-            // SAFETY: catalog lookups; get_typtype returns 0 for no type.
-            let exists = unsafe { pg_sys::get_typtype(t) != 0 };
-            if !exists || key_type_of(t) != key {
-                return Err(format!("key type OID {} is not a type of this database of the kind recorded", key.oid));
-            }
-            if key.kind == KeyKind::Local && !hashes_as_key(t) {
-                return Err(format!("key type {} has no extended hash function", type_name(t)));
-            }
-            Ok(())
-        }
-    }
-}
-
 /// The key type a filter declared for keys of type `typid` records; raises
 /// the error a key of that type raises if it cannot be a key (42883).
 pub fn declared_key_type(typid: pg_sys::Oid) -> KeyType {
@@ -149,54 +39,6 @@ pub fn declared_key_type(typid: pg_sys::Oid) -> KeyType {
         probe.resolve_type(typid, pg_sys::InvalidOid, pg_sys::CurrentMemoryContext);
     }
     key_type_of(typid)
-}
-
-/// A type's name for messages.
-pub(crate) fn type_name(typid: pg_sys::Oid) -> String {
-    // SAFETY: format_type_be returns a palloc'd string for any OID.
-    unsafe { std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy().into_owned() }
-}
-
-/// Why an argument cannot be hashed as a key of a filter's recorded key type.
-pub enum PrepareError {
-    /// Its type cannot be compared with the key type.
-    Mismatch,
-    /// The filter's keys are enum labels, and it is neither an enum nor text.
-    NotLabels,
-    /// The recorded type does not exist here (a value from another database).
-    NoSuchType,
-    /// The recorded type has no hash function here.
-    NoHash,
-    /// The caller may not use the key type, whose input function or a cast
-    /// to which the probe would call (42501).
-    NoUsage(pg_sys::Oid),
-    /// The caller may not execute the cast function to the key type (42501).
-    NoExecute(pg_sys::Oid),
-}
-
-/// Why a type cannot be a filter key.
-pub enum KeyTypeError {
-    Nondeterministic,
-    NoHash,
-}
-
-/// Whether keys of type `typid` hash natively (integers, text, bytea, uuid and
-/// domains over them) rather than through the type's extended hash function.
-pub fn native_key_type(typid: pg_sys::Oid) -> bool {
-    // SAFETY: a catalog lookup of a type id.
-    kind_of(unsafe { pg_sys::getBaseType(typid) }) != HashKind::Extended
-}
-
-/// How keys whose base type is `base` hash.
-fn kind_of(base: pg_sys::Oid) -> HashKind {
-    match base {
-        pg_sys::INT2OID => HashKind::Int2,
-        pg_sys::INT4OID => HashKind::Int4,
-        pg_sys::INT8OID => HashKind::Int8,
-        pg_sys::TEXTOID | pg_sys::VARCHAROID | pg_sys::BYTEAOID => HashKind::Bytes,
-        pg_sys::UUIDOID => HashKind::Uuid,
-        _ => HashKind::Extended,
-    }
 }
 
 /// How this call site hashes its key argument; lives in `fn_extra` and is valid
@@ -227,7 +69,7 @@ pub struct KeyHasher {
 
 /// How keys of a filter's key type hash (all-zero: unused).
 #[repr(C)]
-struct Target {
+pub(super) struct Target {
     kind: HashKind,
     collation: pg_sys::Oid,
     extended: pg_sys::FmgrInfo,
@@ -855,258 +697,11 @@ impl KeyHasher {
     }
 }
 
-/// The type argument `argno` of call expression `expr` had before an implicit
-/// cast to `text` (see [`implicit_text_cast_inner`]), or none.
-///
-/// # Safety
-/// `expr` is a call's expression node or null.
-unsafe fn implicit_cast_source(expr: *mut pg_sys::Node, argno: usize) -> pg_sys::Oid {
-    // SAFETY: node tags are checked before each cast; lists hold nodes.
-    unsafe {
-        if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
-            return pg_sys::InvalidOid;
-        }
-        let args = pgrx::PgList::<pg_sys::Node>::from_pg((*(expr as *mut pg_sys::FuncExpr)).args);
-        let Some(arg) = args.get_ptr(argno) else { return pg_sys::InvalidOid };
-        implicit_text_cast_inner(arg).map_or(pg_sys::InvalidOid, |inner| pg_sys::exprType(inner))
-    }
-}
-
-/// Whether keys of type `t` hash and read as `text` keys do (`text`,
-/// `varchar`, domains over them).
-fn hashes_as_text(t: pg_sys::Oid) -> bool {
-    // SAFETY: a catalog lookup of a type id.
-    matches!(unsafe { pg_sys::getBaseType(t) }, pg_sys::TEXTOID | pg_sys::VARCHAROID)
-}
-
-/// The expression under `node` when `node` is an implicit cast to `text` (a
-/// relabeling, a cast function or an I/O conversion, as the parser adds to
-/// give a `char(n)`, `name` or `citext` key to a `text` overload) from a
-/// type that does not hash as text.
-///
-/// # Safety
-/// `node` is an expression node or null.
-pub(crate) unsafe fn implicit_text_cast_inner(node: *mut pg_sys::Node) -> Option<*mut pg_sys::Node> {
-    // SAFETY: node tags are checked before each cast; lists hold nodes.
-    unsafe {
-        if node.is_null() || pg_sys::exprType(node) != pg_sys::TEXTOID {
-            return None;
-        }
-        let implicit = pg_sys::CoercionForm::COERCE_IMPLICIT_CAST;
-        let inner = match (*node).type_ {
-            pg_sys::NodeTag::T_RelabelType => {
-                let r = node as *mut pg_sys::RelabelType;
-                ((*r).relabelformat == implicit).then(|| (*r).arg as *mut pg_sys::Node)
-            }
-            pg_sys::NodeTag::T_CoerceViaIO => {
-                let c = node as *mut pg_sys::CoerceViaIO;
-                ((*c).coerceformat == implicit).then(|| (*c).arg as *mut pg_sys::Node)
-            }
-            pg_sys::NodeTag::T_FuncExpr => {
-                let f = node as *mut pg_sys::FuncExpr;
-                let fargs = pgrx::PgList::<pg_sys::Node>::from_pg((*f).args);
-                ((*f).funcformat == implicit).then(|| fargs.get_ptr(0)).flatten()
-            }
-            _ => None,
-        }?;
-        (!inner.is_null() && !hashes_as_text(pg_sys::exprType(inner))).then_some(inner)
-    }
-}
-
-/// Whether type `t` is `cf_sharded_agg`'s state type (its name is qualified
-/// when it is not on the search path).
-pub(crate) fn is_sharded_state(t: pg_sys::Oid) -> bool {
-    type_name(t).rsplit('.').next() == Some("cf_sharded_state")
-}
-
-/// The type of the key of key expression `expr` (an aggregate's first
-/// argument) as it was written, that is, the type `cf_agg` sees for it:
-/// below an implicit cast to `text` from another type
-/// ([`implicit_text_cast_inner`]), and for `cf_sharded_key(key, ...)`, its
-/// key's. None for any other expression of `cf_sharded_agg`'s state type (a
-/// partial state, a column of states), whose keys' type is not in sight.
-///
-/// # Safety
-/// `expr` is an expression node or null.
-pub unsafe fn written_key_type(expr: *mut pg_sys::Node) -> Option<pg_sys::Oid> {
-    // SAFETY: node tags are checked before each cast; lists hold nodes;
-    // get_func_name returns a palloc'd name or null.
-    unsafe {
-        if expr.is_null() {
-            return None;
-        }
-        let mut node = expr;
-        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr {
-            let f = node as *mut pg_sys::FuncExpr;
-            let name = pg_sys::get_func_name((*f).funcid);
-            if !name.is_null()
-                && std::ffi::CStr::from_ptr(name) == c"cf_sharded_key"
-                && is_sharded_state((*f).funcresulttype)
-            {
-                match pgrx::PgList::<pg_sys::Node>::from_pg((*f).args).get_ptr(0) {
-                    Some(key) => node = key,
-                    None => return None,
-                }
-            }
-        }
-        if let Some(inner) = implicit_text_cast_inner(node) {
-            node = inner;
-        }
-        let t = pg_sys::exprType(node);
-        (t != pg_sys::InvalidOid && !is_sharded_state(t)).then_some(t)
-    }
-}
-
-/// `pg_aggregate`'s columns `aggtransfn` and `aggfinalfn` (pg_aggregate_d.h).
-const ANUM_AGGTRANSFN: i16 = 4;
-const ANUM_AGGFINALFN: i16 = 5;
-
-/// Whether function `fn_oid` is the transition or final function of
-/// aggregate `agg` (not the support function of another aggregate that
-/// calls it, as Citus's worker_partial_agg and coord_combine_agg do).
-///
-/// # Safety
-/// A catalog lookup; call inside a transaction.
-unsafe fn supports(agg: pg_sys::Oid, fn_oid: pg_sys::Oid) -> bool {
-    // SAFETY: the tuple is released before returning; SysCacheGetAttr reads
-    // a column of the tuple it was given.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::AGGFNOID as i32, pg_sys::Datum::from(agg));
-        if tup.is_null() {
-            return false;
-        }
-        let mut found = false;
-        for attnum in [ANUM_AGGTRANSFN, ANUM_AGGFINALFN] {
-            let mut isnull = false;
-            let d = pg_sys::SysCacheGetAttr(pg_sys::SysCacheIdentifier::AGGFNOID as i32, tup, attnum, &mut isnull);
-            found |= !isnull && pg_sys::Oid::from(d.value() as u32) == fn_oid;
-        }
-        pg_sys::ReleaseSysCache(tup);
-        found
-    }
-}
-
-/// For an `Aggref` of a step that combines partial states (a parallel
-/// plan's Finalize Aggregate), the key type as written of the partial
-/// aggregate below whose output it combines: its argument is a Var of the
-/// plan below, followed through the nodes that pass it on (Gather, Sort) to
-/// the partial `Aggref`, which has the call's arguments.
-///
-/// # Safety
-/// `agg` is the executing AggState and `aggref` one of its Aggrefs.
-unsafe fn partial_key_type(agg: *mut pg_sys::AggState, aggref: *mut pg_sys::Aggref) -> Option<pg_sys::Oid> {
-    // SAFETY: node tags are checked before each cast; a Var of an upper plan
-    // node's expression (OUTER_VAR) names a column of its outer plan's target
-    // list, which exists; plan states are initialised with their plans.
-    unsafe {
-        let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*aggref).args).get_ptr(0)?;
-        let mut expr = (*te).expr as *mut pg_sys::Node;
-        let mut below = (*agg).ss.ps.lefttree;
-        // A few nodes at most lie between the two steps.
-        for _ in 0..8 {
-            if expr.is_null() || below.is_null() {
-                return None;
-            }
-            match (*expr).type_ {
-                pg_sys::NodeTag::T_Aggref => {
-                    let partial = expr as *mut pg_sys::Aggref;
-                    if (*partial).aggfnoid != (*aggref).aggfnoid
-                        || (*partial).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0
-                    {
-                        return None;
-                    }
-                    let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*partial).args).get_ptr(0)?;
-                    return written_key_type((*te).expr as *mut pg_sys::Node);
-                }
-                pg_sys::NodeTag::T_Var => {
-                    let v = expr as *mut pg_sys::Var;
-                    if (*v).varno != pg_sys::OUTER_VAR {
-                        return None;
-                    }
-                    let plan = (*below).plan;
-                    let tle = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*plan).targetlist)
-                        .get_ptr(((*v).varattno as usize).checked_sub(1)?)?;
-                    expr = (*tle).expr as *mut pg_sys::Node;
-                    if !expr.is_null() && (*expr).type_ == pg_sys::NodeTag::T_Var {
-                        below = (*below).lefttree;
-                    }
-                }
-                _ => return None,
-            }
-        }
-        None
-    }
-}
-
-/// The type of the key (the first argument) of the aggregate call whose
-/// transition or final function `fcinfo` calls, as written
-/// ([`written_key_type`]): `cf_agg`'s and `cf_sharded_agg`'s key type for
-/// the rows they aggregate, whatever rows there are. From the executing
-/// `Aggref` (in a step that combines partial states, its declared argument
-/// type), or in a window, from the node's window aggregates that this
-/// function serves when they agree. None when called otherwise (an engine
-/// driving the function inside an aggregate of its own, Citus) or when the
-/// window aggregates disagree.
-///
-/// # Safety
-/// `fcinfo` is a valid frame; call inside a transaction.
-pub unsafe fn agg_call_key_type(fcinfo: pg_sys::FunctionCallInfo) -> Option<pg_sys::Oid> {
-    // SAFETY: the context is a node (checked by tag before the casts);
-    // AggGetAggref returns the executing Aggref or null; lists hold nodes.
-    unsafe {
-        let cx = (*fcinfo).context;
-        if cx.is_null() {
-            return None;
-        }
-        let fn_oid = (*(*fcinfo).flinfo).fn_oid;
-        match (*cx).type_ {
-            pg_sys::NodeTag::T_AggState => {
-                let aggref = pg_sys::AggGetAggref(fcinfo);
-                if aggref.is_null() || !supports((*aggref).aggfnoid, fn_oid) {
-                    return None;
-                }
-                if (*aggref).aggsplit & pg_sys::AGGSPLITOP_COMBINE != 0 {
-                    // Its argument is the partial aggregate's output: that
-                    // aggregate's key, else the declared type.
-                    if let Some(t) = partial_key_type(cx as *mut pg_sys::AggState, aggref) {
-                        return Some(t);
-                    }
-                    let declared = pgrx::PgList::<std::ffi::c_void>::from_pg((*aggref).aggargtypes).get_oid(0)?;
-                    return (!is_sharded_state(declared)).then_some(declared);
-                }
-                let te = pgrx::PgList::<pg_sys::TargetEntry>::from_pg((*aggref).args).get_ptr(0)?;
-                written_key_type((*te).expr as *mut pg_sys::Node)
-            }
-            pg_sys::NodeTag::T_WindowAggState => {
-                // PostgreSQL names no window function to its aggregates'
-                // support functions; those of this node that this function
-                // serves must agree.
-                let funcs =
-                    pgrx::PgList::<pg_sys::WindowFuncExprState>::from_pg((*(cx as *mut pg_sys::WindowAggState)).funcs);
-                let mut agreed: Option<pg_sys::Oid> = None;
-                for ws in funcs.iter_ptr() {
-                    let wf = (*ws).wfunc;
-                    if wf.is_null() || !(*wf).winagg || !supports((*wf).winfnoid, fn_oid) {
-                        continue;
-                    }
-                    let t = written_key_type(pgrx::PgList::<pg_sys::Node>::from_pg((*wf).args).get_ptr(0)?)?;
-                    match agreed {
-                        Some(a) if a != t => return None,
-                        _ => agreed = Some(t),
-                    }
-                }
-                agreed
-            }
-            _ => None,
-        }
-    }
-}
-
 /// Type `typ`'s output function, set up in `finfo`.
 ///
 /// # Safety
 /// `typ` is a type that exists; `mcxt` must outlive `finfo`.
-unsafe fn output_function(typ: pg_sys::Oid, finfo: &mut pg_sys::FmgrInfo, mcxt: pg_sys::MemoryContext) {
+pub(super) unsafe fn output_function(typ: pg_sys::Oid, finfo: &mut pg_sys::FmgrInfo, mcxt: pg_sys::MemoryContext) {
     // SAFETY: as documented.
     unsafe {
         let (mut out, mut varlena) = (pg_sys::InvalidOid, false);
@@ -1116,7 +711,7 @@ unsafe fn output_function(typ: pg_sys::Oid, finfo: &mut pg_sys::FmgrInfo, mcxt: 
 }
 
 /// 42804 for a key of type `t` given to a filter of `k` keys.
-fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
+pub(super) fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
     // SAFETY: a catalog lookup of an existing type.
     let array_keys = unsafe { pg_sys::get_element_type(k) } == t;
     ereport!(
@@ -1129,95 +724,4 @@ fn type_mismatch(k: pg_sys::Oid, t: pg_sys::Oid) -> ! {
             format!("Probe with a key of type {}, for example key::{}.", type_name(k), type_name(k))
         }
     );
-}
-
-/// Whether the default hash operator classes of `a` and `b` are of one family
-/// (PostgreSQL then guarantees that equal values hash alike across them).
-unsafe fn same_hash_family(a: pg_sys::Oid, b: pg_sys::Oid) -> bool {
-    // SAFETY: catalog lookups.
-    unsafe {
-        let (ca, cb) =
-            (pg_sys::GetDefaultOpClass(a, pg_sys::HASH_AM_OID), pg_sys::GetDefaultOpClass(b, pg_sys::HASH_AM_OID));
-        ca != pg_sys::InvalidOid
-            && cb != pg_sys::InvalidOid
-            && pg_sys::get_opclass_family(ca) == pg_sys::get_opclass_family(cb)
-    }
-}
-
-/// The integer a `numeric`'s text denotes, if it is a whole number that fits an
-/// `int8` (`42`, `-7.000`); None otherwise (`42.5`, `NaN`, `1e30`'s digits).
-fn whole_number(text: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(text).ok()?;
-    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    if !frac.bytes().all(|b| b == b'0') {
-        return None;
-    }
-    let digits = int.strip_prefix('-').unwrap_or(int);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    int.parse::<i64>().ok()
-}
-
-/// The hash of a non-null datum of a type that hashes as `kind`.
-///
-/// # Safety
-/// `datum` is a non-null value of such a type; for `EXTENDED`, `extended` is its
-/// extended hash function.
-#[inline]
-unsafe fn hash_by(
-    kind: HashKind,
-    extended: &mut pg_sys::FmgrInfo,
-    collation: pg_sys::Oid,
-    datum: pg_sys::Datum,
-    seed: u64,
-) -> u64 {
-    // SAFETY: each branch reads the datum in the representation its type guarantees.
-    unsafe {
-        match kind {
-            HashKind::Int2 => hash_i64(seed, datum.value() as i16 as i64),
-            HashKind::Int4 => hash_i64(seed, datum.value() as i32 as i64),
-            HashKind::Int8 => hash_i64(seed, datum.value() as i64),
-            HashKind::Bytes => {
-                let raw = datum.cast_mut_ptr::<pg_sys::varlena>();
-                // Plain inline values (the common case) are read without an FFI call.
-                let inline = pgrx::varlena::varatt_is_4b_u(raw)
-                    || (pgrx::varlena::varatt_is_1b(raw) && !pgrx::varlena::varatt_is_1b_e(raw));
-                let v = if inline { raw } else { pg_sys::pg_detoast_datum_packed(raw) };
-                let bytes = std::slice::from_raw_parts(
-                    pgrx::varlena::vardata_any(v) as *const u8,
-                    pgrx::varlena::varsize_any_exhdr(v),
-                );
-                let h = hash_bytes(seed, bytes);
-                if v != raw {
-                    pg_sys::pfree(v as *mut std::ffi::c_void);
-                }
-                h
-            }
-            HashKind::Uuid => hash_bytes(seed, std::slice::from_raw_parts(datum.cast_mut_ptr::<u8>(), 16)),
-            HashKind::Extended => {
-                let h = pg_sys::FunctionCall2Coll(extended, collation, datum, pg_sys::Datum::from(0i64));
-                hash_i64(seed, h.value() as i64)
-            }
-            // Labels are hashed by `hash_target`, and nothing hashes by an
-            // unset hasher (its callers set it up first).
-            HashKind::Unset | HashKind::Label => unreachable!("cuckoo: a key hashed as {kind:?}"),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::whole_number;
-
-    #[test]
-    fn whole_numbers_are_read_exactly() {
-        assert_eq!(whole_number(b"42"), Some(42));
-        assert_eq!(whole_number(b"-7.000"), Some(-7));
-        assert_eq!(whole_number(b"9223372036854775807"), Some(i64::MAX));
-        assert_eq!(whole_number(b"-9223372036854775808"), Some(i64::MIN));
-        for no in [&b"42.5"[..], b"9223372036854775808", b"NaN", b"Infinity", b"-", b"", b"4a", b"1.0001"] {
-            assert_eq!(whole_number(no), None, "{}", String::from_utf8_lossy(no));
-        }
-    }
 }
