@@ -23,13 +23,16 @@ test: setup test-core loom test-isolation test-regress test-clients test-shared 
 # the native benchmark is compiled too, so that it cannot fall behind the core;
 # the sources are formatted (rustfmt.toml) and clippy finds nothing (the lints
 # are chosen in Cargo.toml's [lints] table), for the core alone and with pgrx;
-# and the source files import one another without a circle (tests/tools/layering.py).
+# the source files import one another without a circle, and the lower layers
+# only through their fronts (tests/tools/layering.py); docs/source.md lists
+# every file as its header describes it (tests/tools/source_map.py).
 test-core: setup
 	cargo fmt --check
 	cargo clippy --no-default-features --lib --tests -- -D warnings
 	cargo clippy --all-targets --features pg_test -- -D warnings
 	python3 tests/tools/layering.py --self-test
 	python3 tests/tools/layering.py
+	python3 tests/tools/source_map.py
 	cargo test --no-default-features --lib --release
 	cargo bench --no-default-features --bench core --no-run
 

@@ -1,7 +1,11 @@
-//! The filter core: layout, sizing, hashing, the lock-free table over bucket words
-//! and the dense value layout. Nothing here depends on pgrx, so it builds and tests
-//! with plain `cargo test`, and the same code serves `cuckoofilter` values and
-//! filters in shared memory.
+//! The filter core: layout, sizing, hashing, the lock-free table over bucket
+//! words, filters that grow, and the value formats. Nothing here depends on pgrx,
+//! so it builds and tests with plain `cargo test`, and the same code serves
+//! `cuckoofilter` values and filters in shared memory.
+//!
+//! This file is the core's front: its modules are private, and what the layers
+//! above use is exported here (`tests/tools/layering.py` checks that nothing
+//! goes around it).
 
 mod atomic;
 mod build;

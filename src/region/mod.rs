@@ -1,6 +1,11 @@
 //! The shared region that holds named filters: its block allocator (a fail-safe
-//! tagged allocator without locks, over runs of blocks: `allocator.rs`) and the registry of filters
-//! by (database, name) with epoch-based reclamation. Nothing here depends on pgrx.
+//! tagged allocator without locks, over runs of blocks), the registry of filters
+//! by (database, name) with epoch-based reclamation, the checkpoint units, files
+//! and WAL records of durable filters. Nothing here depends on pgrx.
+//!
+//! This file is the region's front: its modules are private, and what the SQL
+//! glue uses is exported here (`tests/tools/layering.py` checks that nothing
+//! goes around it).
 
 mod allocator;
 mod durable;

@@ -1,10 +1,10 @@
 //! The PostgreSQL glue: key hashing for any SQL type (`keys`), the
 //! `cuckoofilter` value type with its functions and aggregates (`value`), named
 //! filters in shared memory with their WAL and durability (`named`), batched
-//! probes (`batch`), the planner support (`planner`) serving both, and the
-//! planner hook on Citus (`hook`). Functions are plain version-1 C functions so
-//! they can read arguments in place and cache per call site in `fn_extra`; their SQL
-//! declarations are in `sql/cuckoo.sql`.
+//! probes (`batch`), the planner support (`planner`) serving both, errors both
+//! raise (`errors`), and what cuckoo does beside Citus (`citus`). Functions are
+//! plain version-1 C functions so they can read arguments in place and cache per
+//! call site in `fn_extra`; their SQL declarations are in `sql/`.
 
 /// Defines version-1 fmgr functions: each body runs under pgrx's guard (Rust
 /// panics and `ereport!` become PostgreSQL errors), and each gets its `pg_finfo_`
@@ -35,8 +35,9 @@ macro_rules! v1_functions {
 
 // Only downward imports: `keys` serves both forms; `value` uses `keys`; `named`
 // uses `keys` and `value` (a value published into or snapshotted from a named
-// filter); `batch` and `planner` serve both and use all three; `hook`, the
-// planner hook on Citus, uses `value` and `named`.
+// filter); `batch` and `planner` serve both and use all three; `citus` holds
+// the planner hook on Citus, which uses `named`, and the `cf_sharded_agg`
+// rewrite, which uses `keys`.
 pub mod batch;
 pub mod citus;
 pub mod errors;

@@ -48,8 +48,7 @@ ok "coordinator and 2 workers up ($(q coord -c "SELECT extversion FROM pg_extens
 # trap did (stop the nodes unless CITUS_KEEP=1).
 scenario=""
 finish() {
-  local rc=$?
-  [ "$rc" = 0 ] || [ -z "$scenario" ] || echo "citus: scenario $scenario failed" >&2
+  scenarios_report $? citus
   [ "${CITUS_KEEP:-0}" = 1 ] || stop_all
 }
 trap finish EXIT

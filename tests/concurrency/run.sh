@@ -22,8 +22,7 @@ source tests/tools/scenarios.sh
 scenarios_select tests/concurrency "$@"
 scenario=""
 finish() {
-  local rc=$?
-  [ "$rc" = 0 ] || [ -z "$scenario" ] || echo "concurrency: scenario $scenario failed" >&2
+  scenarios_report $? concurrency
   tests/tools/cluster.sh stop
 }
 tests/tools/cluster.sh stop 2>/dev/null; rm -rf "$CLUSTER_DIR"

@@ -26,8 +26,7 @@ source tests/tools/scenarios.sh
 scenarios_select tests/durable "$@"
 scenario=""
 finish() {
-  local rc=$?
-  [ "$rc" = 0 ] || [ -z "$scenario" ] || echo "durability: scenario $scenario failed" >&2
+  scenarios_report $? durability
   cleanup
 }
 trap finish EXIT

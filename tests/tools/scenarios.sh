@@ -36,3 +36,8 @@ scenarios_want() {
   for have in "${scenario_ids[@]}"; do [ "$have" = "$2" ] && return; done
   scenario_ids+=("$2")
 }
+# In a runner's EXIT trap, with the exit status $1: names the scenario that
+# failed (label $2: "durability", "citus", ...), if one was running.
+scenarios_report() {
+  [ "$1" = 0 ] || [ -z "${scenario:-}" ] || echo "$2: scenario $scenario failed" >&2
+}

@@ -1,3 +1,5 @@
+//! Tests of filters that grow (chains of tables).
+
 use super::owned::OwnedChain;
 use super::*;
 use crate::filter::layout::DEFAULT_SEED;

@@ -1,3 +1,5 @@
+//! Tests of the lock-free table: no false negatives, the measured rate, the load at the first failure, both mappings.
+
 use super::*;
 use crate::filter::hash::hash_i64;
 use crate::filter::layout::Geometry;

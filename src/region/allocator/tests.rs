@@ -1,3 +1,5 @@
+//! Tests of the block allocator against a model, with interrupted allocations and threads.
+
 use super::*;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicU64 as StdAtomicU64;

@@ -1,3 +1,5 @@
+//! Tests of the checkpoint files: chains, truncations and flipped bytes refused, removal.
+
 use super::*;
 use crate::filter::{Mapping, Params};
 

@@ -1,3 +1,5 @@
+//! Tests of the WAL records: round trips, every truncation refused.
+
 use super::*;
 
 fn meta() -> Meta {
