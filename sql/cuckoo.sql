@@ -791,6 +791,54 @@ CREATE TABLE cuckoo_saved_filters (
 );
 COMMENT ON TABLE cuckoo_saved_filters IS 'named filters saved by cf_save() (each a snapshot, with its owner and lookup grant), which pg_dump and pg_upgrade carry; cf_restore_saved() publishes them again';
 
+-- The rows of the three views below, from shared memory (src/sql/named/view.rs):
+-- set-returning C functions, volatile (other sessions change the filters),
+-- strict and parallel safe.
+CREATE FUNCTION cuckoo_filters_rows() RETURNS TABLE (
+    name text,
+    capacity bigint,
+    items bigint,
+    load_factor double precision,
+    bytes bigint,
+    fpp double precision,
+    inserts bigint,
+    lookups bigint,
+    deletes bigint,
+    failed_inserts bigint,
+    lookup_retries bigint,
+    kicks bigint,
+    owner text,
+    lookup_grantee text,
+    durable boolean,
+    state text,
+    reason text,
+    checkpoint_write_bytes bigint,
+    checkpoint_wal_bytes bigint,
+    disk_bytes bigint,
+    key_type text,
+    expansion integer,
+    tables integer
+)   AS 'MODULE_PATHNAME', 'cuckoo_filters_rows_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoo_region_rows() RETURNS TABLE (
+    size_bytes bigint,
+    filter_bytes bigint,
+    free_bytes bigint,
+    largest_free_bytes bigint,
+    releasing_bytes bigint,
+    filters integer,
+    max_filters integer
+)   AS 'MODULE_PATHNAME', 'cuckoo_region_rows_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoo_usage_rows() RETURNS TABLE (
+    role text,
+    database text,
+    filters bigint,
+    bytes bigint,
+    max_filters_per_role bigint,
+    max_bytes_per_role bigint,
+    max_filters_per_database bigint,
+    max_bytes_per_database bigint
+)   AS 'MODULE_PATHNAME', 'cuckoo_usage_rows_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
 -- The current database's named filters that the current role may look up;
 -- and, as needing a reload, those saved by cf_save() that are not in shared
 -- memory (after pg_upgrade, or a restore of a dump), for their owners.
