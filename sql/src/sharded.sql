@@ -2,9 +2,9 @@
 -- type (cf_sharded_state) and a combine function, for engines that ship partial
 -- states between nodes (Citus): the state type, the aggregates over keys of any
 -- type and over exactly declared key types, and cf_sharded_key and
--- cf_sharded_typed, which cuckoo's planner hook calls on Citus
--- (src/sql/value/sharded.rs and rewrite.rs). Functions are version-1 C
--- functions; everything is immutable and parallel safe.
+-- cf_sharded_typed, which cuckoo's planner hook writes into cf_sharded_agg
+-- calls on Citus (src/sql/value/sharded.rs and rewrite.rs). Functions are
+-- version-1 C functions; everything is immutable and parallel safe.
 -- Joined into cuckoo--<version>.sql after aggregates.sql, before named.sql (src/lib.rs).
 
 -- cf_sharded_state: cf_sharded_agg's state, the keys' hashes (and the rows'
