@@ -22,8 +22,22 @@ pub extern "C-unwind" fn _PG_init() {
     sql::citus::hook::init();
 }
 
+// The install script of the current version, cuckoo--<version>.sql: the files of
+// sql/src/ in this order (each requires the one before it).
 #[cfg(feature = "pgrx")]
-pgrx::extension_sql_file!("../sql/cuckoo.sql", name = "cuckoo_schema", finalize);
+pgrx::extension_sql_file!("../sql/src/values.sql", name = "cuckoo_values", bootstrap);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/aggregates.sql", name = "cuckoo_aggregates", requires = ["cuckoo_values"]);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/sharded.sql", name = "cuckoo_sharded", requires = ["cuckoo_aggregates"]);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/named.sql", name = "cuckoo_named", requires = ["cuckoo_sharded"]);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/saved.sql", name = "cuckoo_saved", requires = ["cuckoo_named"]);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/views.sql", name = "cuckoo_views", requires = ["cuckoo_saved"]);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/citus.sql", name = "cuckoo_citus", requires = ["cuckoo_views"], finalize);
 
 #[cfg(feature = "pg_test")]
 pub mod pg_test {

@@ -15,10 +15,11 @@ stage=target/package
 if [ "${1:-}" != --no-build ]; then
   rm -rf "$stage"
   cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >/dev/null
-  # The install scripts of earlier versions (cuckoo--0.1.0.sql), so that
-  # CREATE EXTENSION cuckoo VERSION '0.1.0' and its update path keep working;
-  # cargo-pgrx 0.18 packages only upgrade scripts (cuckoo--A--B.sql).
-  cp sql/cuckoo--*.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
+  # The install scripts of earlier versions (sql/install/cuckoo--0.1.0.sql), so
+  # that CREATE EXTENSION cuckoo VERSION '0.1.0' and its update path keep
+  # working, and the update scripts (sql/upgrade/cuckoo--A--B.sql): cargo-pgrx
+  # 0.18 packages neither, it copies only update scripts at the top of sql/.
+  cp sql/install/cuckoo--*.sql sql/upgrade/cuckoo--*--*.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
 fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -98,7 +98,8 @@ def listing(top, exts):
         for n in sorted(names):
             if n.endswith(exts):
                 found.append(os.path.relpath(os.path.join(root, n), ROOT))
-    return sorted(found)
+    # Versions in numeric order (0.2.0 before 0.10.0).
+    return sorted(found, key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p)])
 
 
 def generate():

@@ -1,6 +1,6 @@
 //! The SQL functions of cuckoo's Citus cluster copies (`cf_cluster_*`,
 //! called by `cf_publish_cluster`, `cf_sync_cluster`, `cf_node_local` and
-//! `cf_drop_cluster` in `sql/cuckoo.sql`): they write each node's listing
+//! `cf_drop_cluster` in `sql/src/citus.sql`): they write each node's listing
 //! (`cuckoo_cluster_filters`) and the cluster's record
 //! (`cuckoo_cluster_copies`) as the tables' owner, after checking the
 //! caller's right on that name. What the listing and the record mean, and the

@@ -1,6 +1,6 @@
 //! The SQL functions over filter names: `cf_contains`, `cf_insert` and
 //! `cf_delete` by name, `cf_create`, `cf_drop`, `cf_publish`, `cf_snapshot` and
-//! the lookup grant. Their SQL declarations are in `sql/cuckoo.sql`.
+//! the lookup grant. Their SQL declarations are in `sql/src/named.sql`.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -23,7 +23,7 @@ fn role_name(oid: u64) -> Option<String> {
 
 /// Rows of the `cuckoo_filters` view: the current database's filters that the
 /// caller may look up.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
 #[allow(clippy::type_complexity)]
 fn cuckoo_filters_rows() -> TableIterator<
     'static,
@@ -123,7 +123,7 @@ fn cuckoo_filters_rows() -> TableIterator<
 
 /// The one row of the `cuckoo_region` view: the shared region's size and how
 /// much of it filters may still take.
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
 #[allow(clippy::type_complexity)]
 fn cuckoo_region_rows() -> TableIterator<
     'static,
@@ -156,7 +156,7 @@ fn cuckoo_region_rows() -> TableIterator<
 /// their own and those they are members of), and always a row for the
 /// current role in this database; with the caps in effect in this session
 /// (NULL: none).
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(volatile, parallel_safe, sql = false)]
 #[allow(clippy::type_complexity)]
 fn cuckoo_usage_rows() -> TableIterator<
     'static,

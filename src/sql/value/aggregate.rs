@@ -4,7 +4,7 @@
 //! arrive: its state (`internal`) collects the 64-bit key hashes in memory of the
 //! aggregate context; the final function sorts and deduplicates them, sizes the
 //! filter for their number and builds it in bucket order. The `CREATE AGGREGATE`
-//! is written by hand in `sql/cuckoo.sql` (pgrx 0.18 emits a wrong deserial
+//! is written by hand in `sql/src/aggregates.sql` (pgrx 0.18 emits a wrong deserial
 //! signature, pgrx issue 2351).
 //!
 //! Parallel plans: each process's partial state is serialized as its distinct
