@@ -3,7 +3,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 export PG_CONFIG
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: setup install demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-security test-durable test-faults soak test-citus bench bench-core
+.PHONY: setup install package demo test test-core loom test-pg test-isolation test-regress test-clients test-shared test-security test-durable test-faults soak test-citus bench bench-core
 
 setup:
 	bash tests/tools/setup.sh
@@ -12,6 +12,11 @@ setup:
 # library loaded is not disturbed (tests/tools/install.sh).
 install: setup
 	bash tests/tools/install.sh
+
+# The package directory alone (target/package), for packagers: cargo-pgrx
+# packages neither sql/install/ nor sql/upgrade/, this does.
+package: setup
+	bash tests/tools/install.sh --package
 
 demo: install
 	bash tests/demo.sh

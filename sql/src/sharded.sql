@@ -428,7 +428,7 @@ COMMENT ON AGGREGATE cf_sharded_agg("char", float8, bigint) IS 'cf_agg(key, fpp,
 -- cf_sharded_agg of keys of any type through one declaration that Citus can run
 -- on its workers: cf_sharded_agg(cf_sharded_key(key)). On a cluster with Citus,
 -- cuckoo's planner hook rewrites cf_sharded_agg(key) so for key types that have
--- no cf_sharded_agg of their own (src/sql/value/rewrite.rs).
+-- no cf_sharded_agg of their own (src/sql/citus/rewrite.rs).
 CREATE FUNCTION cf_sharded_key(anyelement) RETURNS cf_sharded_state
     AS 'MODULE_PATHNAME', 'cf_sharded_key' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 CREATE FUNCTION cf_sharded_key(anyelement, float8) RETURNS cf_sharded_state
@@ -451,7 +451,7 @@ COMMENT ON AGGREGATE cf_sharded_agg(cf_sharded_state) IS 'the filter of the keys
 -- On Citus, cuckoo's planner hook wraps every cf_sharded_agg call in
 -- cf_sharded_typed(call, NULL::key type): with no rows the coordinator calls
 -- the final function where the key's type is not in sight, and the empty
--- filter takes the key type cf_agg records (src/sql/value/rewrite.rs).
+-- filter takes the key type cf_agg records (src/sql/citus/rewrite.rs).
 CREATE FUNCTION cf_sharded_typed(cuckoofilter, anyelement) RETURNS cuckoofilter
     AS 'MODULE_PATHNAME', 'cf_sharded_typed' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION cf_sharded_typed(cuckoofilter, anyelement) IS 'the filter; one of no keys that records no key type records the type of the second argument (cf_sharded_agg on Citus over no rows)';

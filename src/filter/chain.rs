@@ -523,6 +523,3 @@ impl Growth {
 }
 
 pub mod owned;
-
-#[cfg(all(test, not(loom)))]
-mod tests;

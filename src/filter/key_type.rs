@@ -1,6 +1,6 @@
 //! What a value or a named filter records about the type of its keys: a kind
 //! and a type OID. The core only stores and validates them; the SQL layer gives
-//! the kinds meaning (`sql/keys.rs`). Values (header bytes 10..16), WAL records,
+//! the kinds meaning (`sql/keys/`). Values (header bytes 10..16), WAL records,
 //! checkpoint files and partial aggregate states carry them as a kind byte and
 //! a 32-bit OID.
 

@@ -19,12 +19,13 @@ mod saved;
 // above are private.
 
 pub use durable::UNIT_WORDS;
-pub use registry::tables::{word_offsets, RegionTables, TableSpec};
+pub use registry::tables::RegionTables;
 pub use registry::{
     published_fpp, DurableGate, EntryInfo, Layout, LimitHit, LimitKind, Limits, Locked, NewFilter, Pin, Region,
     RegionError, SnapshotBusy, Stamp, StatTotals, Tally, UsageRow, BLOCK_BYTES, CHANGED_META, CHANGED_WORDS,
     NEEDS_BASE, READERS_NONE, READERS_PUBLIC, UNVERIFIED,
 };
+pub use registry::{word_offsets, TableSpec};
 pub use saved::{decode as decode_saved, FileKind};
 
 /// The WAL records of durable filters (`record.rs`): what the SQL layer logs

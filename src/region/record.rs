@@ -11,8 +11,8 @@
 
 use std::ffi::CStr;
 
-use super::registry::tables::TableSpec;
 use super::registry::NewFilter;
+use super::registry::TableSpec;
 use crate::filter::KeyType;
 use crate::filter::{Growth, MAX_TABLES};
 use crate::filter::{Mapping, Params};
@@ -680,8 +680,8 @@ impl Record {
                 Record::Cut { gen, base, logged }
             }
             Kind::Discard => Record::Discard { gen: r.u64()? },
-            Kind::Ext => match ExtKind::of_byte(r.u8()?) {
-                Some(ExtKind::Pass) => {
+            Kind::Ext => match r.u8().map(|b| (b, ExtKind::of_byte(b)))? {
+                (_, Some(ExtKind::Pass)) => {
                     let frozen = match r.u8()? {
                         0 => false,
                         1 => true,
@@ -698,7 +698,7 @@ impl Record {
                     }
                     Record::Pass { frozen, began, live }
                 }
-                None => return Err("unknown cuckoo WAL record sub-kind".to_string()),
+                (other, None) => return Err(format!("unknown cuckoo WAL record sub-kind 0x{other:02X}")),
             },
         };
         r.end()?;
@@ -775,9 +775,35 @@ impl Record {
 
     /// The name of this record's kind (a sub-kind's for [`Kind::Ext`]).
     pub fn kind_name(&self) -> &'static str {
+        match self.ext_kind() {
+            Some(e) => e.name(),
+            None => self.encode().0.name().to_str().unwrap_or("unknown"),
+        }
+    }
+
+    /// The sub-kind of a record logged as [`Kind::Ext`]; None for the records
+    /// of a kind of their own.
+    pub fn ext_kind(&self) -> Option<ExtKind> {
         match self {
-            Record::Pass { .. } => ExtKind::Pass.name(),
-            _ => self.encode().0.name().to_str().unwrap_or("unknown"),
+            Record::Pass { .. } => Some(ExtKind::Pass),
+            Record::Create(_)
+            | Record::ContentBegin { .. }
+            | Record::ContentChunk { .. }
+            | Record::ContentEnd { .. }
+            | Record::Insert { .. }
+            | Record::Refused { .. }
+            | Record::Delete { .. }
+            | Record::InsertMany { .. }
+            | Record::RefusedMany { .. }
+            | Record::DeleteMany { .. }
+            | Record::Drop { .. }
+            | Record::Grant { .. }
+            | Record::PassBegin
+            | Record::PassDone { .. }
+            | Record::Placeholder { .. }
+            | Record::Cut { .. }
+            | Record::Discard { .. }
+            | Record::KeyType { .. } => None,
         }
     }
 }

@@ -731,6 +731,46 @@ def f2_range_key_usage(ctx):
     return got, f"the crafted value: {o.describe()}"
 
 
+# ----- (g) what a call returns holds nothing the backend's memory held before ---------
+
+def state_room_is_clean(b, marker):
+    """A cf_sharded_agg bytea state: "CFS2", fpp, capacity, the hashes used
+    (bytes 20..28), the key type (to byte 36), then room for 8-byte hashes.
+    The room past the used hashes must be zeros."""
+    used = int.from_bytes(b[20:28], "little")
+    tail = b[36 + 8 * used:]
+    if marker.encode() in b:
+        return f"the state holds the marker {marker!r} this backend's memory held before"
+    if any(tail):
+        return f"{sum(1 for x in tail if x)} of the {len(tail)} bytes of room past {used} hashes are not zero"
+    return None
+
+
+@case
+def g1_states_hold_no_stale_memory(ctx):
+    """A cf_sharded_agg state is returned whole, its room for more hashes
+    included: that room is zeros, never what the memory held before (it held
+    another role's or this session's data)."""
+    c = ctx.tenant()
+    marker = "stale-secret-"
+    shapes = [
+        ("one key", "SELECT cf_sharded_trans(NULL::bytea, 1::int)"),
+        ("one key, then a NULL key", "SELECT cf_sharded_trans(cf_sharded_trans(NULL::bytea, 1::int), NULL::int)"),
+        ("grown to 100 keys", "WITH RECURSIVE r(i, s) AS (SELECT 1, cf_sharded_trans(NULL::bytea, 1::int) "
+                              "UNION ALL SELECT i + 1, cf_sharded_trans(s, i + 1) FROM r WHERE i < 100) SELECT s FROM r WHERE i = 100"),
+        ("combined", "SELECT cf_sharded_combine(cf_sharded_trans(NULL::bytea, 1::int), cf_sharded_trans(NULL::bytea, 2::int))"),
+    ]
+    for what, sql in shapes:
+        # Memory this backend just freed holds the marker.
+        c.run(f"SELECT set_config('application_name', repeat('{marker}', 40), false)")
+        c.run("SELECT set_config('application_name', 'g1', false)")
+        b = bytes(c.one(sql))
+        why = state_room_is_clean(b, marker)
+        if why:
+            raise CaseFail(f"{what}: {why}", "LEAK")
+    return "OK", f"{len(shapes)} shapes of state, room all zeros"
+
+
 # ----- running ---------------------------------------------------------------------------
 
 def run_case(cluster, fn):

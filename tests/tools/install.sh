@@ -6,6 +6,9 @@
 # does) can crash the backends that have it mapped.
 #   tests/tools/install.sh            build and install
 #   tests/tools/install.sh --no-build install the last build again
+#   tests/tools/install.sh --package  build the package directory only
+#                                     (target/package: every file an
+#                                     installation needs, for packagers)
 # INSTALL_ROOT installs into a private installation tree of tests/tools/pgtree.sh
 # instead (its root directory), leaving the system's untouched.
 set -euo pipefail
@@ -20,6 +23,10 @@ if [ "${1:-}" != --no-build ]; then
   # working, and the update scripts (sql/upgrade/cuckoo--A--B.sql): cargo-pgrx
   # 0.18 packages neither, it copies only update scripts at the top of sql/.
   cp sql/install/cuckoo--*.sql sql/upgrade/cuckoo--*--*.sql "$stage$("$PG_CONFIG" --sharedir)/extension/"
+fi
+if [ "${1:-}" = --package ]; then
+  echo "package: $(find "$stage" -type f | wc -l) files in $stage"
+  exit 0
 fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -9,7 +9,8 @@ modules.
 Every reference to another module (a `use` statement, or a path such as
 `super::cut::pass` or `crate::region::files::DIR` in the code) is an edge from
 the file that makes it to the file that defines that module; `mod` declarations
-are not. Test modules count too, inline or in their own files.
+are not. Test modules count too, inline or in their own files (a test module in
+a file of its own counts as part of the file that declares it).
 Prints the graph's layers and exits non-zero on a circle or a forbidden import.
   python3 tests/tools/layering.py [SRC_DIR]
   python3 tests/tools/layering.py --self-test   checks that it finds circles in
@@ -37,6 +38,8 @@ def self_test():
         ("code under cfg(not(test))", {"a.rs": "#[cfg(not(test))]\nmod m {\n    use crate::b::X;\n}", "b.rs": "use crate::a::A;"}, True),
         ("only a test module imports back", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}"}, True),
         ("a test module uses its parent", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests {\n    use super::*;\n}"}, False),
+        ("a test module in its own file imports back", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests;", "b/tests.rs": "use super::*;\nuse crate::a::A;"}, True),
+        ("a test module in its own file uses its parent", {"a.rs": "use crate::b::X;", "b.rs": "#[cfg(test)]\nmod tests;", "b/tests.rs": "use super::*;"}, False),
         ("around a lower layer's front", {"filter/mod.rs": "mod inner;\npub use inner::X;", "filter/inner.rs": "", "a.rs": "use crate::filter::inner::X;"}, True),
         ("a lower layer's inner module made public", {"filter/mod.rs": "pub mod inner;", "filter/inner.rs": ""}, True),
         ("through a lower layer's front", {"filter/mod.rs": "mod inner;\npub use inner::X;", "filter/inner.rs": "", "a.rs": "use crate::filter::X;"}, False),
@@ -173,6 +176,37 @@ for mod, path in files.items():
             edges[mod].add(r)
     # A parent's `mod` declarations and the children it reaches through them
     # are not counted when it only declares them; `pub use child::X` is.
+
+# A test module in a file of its own (`#[cfg(test)] mod tests;`, or the
+# `pg_test` feature's) is part of the file that declares it: its imports are
+# that file's, so a test that imports back makes a circle as it would inline.
+part_of = {}
+for mod, path in files.items():
+    for m in re.finditer(r"#\[cfg\([^\]]*(?:\btest\b|pg_test)[^\]]*\]\s*(?:pub(?:\([\w:]+\))?\s+)?mod\s+(\w+)\s*;", code_of(path)):
+        child = mod + (m.group(1),)
+        if child in files:
+            part_of[child] = mod
+# ...unless other files import it: then it is a helper of the tests (a
+# random stream, say), a module of its own.
+for child in list(part_of):
+    if any(child in targets for m, targets in edges.items() if m != child and m[:len(child)] != child):
+        del part_of[child]
+
+
+def owner(m):
+    while m in part_of:
+        m = part_of[m]
+    return m
+
+
+folded = {m: set() for m in files if m not in part_of}
+for m, targets in edges.items():
+    for t in targets:
+        if owner(t) != owner(m):
+            folded[owner(m)].add(owner(t))
+edges = folded
+files_all = files
+files = {m: p for m, p in files.items() if m not in part_of}
 
 name = lambda m: os.path.relpath(files[m], src)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the package (what `cargo pgrx package` writes) of an earlier release
 # from this repository's history, once: tests that need data an older release
-# wrote run it from a private tree (tests/tools/pgtree.sh). Cached in target/old/.
+# wrote run it from a private tree (tests/tools/pgtree.sh). Cached in
+# target/old/VERSION/, built in target/old/target/.
 #   tests/tools/old-build.sh VERSION COMMIT   prints the package directory
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,7 +18,16 @@ if [ ! -f "$out/pkg/.built" ]; then
   git archive "$commit" | tar -x -C "$out/src"
   grep -q "^version = \"$version\"" "$out/src/Cargo.toml" || { echo "old-build: $commit is not version $version" >&2; exit 1; }
   echo "old-build: building cuckoo $version from $commit (once; cached in $out)" >&2
-  (cd "$out/src" && CARGO_TARGET_DIR="$(pwd)/../target" cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$(pwd)/../pkg" >/dev/null)
+  # One target directory for every old release: what their builds share
+  # (pgrx and the other dependencies, when the lock files agree) is built once.
+  (cd "$out/src" && CARGO_TARGET_DIR="$(pwd)/../../target" cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$(pwd)/../pkg" >/dev/null)
+  # Releases from 0.12.0 on keep their earlier install and update scripts in
+  # sql/install/ and sql/upgrade/, which cargo-pgrx does not package.
+  for d in install upgrade; do
+    if [ -d "$out/src/sql/$d" ]; then
+      cp "$out/src/sql/$d"/cuckoo--*.sql "$out/pkg$("$PG_CONFIG" --sharedir)/extension/"
+    fi
+  done
   touch "$out/pkg/.built"
 fi
 realpath "$out/pkg"

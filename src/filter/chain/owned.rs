@@ -120,3 +120,6 @@ impl Drop for OwnedChain {
 unsafe impl Send for OwnedChain {}
 // SAFETY: as for Send.
 unsafe impl Sync for OwnedChain {}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -215,49 +215,6 @@ fn merge_keeps_both_sides() {
 }
 
 #[test]
-fn bulk_insert_matches_single_inserts() {
-    for (b, f) in [(4u8, 12u8), (3, 16), (2, 24)] {
-        for (mapping, m) in MAPPINGS {
-            let p = params(b, f, m, mapping);
-            let n = (p.slot_count() as f64 * max_load(b)) as usize;
-            let mut rng = Rng(21);
-            let mut hashes: Vec<u64> = (0..n).map(|_| hash_i64(DEFAULT_SEED, rng.next() as i64)).collect();
-            let distinct = crate::filter::build::sort_dedup(&mut hashes);
-            assert_eq!(distinct, n);
-            if mapping == Mapping::PowerOfTwoXor {
-                // Format 1's primary bucket is the low bits.
-                crate::filter::radix::sort_by_key_bits(&mut hashes, 10, |h| h);
-            }
-            let bulk = OwnedFilter::new(p);
-            bulk.table().bulk_insert_exclusive(&hashes).unwrap();
-            assert_eq!(bulk.table().item_count(), n as u64);
-            for &h in &hashes {
-                assert!(bulk.table().contains(h));
-            }
-            let counted: u64 = bulk.words().map(|w| bulk.table().geometry().occupied(w) as u64).sum();
-            assert_eq!(counted, n as u64);
-        }
-    }
-}
-
-#[test]
-fn bulk_build_of_many_keys_at_full_load_keeps_every_key() {
-    // 400k keys at 95.5% load in 104,712 buckets: tens of thousands of keys take
-    // the one- and two-move passes, some the general insert.
-    let p = params(4, 12, 104_712, Mapping::Fastrange);
-    let n = (p.slot_count() as f64 * 0.955) as usize;
-    let mut rng = Rng(22);
-    let mut hashes: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-    let distinct = crate::filter::build::sort_dedup(&mut hashes);
-    let f = OwnedFilter::new(p);
-    f.table().bulk_insert_exclusive(&hashes[..distinct]).unwrap();
-    assert_eq!(f.table().item_count(), distinct as u64);
-    let counted: u64 = f.words().map(|w| f.table().geometry().occupied(w) as u64).sum();
-    assert_eq!(counted, distinct as u64);
-    assert!(hashes[..distinct].iter().all(|&h| f.table().contains(h)), "a key is missing");
-}
-
-#[test]
 fn swar_membership_matches_slot_by_slot() {
     let mut rng = Rng(9);
     for (b, f) in [(4u8, 12u8), (4, 4), (3, 16), (2, 24)] {

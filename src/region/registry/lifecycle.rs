@@ -12,7 +12,8 @@
 
 use super::durable_state::reset_durable;
 use super::limits::pack_grown;
-use super::tables::{TableSpec, HEAD_BYTES};
+use super::tables::HEAD_BYTES;
+use super::types::TableSpec;
 use super::*;
 
 impl Region {

@@ -4,7 +4,8 @@
 //! checkpoint cut pauses a filter's writers and waits until none is inside
 //! an operation, to read the filter as of one moment.
 
-use super::tables::{word_offsets, TableInfo};
+use super::tables::TableInfo;
+use super::types::word_offsets;
 use super::*;
 
 impl Region {

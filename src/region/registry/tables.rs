@@ -48,27 +48,6 @@ const _: () = assert!(DIRECTORY_BYTES as u64 <= HEAD_BYTES);
 /// Added to a table's offset to make its handle.
 pub const HANDLE_BIAS: u64 = 8;
 
-/// One table of a new filter: its parameters and the capacity it was sized for.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TableSpec {
-    pub params: Params,
-    pub capacity: u64,
-}
-
-/// Where each table's words start when the words of tables with these bucket
-/// counts lie one after another (as snapshots, logged contents and files
-/// hold them).
-pub fn word_offsets(bucket_counts: impl IntoIterator<Item = u64>) -> Vec<usize> {
-    bucket_counts
-        .into_iter()
-        .scan(0usize, |at, m| {
-            let o = *at;
-            *at += m as usize;
-            Some(o)
-        })
-        .collect()
-}
-
 /// A published table: its shape and its item count now.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TableInfo {

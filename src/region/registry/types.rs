@@ -227,3 +227,24 @@ pub struct NewFilter<'n> {
     /// How it grows (None: never).
     pub growth: Option<Growth>,
 }
+
+/// One table of a new filter: its parameters and the capacity it was sized for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TableSpec {
+    pub params: Params,
+    pub capacity: u64,
+}
+
+/// Where each table's words start when the words of tables with these bucket
+/// counts lie one after another (as snapshots, logged contents and files
+/// hold them).
+pub fn word_offsets(bucket_counts: impl IntoIterator<Item = u64>) -> Vec<usize> {
+    bucket_counts
+        .into_iter()
+        .scan(0usize, |at, m| {
+            let o = *at;
+            *at += m as usize;
+            Some(o)
+        })
+        .collect()
+}

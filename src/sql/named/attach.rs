@@ -281,8 +281,11 @@ pub(super) fn with_registry_lock<T>(f: impl FnOnce(&Region, &Locked) -> T) -> T 
     // until the release, so no cancel lands in between.
     unsafe {
         pg_sys::LWLockAcquire(REGISTRY_LOCK, pg_sys::LWLockMode::LW_EXCLUSIVE);
-        let lk = Locked::assume();
-        let out = f(r, &lk);
+        // The proof of the lock ends before the lock does.
+        let out = {
+            let lk = Locked::assume();
+            f(r, &lk)
+        };
         pg_sys::LWLockRelease(REGISTRY_LOCK);
         out
     }

@@ -33,7 +33,7 @@ fn key_types_differ() -> ! {
 /// `internal` states between nodes (Citus) can ship and combine. It holds the
 /// key hashes, appended in place: "CFS2", fpp (f64), capacity (u64), the
 /// number of hashes used (u64), the key type (kind u8, 3 zero bytes, OID u32;
-/// see `filter::dense::KeyType`), all little-endian, then room for hashes (the
+/// see `filter::KeyType`), all little-endian, then room for hashes (the
 /// rest of the value, 8 bytes each, 8-aligned in an 8-aligned value).
 /// Deduplication and the build wait for the final function, as in `cf_agg`, so
 /// the result is the same filter. 0.5.0's states ("CFS1", no key type, 28 bytes
@@ -108,9 +108,12 @@ impl Sharded {
                 format!("{room} key hashes do not fit a 1 GB state; use cf_agg, or shard further"),
             );
         }
-        // SAFETY: a fresh allocation of `len` bytes, header written below.
+        // SAFETY: a fresh allocation of `len` bytes, zeroed (the state is
+        // returned whole, room included: no byte of it may be what the memory
+        // held before), header written below.
         unsafe {
-            let ptr = pg_sys::MemoryContextAllocHuge(cx, len) as *mut pg_sys::varlena;
+            let flags = (pg_sys::MCXT_ALLOC_HUGE | pg_sys::MCXT_ALLOC_ZERO) as i32;
+            let ptr = pg_sys::MemoryContextAllocExtended(cx, len, flags) as *mut pg_sys::varlena;
             pgrx::varlena::set_varsize_4b(ptr, len as i32);
             let s = Sharded { ptr };
             let b = s.bytes_mut();

@@ -2,7 +2,6 @@
 //! pinned readers and churn, generations and reload marks, images and
 //! snapshots under concurrent writers.
 
-use super::tables::TableSpec;
 use super::*;
 use crate::filter::hash_i64;
 use crate::filter::v2::{self, DenseHeader};

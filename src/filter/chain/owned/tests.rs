@@ -1,7 +1,8 @@
-//! Tests of filters that grow (chains of tables).
+//! Tests of filters that grow (chains of tables), on chains in a process's
+//! own memory.
 
-use super::owned::OwnedChain;
-use super::*;
+use super::OwnedChain;
+use crate::filter::chain::*;
 use crate::filter::layout::DEFAULT_SEED;
 
 fn hash_i64(k: i64) -> u64 {
@@ -131,7 +132,7 @@ fn insert_new_on_a_growing_chain() {
 /// for plain inserts and inserts if new (duplicates in the batch too).
 #[test]
 fn insert_many_answers_as_one_key_calls() {
-    use crate::filter::Full;
+    use crate::filter::table::Full;
     let keys: Vec<u64> = (0..30_000i64).map(|k| hash_i64(k % 25_000)).collect();
     for grows in [false, true] {
         for new in [false, true] {
