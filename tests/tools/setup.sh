@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian 12 machine: PostgreSQL 15 with server
-# headers, clang for bindgen, the hll extension (benchmark reference), cargo-pgrx
-# 0.18.0 and its config pointing at Debian's pg_config. Safe to run repeatedly.
+# headers, clang for bindgen, the hll extension (benchmark reference), rustfmt
+# and clippy, cargo-pgrx 0.18.0 and its config pointing at Debian's pg_config.
+# Safe to run repeatedly.
 set -euo pipefail
 PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 SUDO=""
@@ -24,6 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"
+# make test-core runs cargo fmt and cargo clippy.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  echo "setup: adding the rustfmt and clippy components"
+  rustup component add rustfmt clippy
+fi
 if ! cargo pgrx --version 2>/dev/null | grep -q "0.18.0"; then
   echo "setup: installing cargo-pgrx 0.18.0 (a few minutes)"
   cargo install cargo-pgrx --version 0.18.0 --locked --quiet
