@@ -680,26 +680,29 @@ impl Record {
                 Record::Cut { gen, base, logged }
             }
             Kind::Discard => Record::Discard { gen: r.u64()? },
-            Kind::Ext => match r.u8().map(|b| (b, ExtKind::of_byte(b)))? {
-                (_, Some(ExtKind::Pass)) => {
-                    let frozen = match r.u8()? {
-                        0 => false,
-                        1 => true,
-                        b => return Err(format!("PASS record has bad flags {b}")),
-                    };
-                    let began = r.u64()?;
-                    let n = r.u32()? as usize;
-                    if r.b.len() != n.saturating_mul(16) {
-                        return Err(format!("PASS record lists {n} filters in {} bytes", r.b.len()));
+            Kind::Ext => {
+                let sub = r.u8()?;
+                match ExtKind::of_byte(sub) {
+                    Some(ExtKind::Pass) => {
+                        let frozen = match r.u8()? {
+                            0 => false,
+                            1 => true,
+                            b => return Err(format!("PASS record has bad flags {b}")),
+                        };
+                        let began = r.u64()?;
+                        let n = r.u32()? as usize;
+                        if r.b.len() != n.saturating_mul(16) {
+                            return Err(format!("PASS record lists {n} filters in {} bytes", r.b.len()));
+                        }
+                        let mut live = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            live.push((r.u64()?, r.u64()?));
+                        }
+                        Record::Pass { frozen, began, live }
                     }
-                    let mut live = Vec::with_capacity(n);
-                    for _ in 0..n {
-                        live.push((r.u64()?, r.u64()?));
-                    }
-                    Record::Pass { frozen, began, live }
+                    None => return Err(format!("unknown cuckoo WAL record sub-kind 0x{sub:02X}")),
                 }
-                (other, None) => return Err(format!("unknown cuckoo WAL record sub-kind 0x{other:02X}")),
-            },
+            }
         };
         r.end()?;
         Ok(rec)

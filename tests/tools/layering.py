@@ -159,9 +159,10 @@ def resolve(mod, path):
 
 
 edges = {m: set() for m in files}
+codes = {}
 pgrx_users = set()
 for mod, path in files.items():
-    code = code_of(path)
+    code = codes[mod] = code_of(path)
     if re.search(r"\bpgrx\b", code):
         pgrx_users.add(mod)
     # use statements, their trees expanded
@@ -182,7 +183,7 @@ for mod, path in files.items():
 # that file's, so a test that imports back makes a circle as it would inline.
 part_of = {}
 for mod, path in files.items():
-    for m in re.finditer(r"#\[cfg\([^\]]*(?:\btest\b|pg_test)[^\]]*\]\s*(?:pub(?:\([\w:]+\))?\s+)?mod\s+(\w+)\s*;", code_of(path)):
+    for m in re.finditer(r"#\[cfg\([^\]]*(?:\btest\b|pg_test)[^\]]*\]\s*(?:pub(?:\([\w:]+\))?\s+)?mod\s+(\w+)\s*;", codes[mod]):
         child = mod + (m.group(1),)
         if child in files:
             part_of[child] = mod
@@ -205,7 +206,6 @@ for m, targets in edges.items():
         if owner(t) != owner(m):
             folded[owner(m)].add(owner(t))
 edges = folded
-files_all = files
 files = {m: p for m, p in files.items() if m not in part_of}
 
 name = lambda m: os.path.relpath(files[m], src)
