@@ -39,7 +39,7 @@ pub use build::{
 pub use chain::owned::OwnedChain;
 pub use chain::{Chain, Deleted, Directory, Growth, Tables, DIRECTORY_BYTES, MAX_TABLES};
 pub use hash::{bucket_order_key, hash_bytes, hash_i64};
-pub use host::{check_every, set_interrupt_check, set_out_of_memory, vec_filled, vec_with_capacity};
+pub use host::{check_every, push, set_interrupt_check, set_out_of_memory, vec_filled, vec_with_capacity};
 pub use key_type::{KeyKind, KeyType};
 pub use layout::{
     format_version, parse_v1, parse_v1_header, FormatError, Geometry, Mapping, Params, V1Header, WordsHeader,

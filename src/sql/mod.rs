@@ -65,4 +65,5 @@ pub fn install_core_hooks() {
     }
     crate::filter::set_interrupt_check(interrupts);
     crate::filter::set_out_of_memory(out_of_memory);
+    planner::sample::init();
 }

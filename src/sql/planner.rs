@@ -8,7 +8,11 @@
 //!    a stable expression); for a named filter, when the name is a constant and
 //!    the filter exists, is usable and the current role may look it up. A NULL
 //!    filter passes nothing.
-//! 2. If the key is a column with statistics the current role may use, the
+//! 2. If the key is a plain column of an ordinary table whose statistics the
+//!    current role may use, the share of a sample of the column's rows that
+//!    the filter passes (`sample`: read once per backend and table, kept
+//!    until the table's statistics change; `cuckoo.estimate_sample_rows`).
+//! 3. If the key is a column with statistics the current role may use, the
 //!    filter probes the column's most-common values (each passing value adds its
 //!    frequency) and its histogram bounds, a sample of the other values: the
 //!    fraction of bounds that pass, but at least the filter's false-positive rate
@@ -16,10 +20,10 @@
 //!    About 100 bounds are kept at the default statistics target, so a pass rate
 //!    around 1% is estimated from one or two bounds; a larger target on the
 //!    column (`ALTER TABLE … ALTER … SET STATISTICS`) sharpens it.
-//! 3. Known filter, no usable statistics but a known number of distinct values
+//! 4. Known filter, no usable statistics but a known number of distinct values
 //!    `d`: `min(1, items / d)`, plus the false-positive rate for the rest (as if
 //!    the filter's keys were among the column's values).
-//! 4. Otherwise, and whenever the filter is not known at plan time (a scalar
+//! 5. Otherwise, and whenever the filter is not known at plan time (a scalar
 //!    subquery is a Param until execution; a filter read from another table in a
 //!    join), PostgreSQL's default for a boolean function, 1/3.
 //!
@@ -30,6 +34,8 @@
 
 use pgrx::pg_sys;
 use pgrx::PgList;
+
+pub mod sample;
 
 use super::keys::{native_key_type, KeyHasher};
 use super::named::call::{probe_named_for_plan, PlanProbe};
@@ -87,6 +93,16 @@ unsafe fn known_filter(root: *mut pg_sys::PlannerInfo, arg: *mut pg_sys::Node) -
 }
 
 impl Known {
+    /// The seed the filter's keys hash with and what identifies its contents
+    /// (`Sample::kept_rate`); None if a named filter cannot be read.
+    fn identity(&self) -> Option<(u64, u64)> {
+        match self {
+            Known::Null => None,
+            Known::Named(name) => super::named::call::named_identity_for_plan(name),
+            Known::Value(v) => Some((v.seed(), v.digest())),
+        }
+    }
+
     /// The key type a known value records (named filters: none yet).
     fn key_type(&self) -> KeyType {
         match self {
@@ -182,14 +198,15 @@ unsafe fn selectivity(req: &pg_sys::SupportRequestSelectivity) -> f64 {
         pg_sys::examine_variable(req.root, key, req.varRelid, &mut vardata);
         let stats = Stats(vardata);
         let key_type = pg_sys::exprType(key);
-        let sel = from_statistics(&known, &stats.0, key_type, req.inputcollid)
+        let sel = from_sample(&known, req.root, &stats.0, key_type, req.inputcollid)
+            .or_else(|| from_statistics(&known, &stats.0, key_type, req.inputcollid))
             .or_else(|| from_distinct(&known, &stats.0))
             .unwrap_or(DEFAULT_SELECTIVITY);
         sel.clamp(0.0, 1.0)
     }
 }
 
-/// Step 2: probing the most-common values and histogram bounds.
+/// Step 3: probing the most-common values and histogram bounds.
 ///
 /// # Safety
 /// `vd` comes from examine_variable.
@@ -220,18 +237,7 @@ unsafe fn from_statistics(
         if pg_sys::getBaseType(value_type) != pg_sys::getBaseType(key_type) {
             return None;
         }
-        let mut hasher: KeyHasher = std::mem::zeroed();
-        hasher.try_resolve_type(value_type, collation, pg_sys::CurrentMemoryContext).ok()?;
-        // A value that records its key type hashes keys as that type: the
-        // statistics' values are converted as the probe's are, except text read
-        // with an input function (which could raise where the query would not).
-        let recorded = known.key_type();
-        if recorded.is_recorded() {
-            hasher.try_prepare(recorded, pg_sys::CurrentMemoryContext).ok()?;
-            if hasher.reads_text() {
-                return None;
-            }
-        }
+        let mut hasher = plan_hasher(known, value_type, collation)?;
         let mcv_values = mcv.as_ref().map_or(&[][..], |s| s.values());
         let mcv_freqs = mcv.as_ref().map_or(&[][..], |s| s.numbers());
         let bounds = hist.as_ref().map_or(&[][..], |s| s.values());
@@ -264,7 +270,125 @@ unsafe fn from_statistics(
     }
 }
 
-/// Step 3: the filter's fill against the column's distinct values.
+/// A hasher of values of `value_type` as the probe hashes them: a value that
+/// records its key type hashes keys as that type, and the column's values are
+/// converted as the probe's are, except text read with an input function
+/// (which could raise where the query would not).
+///
+/// # Safety
+/// `value_type` is a type OID.
+unsafe fn plan_hasher(known: &Known, value_type: pg_sys::Oid, collation: pg_sys::Oid) -> Option<KeyHasher> {
+    // SAFETY: a zeroed hasher is what try_resolve_type fills.
+    unsafe {
+        let mut hasher: KeyHasher = std::mem::zeroed();
+        hasher.try_resolve_type(value_type, collation, pg_sys::CurrentMemoryContext).ok()?;
+        let recorded = known.key_type();
+        if recorded.is_recorded() {
+            hasher.try_prepare(recorded, pg_sys::CurrentMemoryContext).ok()?;
+            if hasher.reads_text() {
+                return None;
+            }
+        }
+        Some(hasher)
+    }
+}
+
+/// Step 2: a sample of the key column's rows (`sample`).
+///
+/// # Safety
+/// `root` and `vd` come from the support request and examine_variable.
+unsafe fn from_sample(
+    known: &Known,
+    root: *mut pg_sys::PlannerInfo,
+    vd: &pg_sys::VariableStatData,
+    key_type: pg_sys::Oid,
+    collation: pg_sys::Oid,
+) -> Option<f64> {
+    let rows = sample::SAMPLE_ROWS.get();
+    // SAFETY: the RelOptInfo and its range-table entry are the planner's; the
+    // relation is locked by the query being planned, opened without a lock of
+    // its own and closed before returning.
+    unsafe {
+        // Not in recovery: a standby plans from its statistics (its reads of
+        // a table's blocks for a plan are left to the executor).
+        if rows <= 0
+            || root.is_null()
+            || vd.rel.is_null()
+            || vd.var.is_null()
+            || !vd.acl_ok
+            || pg_sys::RecoveryInProgress()
+        {
+            return None;
+        }
+        let rel = &*vd.rel;
+        if rel.rtekind != pg_sys::RTEKind::RTE_RELATION || rel.relid == 0 {
+            return None;
+        }
+        let mut var = vd.var;
+        while (*var).type_ == pg_sys::NodeTag::T_RelabelType {
+            var = (*(var as *mut pg_sys::RelabelType)).arg as *mut pg_sys::Node;
+        }
+        if (*var).type_ != pg_sys::NodeTag::T_Var {
+            return None;
+        }
+        let var = &*(var as *mut pg_sys::Var);
+        if var.varattno <= 0 || var.varlevelsup != 0 {
+            return None;
+        }
+        let rte = &**(*root).simple_rte_array.add(rel.relid as usize);
+        let relkind = rte.relkind as u8;
+        if rte.inh || (relkind != pg_sys::RELKIND_RELATION && relkind != pg_sys::RELKIND_MATVIEW) {
+            return None;
+        }
+        if pg_sys::getBaseType(var.vartype) != pg_sys::getBaseType(key_type) {
+            return None;
+        }
+        let mut hasher = plan_hasher(known, var.vartype, collation)?;
+        let recorded = known.key_type();
+        let relation = pg_sys::table_open(rte.relid, pg_sys::NoLock as i32);
+        let form = &*(*relation).rd_rel;
+        // Row-level security may hide rows from this role (or from another
+        // that plans later in this backend): such a table is not sampled.
+        if form.relrowsecurity {
+            pg_sys::table_close(relation, pg_sys::NoLock as i32);
+            return None;
+        }
+        let stats_xmin =
+            if vd.statsTuple.is_null() { 0 } else { u32::from((*(*vd.statsTuple).t_data).t_choice.t_heap.t_xmin) };
+        let hashing = (recorded.kind as u64) << 56
+            ^ (recorded.oid as u64) << 24
+            ^ (u32::from(var.vartype) as u64).rotate_left(40)
+            ^ u32::from(collation) as u64;
+        let Some((seed, id)) = known.identity() else {
+            pg_sys::table_close(relation, pg_sys::NoLock as i32);
+            return None;
+        };
+        let key = sample::SampleKey {
+            relid: rte.relid,
+            attnum: var.varattno,
+            hashing,
+            seed,
+            stats_xmin,
+            relpages: form.relpages,
+            reltuples: form.reltuples,
+            target_rows: rows,
+        };
+        let kept = sample::kept_or_read(key, || sample::read(relation, var.varattno, &mut hasher, seed, rows));
+        pg_sys::table_close(relation, pg_sys::NoLock as i32);
+        if let Some(rate) = kept.kept_rate(id) {
+            return rate;
+        }
+        // A sample that read no rows (an empty table; a Citus table, whose rows
+        // are in its shards) says nothing.
+        let rate = known
+            .probe(|s| if s == seed { kept.hashes.clone() } else { Vec::new() })
+            .and_then(|p| (p.answers.len() == kept.hashes.len()).then(|| kept.pass_rate(&p.answers, p.fpp))?);
+        kept.keep_rate(id, rate);
+        rate
+    }
+}
+
+/// Step 4: the filter's fill against the column's distinct values.
 ///
 /// # Safety
 /// `vd` comes from examine_variable.

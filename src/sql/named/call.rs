@@ -562,6 +562,32 @@ pub(crate) struct PlanProbe {
 /// preloaded, the filter does not exist, needs a reload, or the current role may
 /// not look it up (the query itself reports why), or when it was replaced while
 /// being read.
+/// What identifies a named filter's contents for a plan's estimate, with the
+/// seed its keys hash with: the filter (its registry slot and sequence number),
+/// its generation, and its key count to within 1/32, so that an estimate kept
+/// for it is used again until the filter is replaced or its count moves; None
+/// where [`probe_named_for_plan`] would be.
+pub(crate) fn named_identity_for_plan(name: &str) -> Option<(u64, u64)> {
+    // SAFETY: REGION is written once, before any backend runs SQL.
+    let r = unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }?;
+    let info = r.find(db(), name)?;
+    if !info.usable() || !may_access(&info, false, user()) {
+        return None;
+    }
+    let pin = pin_current(r, info.index, info.seq)?;
+    let tables = r.tables(&info)?;
+    let seed = tables.seed();
+    let items: u64 = tables.shapes().iter().map(|t| t.items.min(t.params.slot_count())).sum();
+    drop(pin);
+    let rough = items >> (63u32 - (items | 1).leading_zeros()).saturating_sub(5);
+    let id = xxhash_rust::xxh3::xxh3_64(
+        &[info.index as u64, info.seq, info.gen, rough, 64 - (items | 1).leading_zeros() as u64]
+            .map(u64::to_le_bytes)
+            .concat(),
+    );
+    Some((seed, id))
+}
+
 pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u64>) -> Option<PlanProbe> {
     // SAFETY: REGION is written once, before any backend runs SQL.
     let r = unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }?;

@@ -280,6 +280,12 @@ impl FilterValue {
         VALUE_PREFIX + self.body().len()
     }
 
+    /// A 64-bit digest of the filter's bytes (xxh3): equal values have equal
+    /// digests, and different ones almost never do.
+    pub fn digest(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(self.body())
+    }
+
     /// The serialized filter (little-endian): the value's own bytes, or for
     /// format 1 a copy in the current memory context.
     pub fn serialize_palloc(&self) -> &[u8] {
