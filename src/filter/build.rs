@@ -499,6 +499,25 @@ mod tests {
 
     /// A bulk build (hashes in bucket order, then `bulk_insert_exclusive`)
     /// stores what one-key inserts store, for both bucket mappings.
+    /// A bulk build of 1M keys at the default shape's load (95.5%), where about
+    /// 7,000 keys need paths of three moves (`place_by_search`) and a few
+    /// hundred the general insert: every key is found, each fingerprint once.
+    #[test]
+    fn bulk_build_at_full_load_keeps_every_key() {
+        let n = 1_000_000u64;
+        let mut hashes: Vec<u64> = (1..=n).map(|k| hash_i64(DEFAULT_SEED, k as i64)).collect();
+        let d = sort_dedup(&mut hashes);
+        let mut s =
+            crate::filter::sizing::size_for_items(d as u64, crate::filter::sizing::DEFAULT_FPP, u64::MAX).unwrap();
+        s.params.seed = DEFAULT_SEED;
+        let f = build_filter(&hashes[..d], s.params, s.capacity, u64::MAX).unwrap();
+        assert!(d as f64 / f.table().params().slot_count() as f64 > 0.95);
+        assert_eq!(f.table().item_count(), d as u64);
+        let words: Vec<u64> = f.words().collect();
+        assert_eq!(f.table().occupied_in(&words), d as u64);
+        assert!(hashes[..d].iter().all(|&h| f.table().contains(h)));
+    }
+
     #[test]
     fn bulk_insert_matches_single_inserts() {
         let mappings = [(Mapping::Fastrange, 1000), (Mapping::PowerOfTwoXor, 1024)];

@@ -108,6 +108,10 @@ const MAX_BFS_NODES: usize = 64;
 /// Discovery restarts this often before an insert gives up as full. Restarts only
 /// happen when other threads changed the table under the path.
 const MAX_DISCOVERY_ROUNDS: usize = 64;
+/// The most moves of a path [`Table::place_by_search`] looks for.
+const SEARCH_MOVES: u32 = 3;
+/// The most buckets its search tree for one key holds.
+const SEARCH_NODES: usize = 2 + 8 + 32 + 128;
 
 /// Outcome of the two-phase scan.
 enum Scan {
@@ -391,9 +395,10 @@ impl<'a> Table<'a> {
     /// built): each key into its primary bucket, in bucket order; the keys left
     /// over, sorted by their alternate bucket, into that (both passes read memory
     /// in order); then paths of one and of two moves, found for batches of keys
-    /// whose buckets are prefetched together; the rest through the general insert.
-    /// At 95.5% load about 10% of the keys need a move, 3% two, 0.7% the general
-    /// insert (10M keys). `hashes` must be in primary-bucket order
+    /// whose buckets are prefetched together, then of up to three by a search of
+    /// each key's tree; the rest through the general insert. At 95.5% load
+    /// (10M keys) about 10% of the keys need a move, 3% two, 0.7% three or more
+    /// and 0.04% the general insert. `hashes` must be in primary-bucket order
     /// (`build::sort_dedup`).
     ///
     /// The caller guarantees exclusive access for the duration of the call: every
@@ -441,9 +446,12 @@ impl<'a> Table<'a> {
         placed += self.place_by_short_paths(&rest, 1, 32, &place, &mut hard);
         let mut harder: Vec<u64> = Vec::new();
         placed += self.place_by_short_paths(&hard, 2, 16, &place, &mut harder);
+        // Fifth pass: paths of up to three moves, by a search of each key's tree.
+        let mut hardest: Vec<u64> = Vec::new();
+        placed += self.place_by_search(&harder, &place, &mut hardest);
         self.item_count.fetch_add(placed, Ordering::Relaxed);
         // The rest take the general insert (breadth-first path search).
-        harder.iter().enumerate().try_for_each(|(i, &h)| {
+        hardest.iter().enumerate().try_for_each(|(i, &h)| {
             super::host::check_every(i);
             self.insert(h)
         })
@@ -538,6 +546,113 @@ impl<'a> Table<'a> {
                             }
                         }
                     }
+                }
+                super::host::push(left, h);
+            }
+        }
+        placed
+    }
+
+    /// For [`Table::bulk_insert_exclusive`]: places each key by the shortest
+    /// path of at most [`SEARCH_MOVES`] moves, searched breadth first over the
+    /// tree of its buckets, their residents' other buckets and so on (a bucket
+    /// already on the way down is not entered again). Keys go in batches whose
+    /// trees are prefetched one level at a time, so that the cache misses of a
+    /// level overlap. Keys without such a path go to `left`. Plain loads and
+    /// stores (exclusive access); a fingerprint only ever moves between the
+    /// two buckets of its pair. Returns the keys placed.
+    fn place_by_search(&self, keys: &[u64], place: &impl Fn(u64, u64) -> bool, left: &mut Vec<u64>) -> u64 {
+        let g = &self.g;
+        let load = |i: u64| self.buckets[i as usize].load(Ordering::Relaxed);
+        let has_room = |i: u64| g.find(load(i), 0).is_some();
+        // (bucket, parent node, the parent's slot whose resident leads here).
+        let mut nodes: Vec<(u64, u32, u32)> = super::host::vec_with_capacity(SEARCH_NODES);
+        let mut placed = 0;
+        for (n, batch) in keys.chunks(4).enumerate() {
+            if n % 1024 == 1023 {
+                super::host::check_interrupts();
+            }
+            // Prefetch the trees a level at a time: the buckets of level d are
+            // known once level d - 1 is in cache.
+            let mut frontier: Vec<u64> = Vec::with_capacity(8);
+            for &h in batch {
+                let i1 = g.primary(h);
+                frontier.push(i1);
+                frontier.push(g.alternate(i1, g.fingerprint(h)));
+            }
+            for &b in &frontier {
+                self.prefetch(b);
+            }
+            for _ in 0..SEARCH_MOVES {
+                let mut next = Vec::with_capacity(frontier.len() * g.slots as usize);
+                for &b in &frontier {
+                    let w = load(b);
+                    for s in 0..g.slots {
+                        let c = g.alternate(b, g.slot(w, s));
+                        self.prefetch(c);
+                        next.push(c);
+                    }
+                }
+                frontier = next;
+            }
+            'keys: for &h in batch {
+                let fp = g.fingerprint(h);
+                let i1 = g.primary(h);
+                let i2 = g.alternate(i1, fp);
+                if place(i1, fp) || place(i2, fp) {
+                    placed += 1;
+                    continue;
+                }
+                nodes.clear();
+                nodes.push((i1, u32::MAX, 0));
+                nodes.push((i2, u32::MAX, 0));
+                let mut level = 0..2;
+                for depth in 1..=SEARCH_MOVES {
+                    for at in level.clone() {
+                        let b = nodes[at].0;
+                        let w = load(b);
+                        's: for s in 0..g.slots {
+                            let c = g.alternate(b, g.slot(w, s));
+                            // Not back up the way down (nor into the key's own pair).
+                            let mut up = at as u32;
+                            while up != u32::MAX {
+                                if nodes[up as usize].0 == c {
+                                    continue 's;
+                                }
+                                up = nodes[up as usize].1;
+                            }
+                            if c == i1 || c == i2 {
+                                continue;
+                            }
+                            if has_room(c) {
+                                // The path: the resident of `s` moves to `c`, then
+                                // each parent's resident into the slot its child
+                                // freed, and the key into the root's.
+                                let (mut child, mut slot, mut node) = (c, s, at as u32);
+                                loop {
+                                    let (b, parent, pslot) = nodes[node as usize];
+                                    let wb = load(b);
+                                    let r = g.slot(wb, slot);
+                                    let wc = load(child);
+                                    let free = g.find(wc, 0).expect("the child has room");
+                                    self.buckets[child as usize].store(g.with_slot(wc, free, r), Ordering::Relaxed);
+                                    self.buckets[b as usize].store(g.with_slot(wb, slot, 0), Ordering::Relaxed);
+                                    if parent == u32::MAX {
+                                        let placed_root = place(b, fp);
+                                        debug_assert!(placed_root);
+                                        break;
+                                    }
+                                    (child, slot, node) = (b, pslot, parent);
+                                }
+                                placed += 1;
+                                continue 'keys;
+                            }
+                            if depth < SEARCH_MOVES && nodes.len() < SEARCH_NODES {
+                                nodes.push((c, at as u32, s));
+                            }
+                        }
+                    }
+                    level = level.end..nodes.len();
                 }
                 super::host::push(left, h);
             }
