@@ -25,14 +25,34 @@ pub fn sort_dedup(hashes: &mut [u64]) -> usize {
     }
     // Radix sort on a prefix of the key long enough that runs of equal prefix are
     // about one hash long, then finish each run by comparison.
-    let k = index_bits(n as u64).clamp(1, 32);
+    let k = prefix_bits(n);
     sort_by_key_bits(hashes, k, |h| bucket_order_key(h) >> (64 - k));
+    finish_runs(hashes, k, &mut || {
+        super::host::check_interrupts();
+        false
+    })
+}
+
+/// Bits of the bucket-order key a radix sort of `n` hashes sorts on.
+fn prefix_bits(n: usize) -> u32 {
+    index_bits(n as u64).clamp(1, 32)
+}
+
+/// Sorts each run of hashes with the same `k`-bit prefix of their bucket-order
+/// key (`hashes` is sorted by that prefix) and drops repeats; returns the
+/// number of distinct hashes, which then fill the front of the slice. Calls
+/// `stop` every [`CHECK_EVERY`](super::host::CHECK_EVERY) hashes and returns
+/// early (the slice then holds no useful result) when it says so.
+fn finish_runs(hashes: &mut [u64], k: u32, stop: &mut impl FnMut() -> bool) -> usize {
+    let n = hashes.len();
     let prefix = |h: u64| bucket_order_key(h) >> (64 - k);
     let (mut out, mut start) = (0usize, 0usize);
     let mut checked = 0usize;
     while start < n {
         if start - checked >= super::host::CHECK_EVERY {
-            super::host::check_interrupts();
+            if stop() {
+                return 0;
+            }
             checked = start;
         }
         let p = prefix(hashes[start]);
@@ -61,6 +81,138 @@ pub fn sort_dedup(hashes: &mut [u64]) -> usize {
         start = end;
     }
     out
+}
+
+/// Fewer hashes than this are sorted on one thread.
+pub const THREADED_SORT_FROM: usize = 1 << 20;
+
+/// [`sort_dedup`] on up to `threads` threads (the caller's included;
+/// `threads::run`): each thread counts and scatters its part of the input by
+/// the high digit of the key's prefix, then sorts and deduplicates whole
+/// partitions (a partition holds every copy of its hashes), and the caller
+/// closes the gaps between them. The result is [`sort_dedup`]'s (it depends
+/// only on the set of hashes). A pending interrupt stops every thread within
+/// [`STEP`](super::threads::STEP) hashes; the caller then handles it, and if
+/// that returns, sorts on its own thread.
+#[cfg(not(loom))]
+pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
+    use super::threads::{run, SharedMut, STEP};
+    let n = hashes.len();
+    let threads = threads.clamp(1, 64);
+    if threads == 1 || n < THREADED_SORT_FROM {
+        return sort_dedup(hashes);
+    }
+    let k = prefix_bits(n);
+    let high_bits = k.min(super::radix::MAX_DIGIT_BITS);
+    let low_bits = k - high_bits;
+    let parts = 1usize << high_bits;
+    let digit = |h: u64| ((bucket_order_key(h) >> (64 - k)) >> low_bits) as usize;
+    let chunk = n.div_ceil(threads);
+    // Every buffer the threads use, allocated here (they allocate nothing).
+    let mut counts: Vec<usize> = super::host::vec_filled(threads * parts, 0);
+    let mut scratch: Vec<u64> = super::host::vec_filled(n, 0);
+    let mut distinct: Vec<usize> = super::host::vec_filled(parts, 0);
+    let stopped = 'work: {
+        // Each thread counts its chunk's digits.
+        let counts_at = SharedMut(counts.as_mut_ptr());
+        let input: &[u64] = hashes;
+        if !run(threads, |s| {
+            let mine = &input[(s.index * chunk).min(n)..((s.index + 1) * chunk).min(n)];
+            // SAFETY: thread `i` writes only its own `parts` counters.
+            let c = unsafe { std::slice::from_raw_parts_mut(counts_at.ptr().add(s.index * parts), parts) };
+            for (i, &h) in mine.iter().enumerate() {
+                if i % STEP == STEP - 1 && s.stopped() {
+                    return;
+                }
+                c[digit(h)] += 1;
+            }
+        }) {
+            break 'work true;
+        }
+        // Where each thread's hashes of each digit go: digits in order, and
+        // within a digit the threads' chunks in input order.
+        let mut starts: Vec<usize> = super::host::vec_filled(parts + 1, 0);
+        let mut at = 0usize;
+        for d in 0..parts {
+            starts[d] = at;
+            for t in 0..threads {
+                let c = counts[t * parts + d];
+                counts[t * parts + d] = at;
+                at += c;
+            }
+        }
+        starts[parts] = n;
+        let next_at = SharedMut(counts.as_mut_ptr());
+        let out = SharedMut(scratch.as_mut_ptr());
+        if !run(threads, |s| {
+            let mine = &input[(s.index * chunk).min(n)..((s.index + 1) * chunk).min(n)];
+            // SAFETY: thread `i` uses only its own `parts` positions; the
+            // prefix sums give each (thread, digit) a disjoint range of
+            // `scratch` as long as its count, so every element is written once.
+            unsafe {
+                let next = std::slice::from_raw_parts_mut(next_at.ptr().add(s.index * parts), parts);
+                for (i, &h) in mine.iter().enumerate() {
+                    if i % STEP == STEP - 1 && s.stopped() {
+                        return;
+                    }
+                    let d = digit(h);
+                    out.ptr().add(next[d]).write(h);
+                    next[d] += 1;
+                }
+            }
+        }) {
+            break 'work true;
+        }
+        // Whole partitions to each thread, about n / threads hashes each.
+        let bounds: Vec<usize> = (0..=threads)
+            .map(|t| if t == threads { parts } else { starts.partition_point(|&a| a < t * chunk).min(parts) })
+            .collect();
+        let (src, dst, dist) =
+            (SharedMut(scratch.as_mut_ptr()), SharedMut(hashes.as_mut_ptr()), SharedMut(distinct.as_mut_ptr()));
+        let low_mask = if low_bits == 0 { 0 } else { (1u64 << low_bits) - 1 };
+        if !run(threads, |s| {
+            let mut since = 0usize;
+            for d in bounds[s.index]..bounds[s.index + 1] {
+                let (a, b) = (starts[d], starts[d + 1]);
+                since += b - a;
+                if since >= STEP {
+                    since = 0;
+                    if s.stopped() {
+                        return;
+                    }
+                }
+                // SAFETY: partition `d` is the range a..b of both buffers, and
+                // each partition belongs to one thread; `distinct[d]` likewise.
+                unsafe {
+                    let from = std::slice::from_raw_parts_mut(src.ptr().add(a), b - a);
+                    let to = std::slice::from_raw_parts_mut(dst.ptr().add(a), b - a);
+                    if low_bits == 0 {
+                        to.copy_from_slice(from);
+                    } else {
+                        super::radix::lsd_sort_into(from, to, low_bits, |h| {
+                            (bucket_order_key(h) >> (64 - k)) & low_mask
+                        });
+                    }
+                    *dist.ptr().add(d) = finish_runs(to, k, &mut || false);
+                }
+            }
+        }) {
+            break 'work true;
+        }
+        // Close the gaps: each partition's distinct hashes after the last's.
+        let mut out = 0usize;
+        for d in 0..parts {
+            hashes.copy_within(starts[d]..starts[d] + distinct[d], out);
+            out += distinct[d];
+        }
+        return out;
+    };
+    debug_assert!(stopped);
+    drop((counts, scratch, distinct));
+    // Stopped for an interrupt: handle it (this usually ends the query), and
+    // if it was not one that does, sort here.
+    super::host::check_interrupts();
+    sort_dedup(hashes)
 }
 
 /// Merges runs that are each in bucket order without repeats into one such run
@@ -499,23 +651,23 @@ mod tests {
 
     /// A bulk build (hashes in bucket order, then `bulk_insert_exclusive`)
     /// stores what one-key inserts store, for both bucket mappings.
-    /// A bulk build of 1M keys at the default shape's load (95.5%), where about
-    /// 7,000 keys need paths of three moves (`place_by_search`) and a few
-    /// hundred the general insert: every key is found, each fingerprint once.
+    /// The threaded sort gives what the one-thread sort gives, for any number
+    /// of threads, with repeats within and across the threads' chunks.
     #[test]
-    fn bulk_build_at_full_load_keeps_every_key() {
-        let n = 1_000_000u64;
-        let mut hashes: Vec<u64> = (1..=n).map(|k| hash_i64(DEFAULT_SEED, k as i64)).collect();
-        let d = sort_dedup(&mut hashes);
-        let mut s =
-            crate::filter::sizing::size_for_items(d as u64, crate::filter::sizing::DEFAULT_FPP, u64::MAX).unwrap();
-        s.params.seed = DEFAULT_SEED;
-        let f = build_filter(&hashes[..d], s.params, s.capacity, u64::MAX).unwrap();
-        assert!(d as f64 / f.table().params().slot_count() as f64 > 0.95);
-        assert_eq!(f.table().item_count(), d as u64);
-        let words: Vec<u64> = f.words().collect();
-        assert_eq!(f.table().occupied_in(&words), d as u64);
-        assert!(hashes[..d].iter().all(|&h| f.table().contains(h)));
+    fn threaded_sort_matches_the_serial_one() {
+        let mut rng = Rng(7);
+        for n in [THREADED_SORT_FROM - 1, THREADED_SORT_FROM, 3_000_001] {
+            let base: Vec<u64> =
+                (0..n).map(|i| hash_i64(DEFAULT_SEED, (rng.next() % (n as u64 / 2)) as i64 + (i % 2) as i64)).collect();
+            let mut serial = base.clone();
+            let d = sort_dedup(&mut serial);
+            for threads in [1, 2, 3, 8] {
+                let mut threaded = base.clone();
+                let t = sort_dedup_threads(&mut threaded, threads);
+                assert_eq!(t, d, "n {n} threads {threads}");
+                assert!(threaded[..t] == serial[..d], "n {n} threads {threads}");
+            }
+        }
     }
 
     #[test]
@@ -548,7 +700,8 @@ mod tests {
     #[test]
     fn bulk_build_of_many_keys_at_full_load_keeps_every_key() {
         // 400k keys at 95.5% load in 104,712 buckets: tens of thousands of keys take
-        // the one- and two-move passes, some the general insert.
+        // the one- and two-move passes, thousands the three-move search, some the
+        // general insert.
         let p = params(4, 12, 104_712, Mapping::Fastrange);
         let n = (p.slot_count() as f64 * 0.955) as usize;
         let mut rng = Rng(22);

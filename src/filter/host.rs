@@ -19,6 +19,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
 
 static INTERRUPT_CHECK: OnceLock<fn()> = OnceLock::new();
+static INTERRUPT_PENDING: OnceLock<fn() -> bool> = OnceLock::new();
 static OUT_OF_MEMORY: OnceLock<fn(u64) -> !> = OnceLock::new();
 
 /// Loops check for interrupts every this many items.
@@ -27,6 +28,19 @@ pub const CHECK_EVERY: usize = 1 << 16;
 /// Installs the interrupt check (once per process; later calls are ignored).
 pub fn set_interrupt_check(f: fn()) {
     let _ = INTERRUPT_CHECK.set(f);
+}
+
+/// Installs the question "is an interrupt pending?", answered without
+/// handling it (once per process; later calls are ignored). Asked only from
+/// the thread that called into the core (`threads`).
+pub fn set_interrupt_pending(f: fn() -> bool) {
+    let _ = INTERRUPT_PENDING.set(f);
+}
+
+/// Whether the host has an interrupt pending (never, without a hook).
+#[inline]
+pub fn interrupt_pending() -> bool {
+    INTERRUPT_PENDING.get().is_some_and(|f| f())
 }
 
 /// Installs what running out of memory does; it must not return.

@@ -20,6 +20,8 @@ mod packed;
 mod radix;
 mod sizing;
 mod table;
+#[cfg(not(loom))]
+mod threads;
 
 #[cfg(all(test, not(loom)))]
 mod decode_props;
@@ -33,13 +35,17 @@ mod test_rng;
 // The front: everything the layers above (the region, the SQL glue, the
 // native benchmark) may use is named here; the modules above are private.
 
+#[cfg(not(loom))]
+pub use build::sort_dedup_threads;
 pub use build::{
     build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError, MAX_BUILD_RETRIES,
 };
 pub use chain::owned::OwnedChain;
 pub use chain::{Chain, Deleted, Directory, Growth, Tables, DIRECTORY_BYTES, MAX_TABLES};
 pub use hash::{bucket_order_key, hash_bytes, hash_i64};
-pub use host::{check_every, push, set_interrupt_check, set_out_of_memory, vec_filled, vec_with_capacity};
+pub use host::{
+    check_every, push, set_interrupt_check, set_interrupt_pending, set_out_of_memory, vec_filled, vec_with_capacity,
+};
 pub use key_type::{KeyKind, KeyType};
 pub use layout::{
     format_version, parse_v1, parse_v1_header, FormatError, Geometry, Mapping, Params, V1Header, WordsHeader,

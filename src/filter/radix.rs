@@ -4,7 +4,7 @@
 
 /// Radix digits of at most 11 bits keep the scatter targets (2048 cache lines)
 /// within L2.
-const MAX_DIGIT_BITS: u32 = 11;
+pub const MAX_DIGIT_BITS: u32 = 11;
 
 /// Bits needed to write every index below `m` (0 for `m ≤ 1`).
 pub fn index_bits(m: u64) -> u32 {
@@ -65,7 +65,7 @@ pub fn sort_by_key_bits(items: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) 
 
 /// LSD radix sort of `src` by the low `bits` bits of `key`, ending in `dst` (same
 /// length; both buffers are overwritten). Stable.
-fn lsd_sort_into(src: &mut [u64], dst: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
+pub fn lsd_sort_into(src: &mut [u64], dst: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
     let passes = bits.div_ceil(MAX_DIGIT_BITS);
     let digit_bits = bits.div_ceil(passes);
     let radix = 1usize << digit_bits;

@@ -63,7 +63,14 @@ pub fn install_core_hooks() {
             format!("Failed on request of size {bytes} bytes.")
         );
     }
+    fn pending() -> bool {
+        // SAFETY: a read of the flag PostgreSQL's signal handlers set, from
+        // the backend's own thread (the core asks only from the caller's).
+        unsafe { std::ptr::read_volatile(std::ptr::addr_of!(pgrx::pg_sys::InterruptPending)) != 0 }
+    }
     crate::filter::set_interrupt_check(interrupts);
+    crate::filter::set_interrupt_pending(pending);
     crate::filter::set_out_of_memory(out_of_memory);
     planner::sample::init();
+    value::aggregate::init();
 }

@@ -29,9 +29,32 @@ use super::datatype::{bytea_datum, filter_arg_once, value_from_filter, value_fro
 use super::functions::{union_filters, union_key, value_max_buckets};
 use crate::filter::KeyType;
 use crate::filter::DEFAULT_SEED;
-use crate::filter::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup, BuildError};
+use crate::filter::{build_filter, check_run, encode_run, merge_dedup, run_hashes, sort_dedup_threads, BuildError};
 use crate::filter::{shape_for, size_for_capacity, size_for_items, SizingError, DEFAULT_FPP};
 use crate::sql::errors::{full_error, sizing_error};
+
+/// `cuckoo.build_threads`: the most threads a build uses, the backend's own
+/// included (`filter::sort_dedup_threads`).
+pub static BUILD_THREADS: pgrx::GucSetting<i32> = pgrx::GucSetting::<i32>::new(2);
+
+/// Registers `cuckoo.build_threads`.
+pub fn init() {
+    pgrx::GucRegistry::define_int_guc(
+        c"cuckoo.build_threads",
+        c"Most threads a cuckoofilter build (cf_agg, cf_sharded_agg) uses to sort its keys, the backend's own included; 1: the backend alone.",
+        c"The threads work only on memory the build owns and never call into PostgreSQL; a cancel stops them within about 64k keys.",
+        &BUILD_THREADS,
+        1,
+        64,
+        pgrx::GucContext::Suset,
+        pgrx::GucFlags::default(),
+    );
+}
+
+/// The threads a build may use now.
+pub(super) fn build_threads() -> usize {
+    BUILD_THREADS.get().clamp(1, 64) as usize
+}
 
 /// A state at least this large deduplicates before it grows.
 pub(super) const DEDUP_FROM: usize = 1 << 24;
@@ -198,7 +221,7 @@ impl AggState {
     #[cold]
     fn make_room(&mut self) {
         if self.cap >= DEDUP_FROM {
-            self.len = sort_dedup(self.hashes());
+            self.len = sort_dedup_threads(self.hashes(), build_threads());
             if self.len * 2 <= self.cap {
                 return;
             }
@@ -243,7 +266,7 @@ impl AggState {
     /// (sorted and deduplicated in place; the set is unchanged, so the aggregate
     /// can go on or finish again) merged with the runs from partial states.
     fn distinct_hashes(&mut self) -> Distinct<'_> {
-        let own = sort_dedup(self.hashes());
+        let own = sort_dedup_threads(self.hashes(), build_threads());
         self.len = own;
         if self.nruns == 0 {
             // SAFETY: the first `len` elements are initialised.

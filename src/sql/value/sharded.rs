@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use super::aggregate::{build_distinct, final_key_type, in_aggregate, Settings, DEDUP_FROM};
 use super::cache::call_cache;
 use super::datatype::MAX_VALUE_BYTES;
-use crate::filter::sort_dedup;
+use crate::filter::sort_dedup_threads;
 use crate::filter::DEFAULT_SEED;
 use crate::filter::{shape_for, SizingError};
 use crate::filter::{KeyKind, KeyType};
@@ -205,7 +205,7 @@ impl Sharded {
     fn distinct_hashes(&self) -> Vec<u64> {
         let mut hs = crate::filter::vec_with_capacity::<u64>(self.used());
         hs.extend(self.slots()[..self.used()].iter().map(|&h| u64::from_le(h)));
-        let n = sort_dedup(&mut hs);
+        let n = sort_dedup_threads(&mut hs, super::aggregate::build_threads());
         hs.truncate(n);
         hs
     }
