@@ -2,7 +2,7 @@
 that role. Each case is a function; each prints PASS or FAIL with the SQLSTATE
 it got and the time it took, and after each the server must not have
 restarted (see harness.py for how that is seen) and no error text may show a
-memory address. Exits non-zero if any case fails. (About 850 lines: 29
+memory address. Exits non-zero if any case fails. (About 900 lines: 30
 short cases, one per thing a role could send, read best side by side.)
 
     cases.py                 every case
@@ -770,6 +770,68 @@ def g1_states_hold_no_stale_memory(ctx):
         if why:
             raise CaseFail(f"{what}: {why}", "LEAK")
     return "OK", f"{len(shapes)} shapes of state, room all zeros"
+
+
+def task_count(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
+
+
+def rss_anon_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+@case
+def h1_cancel_threaded_build(ctx):
+    """A cf_agg cancelled while its sort runs on threads (cuckoo.build_threads,
+    2 by default): the cancel is seen once one more thread than the backend's
+    own shows in /proc; the call ends with 57014 within CANCEL_WITHIN seconds,
+    the backend is left with its one thread and about the anonymous memory
+    it had before (the build's hundreds of MB given back), and it answers."""
+    c = ctx.tenant(timeout=0, socket_timeout=120)
+    c.run("SELECT 1")
+    before = rss_anon_kb(c.pid)
+    seen = {}
+
+    def watch():
+        end = time.monotonic() + 100
+        while time.monotonic() < end and not seen.get("stop"):
+            if task_count(c.pid) > 1:
+                seen["threads"] = time.monotonic()
+                s = ctx.cluster.su("postgres")
+                s.call(f"SELECT pg_cancel_backend({c.pid})")
+                s.close()
+                return
+            time.sleep(0.001)
+
+    import threading
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    start = time.monotonic()
+    o = c.call("SELECT cf_count(cf_agg(g)) FROM generate_series(1, 40000000) g")
+    seen["stop"] = True
+    w.join()
+    if "threads" not in seen:
+        raise CaseFail(f"no build thread was seen ({o.describe()})", o.state)
+    expect(o, ["57014"])
+    after = start + o.elapsed - seen["threads"]
+    if after > CANCEL_WITHIN:
+        raise CaseFail(f"ended {after:.1f} s after the cancel", o.state)
+    tasks = task_count(c.pid)
+    if tasks != 1:
+        raise CaseFail(f"{tasks} threads left in the backend after the cancel", "LEAK")
+    grown = rss_anon_kb(c.pid) - before
+    if grown > 64 * 1024:
+        raise CaseFail(f"the backend kept {grown // 1024} MB more anonymous memory after the cancel", "LEAK")
+    if c.one("SELECT cf_count(cf_agg(g)) FROM generate_series(1, 1000) g") != 1000:
+        raise CaseFail("the backend answers wrongly after the cancel", "BROKEN")
+    return o.state, f"ended {after:.2f} s after the cancel, 1 thread left, {max(grown, 0) // 1024} MB kept"
 
 
 # ----- running ---------------------------------------------------------------------------
