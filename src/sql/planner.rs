@@ -60,8 +60,77 @@ pub const DEFAULT_BATCH_KEYS: f64 = 100.0;
 enum Known {
     /// The filter argument is NULL: the qual is never true.
     Null,
-    Value(FilterValue),
+    Value(ValueArg),
     Named(String),
+}
+
+/// A filter value known at plan time, read (detoasted) only when needed: a
+/// value stored in a table reaches the planner as a pointer to its toasted
+/// copy, and what identifies it for a kept estimate is known from that
+/// pointer once it has been read before in this backend.
+struct ValueArg {
+    raw: *mut pg_sys::varlena,
+    value: std::cell::OnceCell<FilterValue>,
+    summary: std::cell::OnceCell<ValueSummary>,
+}
+
+/// What a plan needs of a value before probing it: its seed, its digest and
+/// its key type.
+type ValueSummary = (u64, u64, KeyType);
+
+thread_local! {
+    /// Summaries of toasted values read by plans, by their toast pointer (the
+    /// value's ID in its toast table, which names one stored value while a
+    /// snapshot can see it); the latest 32.
+    static TOASTED_SEEN: std::cell::RefCell<Vec<([u8; 16], ValueSummary)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl ValueArg {
+    fn get(&self) -> &FilterValue {
+        // SAFETY: `raw` is a non-null cuckoofilter datum of a Const.
+        self.value.get_or_init(|| unsafe { FilterValue::from_ptr(in_memory(self.raw)) })
+    }
+
+    /// The value's toast pointer, if it is one to a value stored in a table.
+    fn toast_key(&self) -> Option<[u8; 16]> {
+        // SAFETY: a varlena in one of its storage forms; an on-disk external
+        // pointer holds a 16-byte varatt_external after its 2-byte header.
+        unsafe {
+            if pgrx::varlena::varatt_is_1b_e(self.raw)
+                && pgrx::varlena::vartag_external(self.raw) == pg_sys::vartag_external::VARTAG_ONDISK as u8
+            {
+                let mut key = [0u8; 16];
+                std::ptr::copy_nonoverlapping((self.raw as *const u8).add(2), key.as_mut_ptr(), 16);
+                return Some(key);
+            }
+        }
+        None
+    }
+
+    fn summary(&self) -> ValueSummary {
+        *self.summary.get_or_init(|| self.read_summary())
+    }
+
+    fn read_summary(&self) -> ValueSummary {
+        let key = self.toast_key();
+        if let Some(k) = key {
+            if let Some(s) = TOASTED_SEEN.with(|t| t.borrow().iter().find(|(tk, _)| *tk == k).map(|(_, s)| *s)) {
+                return s;
+            }
+        }
+        let v = self.get();
+        let s = (v.seed(), v.digest(), v.key_type());
+        if let Some(k) = key {
+            TOASTED_SEEN.with(|t| {
+                let mut t = t.borrow_mut();
+                if t.len() >= 32 {
+                    t.remove(0);
+                }
+                t.push((k, s));
+            });
+        }
+        s
+    }
 }
 
 /// The filter argument `arg` if it is known at plan time.
@@ -75,7 +144,11 @@ unsafe fn known_filter(root: *mut pg_sys::PlannerInfo, arg: *mut pg_sys::Node) -
         if root.is_null() {
             return None;
         }
-        let e = pg_sys::estimate_expression_value(root, arg);
+        // A constant already (a literal; a custom plan's parameter, replaced
+        // before estimation) is read as it is: folding it would copy the
+        // value, megabytes for a large filter, on every estimate.
+        let e =
+            if (*arg).type_ == pg_sys::NodeTag::T_Const { arg } else { pg_sys::estimate_expression_value(root, arg) };
         if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_Const {
             return None;
         }
@@ -88,7 +161,11 @@ unsafe fn known_filter(root: *mut pg_sys::PlannerInfo, arg: *mut pg_sys::Node) -
             let name = std::ffi::CStr::from_ptr(s).to_str().ok()?.to_string();
             return Some(Known::Named(name));
         }
-        Some(Known::Value(FilterValue::from_ptr(in_memory((*c).constvalue.cast_mut_ptr()))))
+        Some(Known::Value(ValueArg {
+            raw: (*c).constvalue.cast_mut_ptr(),
+            value: std::cell::OnceCell::new(),
+            summary: std::cell::OnceCell::new(),
+        }))
     }
 }
 
@@ -99,14 +176,17 @@ impl Known {
         match self {
             Known::Null => None,
             Known::Named(name) => super::named::call::named_identity_for_plan(name),
-            Known::Value(v) => Some((v.seed(), v.digest())),
+            Known::Value(v) => {
+                let (seed, digest, _) = v.summary();
+                Some((seed, digest))
+            }
         }
     }
 
     /// The key type a known value records (named filters: none yet).
     fn key_type(&self) -> KeyType {
         match self {
-            Known::Value(v) => v.key_type(),
+            Known::Value(v) => v.summary().2,
             _ => KeyType::NONE,
         }
     }
@@ -117,6 +197,7 @@ impl Known {
             Known::Null => None,
             Known::Named(name) => probe_named_for_plan(name, hashes),
             Known::Value(v) => {
+                let v = v.get();
                 let hs = hashes(v.seed());
                 let mut answers = crate::filter::vec_filled(hs.len(), false);
                 v.contains_many(&hs, &mut answers);

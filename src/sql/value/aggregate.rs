@@ -51,8 +51,13 @@ pub fn init() {
     );
 }
 
-/// The threads a build may use now.
+/// The threads a build may use now: one in a parallel worker (the plan
+/// already runs in parallel).
 pub(super) fn build_threads() -> usize {
+    // SAFETY: a read of a backend global set at process start.
+    if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
+        return 1;
+    }
     BUILD_THREADS.get().clamp(1, 64) as usize
 }
 
@@ -265,8 +270,8 @@ impl AggState {
     /// Every distinct hash of the state, in bucket order: this process's own
     /// (sorted and deduplicated in place; the set is unchanged, so the aggregate
     /// can go on or finish again) merged with the runs from partial states.
-    fn distinct_hashes(&mut self) -> Distinct<'_> {
-        let own = sort_dedup_threads(self.hashes(), build_threads());
+    fn distinct_hashes(&mut self, threads: usize) -> Distinct<'_> {
+        let own = sort_dedup_threads(self.hashes(), threads);
         self.len = own;
         if self.nruns == 0 {
             // SAFETY: the first `len` elements are initialised.
@@ -356,7 +361,7 @@ unsafe fn build_from_state(fcinfo: pg_sys::FunctionCallInfo, state: Option<&mut 
         // SAFETY: as documented.
         _ => unsafe { final_key_type(fcinfo) },
     };
-    let distinct = state.map(|s| s.distinct_hashes());
+    let distinct = state.map(|s| s.distinct_hashes(build_threads()));
     build_distinct(settings, distinct.as_ref().map_or(&[][..], |d| d.as_slice()), key)
 }
 
@@ -515,7 +520,9 @@ v1_functions! {
             state_arg(fcinfo, 0).expect("strict")
         };
         let Settings { fpp, capacity } = s.settings;
-        let distinct = s.distinct_hashes();
+        // One thread: a partial state is serialized only in a parallel plan,
+        // whose other processes are busy too.
+        let distinct = s.distinct_hashes(1);
         let run = encode_run(distinct.as_slice());
         if (PARTIAL_HEADER + run.len()) as u64 > MAX_VALUE_BYTES - 8 {
             full_error(
