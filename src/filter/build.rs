@@ -96,7 +96,14 @@ pub const THREADED_SORT_FROM: usize = 1 << 20;
 /// that returns, sorts on its own thread.
 #[cfg(not(loom))]
 pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
-    use super::threads::{run, SharedMut, STEP};
+    sort_dedup_threads_asking(hashes, threads, &super::host::interrupt_pending)
+}
+
+/// [`sort_dedup_threads`], asking `pending` whether an interrupt is pending.
+#[cfg(not(loom))]
+fn sort_dedup_threads_asking(hashes: &mut [u64], threads: usize, pending: &(dyn Fn() -> bool + Sync)) -> usize {
+    use super::threads::{run_asking as run_threads, SharedMut, STEP};
+    let run = |n: usize, work: &(dyn Fn(&super::threads::Share) + Sync)| run_threads(n, pending, work);
     let n = hashes.len();
     let threads = threads.clamp(1, 64);
     if threads == 1 || n < THREADED_SORT_FROM {
@@ -112,11 +119,12 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
     let mut counts: Vec<usize> = super::host::vec_filled(threads * parts, 0);
     let mut scratch: Vec<u64> = super::host::vec_filled(n, 0);
     let mut distinct: Vec<usize> = super::host::vec_filled(parts, 0);
-    let stopped = 'work: {
+    // The phase a pending interrupt stopped (1-3), if one did.
+    let stopped: u8 = 'work: {
         // Each thread counts its chunk's digits.
         let counts_at = SharedMut(counts.as_mut_ptr());
         let input: &[u64] = hashes;
-        if !run(threads, |s| {
+        if !run(threads, &|s| {
             let mine = &input[(s.index * chunk).min(n)..((s.index + 1) * chunk).min(n)];
             // SAFETY: thread `i` writes only its own `parts` counters.
             let c = unsafe { std::slice::from_raw_parts_mut(counts_at.ptr().add(s.index * parts), parts) };
@@ -127,7 +135,7 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
                 c[digit(h)] += 1;
             }
         }) {
-            break 'work true;
+            break 'work 1;
         }
         // Where each thread's hashes of each digit go: digits in order, and
         // within a digit the threads' chunks in input order.
@@ -144,7 +152,7 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
         starts[parts] = n;
         let next_at = SharedMut(counts.as_mut_ptr());
         let out = SharedMut(scratch.as_mut_ptr());
-        if !run(threads, |s| {
+        if !run(threads, &|s| {
             let mine = &input[(s.index * chunk).min(n)..((s.index + 1) * chunk).min(n)];
             // SAFETY: thread `i` uses only its own `parts` positions; the
             // prefix sums give each (thread, digit) a disjoint range of
@@ -161,7 +169,7 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
                 }
             }
         }) {
-            break 'work true;
+            break 'work 2;
         }
         // Whole partitions to each thread, about n / threads hashes each.
         let bounds: Vec<usize> = (0..=threads)
@@ -170,7 +178,7 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
         let (src, dst, dist) =
             (SharedMut(scratch.as_mut_ptr()), SharedMut(hashes.as_mut_ptr()), SharedMut(distinct.as_mut_ptr()));
         let low_mask = if low_bits == 0 { 0 } else { (1u64 << low_bits) - 1 };
-        if !run(threads, |s| {
+        if !run(threads, &|s| {
             let mut since = 0usize;
             for d in bounds[s.index]..bounds[s.index + 1] {
                 let (a, b) = (starts[d], starts[d + 1]);
@@ -197,7 +205,7 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
                 }
             }
         }) {
-            break 'work true;
+            break 'work 3;
         }
         // Close the gaps: each partition's distinct hashes after the last's.
         let mut out = 0usize;
@@ -207,10 +215,18 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
         }
         return out;
     };
-    debug_assert!(stopped);
+    // Stopped for an interrupt. The input is whole until the last phase,
+    // which sorts each partition from `scratch` into `hashes`; every
+    // partition's hashes are then still in `scratch` (each pass of the radix
+    // sort writes a whole permutation of its partition, and the
+    // deduplication only rearranges `hashes`): put them back.
+    if stopped == 3 {
+        hashes.copy_from_slice(&scratch);
+    }
     drop((counts, scratch, distinct));
-    // Stopped for an interrupt: handle it (this usually ends the query), and
-    // if it was not one that does, sort here.
+    // Handle the interrupt (it usually ends the query); if it was one that
+    // does not (a client connection check, a request to log memory
+    // contexts...), sort here.
     super::host::check_interrupts();
     sort_dedup(hashes)
 }
@@ -651,6 +667,29 @@ mod tests {
 
     /// A bulk build (hashes in bucket order, then `bulk_insert_exclusive`)
     /// stores what one-key inserts store, for both bucket mappings.
+    /// A threaded sort stopped by a pending interrupt that does not end the
+    /// call (a client connection check, say) in any of its phases still
+    /// gives every hash: the one-thread sort's result.
+    #[test]
+    fn a_threaded_sort_stopped_in_any_phase_keeps_every_hash() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let n = 2 * THREADED_SORT_FROM;
+        let mut rng = Rng(9);
+        let base: Vec<u64> = (0..n).map(|_| hash_i64(DEFAULT_SEED, (rng.next() % (n as u64)) as i64)).collect();
+        let mut serial = base.clone();
+        let d = sort_dedup(&mut serial);
+        // The caller's thread asks once per step (64k hashes) of its share of
+        // each phase: about 16 times in each of the three phases here.
+        for stop_at in (1usize..=60).step_by(2) {
+            let asked = AtomicUsize::new(0);
+            let pending = || asked.fetch_add(1, Ordering::Relaxed) + 1 >= stop_at;
+            let mut threaded = base.clone();
+            let t = sort_dedup_threads_asking(&mut threaded, 2, &pending);
+            assert_eq!(t, d, "stopped at ask {stop_at}");
+            assert!(threaded[..t] == serial[..d], "stopped at ask {stop_at}");
+        }
+    }
+
     /// The threaded sort gives what the one-thread sort gives, for any number
     /// of threads, with repeats within and across the threads' chunks.
     #[test]

@@ -54,7 +54,7 @@ pub fn run<F: Fn(&Share) + Sync>(n: usize, work: F) -> bool {
 }
 
 /// [`run`], asking `pending` (on the caller's thread) whether to stop.
-fn run_asking<F: Fn(&Share) + Sync>(n: usize, pending: &(dyn Fn() -> bool + Sync), work: F) -> bool {
+pub fn run_asking<F: Fn(&Share) + Sync>(n: usize, pending: &(dyn Fn() -> bool + Sync), work: F) -> bool {
     let stop = AtomicBool::new(false);
     if n <= 1 {
         work(&Share { index: 0, caller: true, stop: &stop, pending });

@@ -40,7 +40,7 @@ pub mod sample;
 use super::keys::{native_key_type, KeyHasher};
 use super::named::call::{probe_named_for_plan, PlanProbe};
 use super::value::datatype::{in_memory, FilterValue};
-use crate::filter::KeyType;
+use crate::filter::{KeyKind, KeyType};
 
 /// PostgreSQL's selectivity for a boolean function it knows nothing about.
 pub const DEFAULT_SELECTIVITY: f64 = 1.0 / 3.0;
@@ -402,7 +402,13 @@ unsafe fn from_sample(
             return None;
         }
         let rel = &*vd.rel;
-        if rel.rtekind != pg_sys::RTEKind::RTE_RELATION || rel.relid == 0 {
+        // A base relation of the query itself: not a member of an inheritance
+        // or partition tree, whose parent's row security its own entry does
+        // not show.
+        if rel.rtekind != pg_sys::RTEKind::RTE_RELATION
+            || rel.relid == 0
+            || rel.reloptkind != pg_sys::RelOptKind::RELOPT_BASEREL
+        {
             return None;
         }
         let mut var = vd.var;
@@ -418,14 +424,40 @@ unsafe fn from_sample(
         }
         let rte = &**(*root).simple_rte_array.add(rel.relid as usize);
         let relkind = rte.relkind as u8;
-        if rte.inh || (relkind != pg_sys::RELKIND_RELATION && relkind != pg_sys::RELKIND_MATVIEW) {
+        if rte.inh
+            || !rte.securityQuals.is_null()
+            || (relkind != pg_sys::RELKIND_RELATION && relkind != pg_sys::RELKIND_MATVIEW)
+        {
+            return None;
+        }
+        // The right to read the column, checked here as the executor will
+        // (the planner's `acl_ok` is true for a column without statistics):
+        // as the view's owner for a table read through a view.
+        let user = if rte.checkAsUser != pg_sys::InvalidOid { rte.checkAsUser } else { pg_sys::GetUserId() };
+        if pg_sys::pg_class_aclcheck(rte.relid, user, pg_sys::ACL_SELECT as pg_sys::AclMode)
+            != pg_sys::AclResult::ACLCHECK_OK
+            && pg_sys::pg_attribute_aclcheck(rte.relid, var.varattno, user, pg_sys::ACL_SELECT as pg_sys::AclMode)
+                != pg_sys::AclResult::ACLCHECK_OK
+        {
             return None;
         }
         if pg_sys::getBaseType(var.vartype) != pg_sys::getBaseType(key_type) {
             return None;
         }
-        let mut hasher = plan_hasher(known, var.vartype, collation)?;
+        // Only keys hashed by built-in code: a built-in column type and key
+        // type, and no conversion between them. The sample is read before
+        // the query runs, from rows its WHERE clause may never reach: no
+        // function of a role's own (a cast, a type's hash function) may see
+        // them, and no conversion may fail on them.
         let recorded = known.key_type();
+        let builtin = |t: pg_sys::Oid| u32::from(pg_sys::getBaseType(t)) < pg_sys::FirstNormalObjectId;
+        if !builtin(var.vartype) || !matches!(recorded.kind, KeyKind::None | KeyKind::Builtin) {
+            return None;
+        }
+        let mut hasher = plan_hasher(known, var.vartype, collation)?;
+        if !hasher.converts_nothing() {
+            return None;
+        }
         let relation = pg_sys::table_open(rte.relid, pg_sys::NoLock as i32);
         let form = &*(*relation).rd_rel;
         // Row-level security may hide rows from this role (or from another

@@ -615,6 +615,12 @@ impl KeyHasher {
         self.mode == Convert::Input
     }
 
+    /// Whether a key is hashed as it is (or relabeled), calling no function
+    /// to convert it first.
+    pub fn converts_nothing(&self) -> bool {
+        matches!(self.mode, Convert::Direct | Convert::Relabel)
+    }
+
     /// The 64-bit hash of a non-null key datum under `seed`, hashed as its own
     /// type (a filter that records no key type).
     ///

@@ -137,6 +137,30 @@ pub fn kept_or_read(key: SampleKey, read: impl FnOnce() -> Sample) -> std::rc::R
     sample
 }
 
+/// A copy of a non-null value of a column stored as (`byval`, `len`), in the
+/// current memory context (a toasted value's pointer is copied, not the value).
+///
+/// # Safety
+/// `d` is a non-null datum of such a column, valid for the call.
+unsafe fn copy_datum(d: pg_sys::Datum, byval: bool, len: i16) -> pg_sys::Datum {
+    if byval {
+        return d;
+    }
+    // SAFETY: as documented: a pointer to `len` bytes, a varlena (len -1) or a
+    // C string (len -2), copied into a new palloc'd chunk.
+    unsafe {
+        let src = d.cast_mut_ptr::<u8>();
+        let n = match len {
+            -1 => pgrx::varlena::varsize_any(src as *const pg_sys::varlena),
+            -2 => std::ffi::CStr::from_ptr(src as *const std::ffi::c_char).to_bytes_with_nul().len(),
+            n => n as usize,
+        };
+        let dst = pg_sys::palloc(n) as *mut u8;
+        std::ptr::copy_nonoverlapping(src, dst, n);
+        pg_sys::Datum::from(dst)
+    }
+}
+
 /// Reads a sample of column `attnum` of `rel` (opened and locked by the
 /// planner), hashing each non-null key with `hasher` for `seed`.
 ///
@@ -173,7 +197,10 @@ pub unsafe fn read(rel: pg_sys::Relation, attnum: i16, hasher: &mut KeyHasher, s
             pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
             pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
         );
-        let mut keys: Vec<Option<u64>> = Vec::new();
+        // The column's storage, to copy its values out of the block.
+        let att = &(*(*rel).rd_att).attrs.as_slice((*(*rel).rd_att).natts as usize)[attnum as usize - 1];
+        let (byval, len) = (att.attbyval, att.attlen);
+        let mut keys: Vec<Option<pg_sys::Datum>> = Vec::new();
         while pg_sys::BlockSampler_HasMore(&mut bs) {
             pgrx::check_for_interrupts!();
             let block = pg_sys::BlockSampler_Next(&mut bs);
@@ -186,7 +213,9 @@ pub unsafe fn read(rel: pg_sys::Relation, attnum: i16, hasher: &mut KeyHasher, s
             let mut seen = 0usize;
             // A reservoir of the block's share of its live rows, each row as
             // likely as any other (rows in a block often follow a pattern that
-            // a fixed stride would pick up).
+            // a fixed stride would pick up). The block's buffer is locked
+            // until its last row has been read: the values kept are copied
+            // out, and hashed (detoasted) only after.
             while pg_sys::table_scan_analyze_next_tuple(scan, oldest, &mut live, &mut dead, slot) {
                 let at = if seen < share {
                     Some(seen)
@@ -198,24 +227,25 @@ pub unsafe fn read(rel: pg_sys::Relation, attnum: i16, hasher: &mut KeyHasher, s
                 let Some(at) = at else { continue };
                 let mut isnull = false;
                 let d = pg_sys::slot_getattr(slot, attnum as i32, &mut isnull);
-                let h = if isnull { None } else { hasher.hash_datum_for(d, seed) };
+                let d = (!isnull).then(|| copy_datum(d, byval, len));
                 if at == keys.len() {
-                    crate::filter::push(&mut keys, h);
+                    crate::filter::push(&mut keys, d);
                 } else {
-                    keys[at] = h;
+                    keys[at] = d;
+                }
+            }
+            if !keys.is_empty() {
+                let w = seen as f64 / keys.len() as f64;
+                sample.total += seen as f64;
+                for d in keys.iter().flatten() {
+                    if let Some(h) = hasher.hash_datum_for(*d, seed) {
+                        crate::filter::push(&mut sample.hashes, h);
+                        crate::filter::push(&mut sample.weights, w as f32);
+                    }
                 }
             }
             pg_sys::MemoryContextSwitchTo(old);
             pg_sys::MemoryContextReset(cx);
-            if keys.is_empty() {
-                continue;
-            }
-            let w = seen as f64 / keys.len() as f64;
-            sample.total += seen as f64;
-            for h in keys.iter().flatten() {
-                crate::filter::push(&mut sample.hashes, *h);
-                crate::filter::push(&mut sample.weights, w as f32);
-            }
         }
         pg_sys::MemoryContextDelete(cx);
         pg_sys::FreeAccessStrategy(strategy);

@@ -280,27 +280,10 @@ impl FilterValue {
         VALUE_PREFIX + self.body().len()
     }
 
-    /// A 64-bit digest of the filter for a plan's kept estimate (xxh3): of all
-    /// its bytes up to 256 kB; beyond, of its first 4 kB (the headers, with the
-    /// item count) and of 4,096 cache lines spread evenly over the rest.
-    /// Equal values have equal digests; different values almost never do,
-    /// except ones that differ in a few buckets only, whose pass rates differ
-    /// by about as little.
+    /// A 64-bit digest of the filter's bytes (xxh3): equal values have equal
+    /// digests, and different ones almost never do.
     pub fn digest(&self) -> u64 {
-        const WHOLE: usize = 256 << 10;
-        let body = self.body();
-        if body.len() <= WHOLE {
-            return xxhash_rust::xxh3::xxh3_64(body);
-        }
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        h.update(&(body.len() as u64).to_le_bytes());
-        h.update(&body[..4096]);
-        let stride = (body.len() - 4096) / 4096;
-        for i in 0..4096 {
-            let at = 4096 + i * stride;
-            h.update(&body[at..(at + 64).min(body.len())]);
-        }
-        h.digest()
+        xxhash_rust::xxh3::xxh3_64(self.body())
     }
 
     /// The serialized filter (little-endian): the value's own bytes, or for

@@ -140,6 +140,29 @@ SELECT est(format('SELECT * FROM hidden WHERE cf_contains(%L::cuckoofilter, a)',
 RESET ROLE;
 ALTER TABLE hidden DISABLE ROW LEVEL SECURITY;
 SELECT est(format('SELECT * FROM hidden WHERE cf_contains(%L::cuckoofilter, a)', :'f10')) BETWEEN 500 AND 2000 AS sampled;
+-- The sample never runs a role's own function on rows: a table the role may
+-- not read (never analyzed, so the planner's own statistics rule lets it
+-- plan) is planned without the role's implicit cast from the column's type
+-- to the filter's key type seeing a row, and refused when it runs.
+CREATE TABLE secret AS SELECT g AS a FROM generate_series(1, 1000) g;
+GRANT CREATE ON SCHEMA public TO cuckoo_planner_outsider;
+SET ROLE cuckoo_planner_outsider;
+CREATE TYPE planner_t AS (a int);
+CREATE FUNCTION planner_leak(int) RETURNS planner_t LANGUAGE plpgsql AS 'BEGIN RAISE NOTICE ''saw %'', $1; RETURN row($1); END';
+CREATE CAST (int AS planner_t) WITH FUNCTION planner_leak(int) AS IMPLICIT;
+EXPLAIN (COSTS OFF) SELECT * FROM secret WHERE cf_contains(cf_empty(10, 0.01, 'planner_t'), a);
+-- Nor on a table it may read: the sample hashes keys only with built-in
+-- code, without conversions.
+CREATE TABLE mine AS SELECT g AS a FROM generate_series(1, 1000) g;
+SELECT est('SELECT * FROM mine WHERE cf_contains(cf_empty(10, 0.01, ''planner_t''), a)') > 0 AS planned;
+RESET ROLE;
+DROP CAST (int AS planner_t);
+REVOKE CREATE ON SCHEMA public FROM cuckoo_planner_outsider;
+-- Nor does a conversion fail at plan time on a row the query never reads: a
+-- date too large for a timestamp filter.
+CREATE TABLE dated AS SELECT g AS id, '2020-01-01'::date + g AS d FROM generate_series(1, 1000) g;
+INSERT INTO dated VALUES (1001, '5000000-01-01');
+SELECT count(*) FROM dated WHERE id = 5 AND cf_contains(cf_empty(10, 0.01, 'timestamp'), d);
 -- Out of range: refused.
 SET cuckoo.estimate_sample_rows = -1;
 SET cuckoo.estimate_sample_rows = 2000000;
