@@ -102,7 +102,7 @@ pub fn sort_dedup_threads(hashes: &mut [u64], threads: usize) -> usize {
 /// [`sort_dedup_threads`], asking `pending` whether an interrupt is pending.
 #[cfg(not(loom))]
 fn sort_dedup_threads_asking(hashes: &mut [u64], threads: usize, pending: &(dyn Fn() -> bool + Sync)) -> usize {
-    use super::threads::{run_asking as run_threads, SharedMut, STEP};
+    use super::threads::{run as run_threads, SharedMut, STEP};
     let run = |n: usize, work: &(dyn Fn(&super::threads::Share) + Sync)| run_threads(n, pending, work);
     let n = hashes.len();
     let threads = threads.clamp(1, 64);

@@ -46,15 +46,12 @@ impl Share<'_> {
 
 /// Runs `work(share)` for shares `0..n`: share 0 on the caller's thread, the
 /// others on threads of their own (or on the caller's, after share 0, if a
-/// thread cannot be started). Returns false if the work was stopped for a
-/// pending interrupt, after every thread has ended; the caller then handles
-/// the interrupt and, if it returns, does the work again without threads.
-pub fn run<F: Fn(&Share) + Sync>(n: usize, work: F) -> bool {
-    run_asking(n, &super::host::interrupt_pending, work)
-}
-
-/// [`run`], asking `pending` (on the caller's thread) whether to stop.
-pub fn run_asking<F: Fn(&Share) + Sync>(n: usize, pending: &(dyn Fn() -> bool + Sync), work: F) -> bool {
+/// thread cannot be started). The caller's share asks `pending` (the host's
+/// `interrupt_pending`, or a test's) whether to stop. Returns false if the
+/// work was stopped for a pending interrupt, after every thread has ended;
+/// the caller then handles the interrupt and, if it returns, does the work
+/// again without threads.
+pub fn run<F: Fn(&Share) + Sync>(n: usize, pending: &(dyn Fn() -> bool + Sync), work: F) -> bool {
     let stop = AtomicBool::new(false);
     if n <= 1 {
         work(&Share { index: 0, caller: true, stop: &stop, pending });
@@ -156,7 +153,7 @@ mod tests {
     fn every_share_runs_once() {
         for n in [1, 2, 3, 8] {
             let seen: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-            assert!(run(n, |s| {
+            assert!(run(n, &|| false, |s| {
                 seen[s.index].fetch_add(1, Ordering::Relaxed);
                 assert!(!s.stopped());
             }));
@@ -172,7 +169,7 @@ mod tests {
         let pending = || asked.fetch_add(1, Ordering::Relaxed) >= 3;
         let ended = AtomicUsize::new(0);
         let finished = AtomicUsize::new(0);
-        let done = run_asking(4, &pending, |s| {
+        let done = run(4, &pending, |s| {
             // Far more steps than the test could wait for: only a stop ends it.
             for _ in 0..u64::MAX {
                 if s.stopped() {
