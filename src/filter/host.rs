@@ -39,6 +39,7 @@ pub fn set_interrupt_pending(f: fn() -> bool) {
 
 /// Whether the host has an interrupt pending (never, without a hook).
 #[inline]
+#[cfg_attr(loom, allow(dead_code))]
 pub fn interrupt_pending() -> bool {
     INTERRUPT_PENDING.get().is_some_and(|f| f())
 }

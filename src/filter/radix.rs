@@ -64,12 +64,16 @@ pub fn sort_by_key_bits(items: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) 
 }
 
 /// LSD radix sort of `src` by the low `bits` bits of `key`, ending in `dst` (same
-/// length; both buffers are overwritten). Stable.
+/// length; both buffers are overwritten, each pass writing a whole permutation
+/// of the items). Stable; allocates nothing.
 pub fn lsd_sort_into(src: &mut [u64], dst: &mut [u64], bits: u32, key: impl Fn(u64) -> u64) {
     let passes = bits.div_ceil(MAX_DIGIT_BITS);
     let digit_bits = bits.div_ceil(passes);
     let radix = 1usize << digit_bits;
-    let mut counts = vec![0usize; radix];
+    // On the stack: the threads of a threaded sort call this, and they may
+    // not allocate (`threads`).
+    let mut counts_buf = [0usize; 1 << MAX_DIGIT_BITS];
+    let counts = &mut counts_buf[..radix];
     // An odd number of passes ends in `dst`; with an even number, start by moving
     // the data there so that the last pass does.
     let (mut from, mut to) = if passes % 2 == 1 {

@@ -468,10 +468,7 @@ unsafe fn from_sample(
         }
         let stats_xmin =
             if vd.statsTuple.is_null() { 0 } else { u32::from((*(*vd.statsTuple).t_data).t_choice.t_heap.t_xmin) };
-        let hashing = (recorded.kind as u64) << 56
-            ^ (recorded.oid as u64) << 24
-            ^ (u32::from(var.vartype) as u64).rotate_left(40)
-            ^ u32::from(collation) as u64;
+        let hashing = [recorded.kind as u32, recorded.oid, u32::from(var.vartype), u32::from(collation)];
         let Some((seed, id)) = known.identity() else {
             pg_sys::table_close(relation, pg_sys::NoLock as i32);
             return None;

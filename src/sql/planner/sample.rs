@@ -59,7 +59,9 @@ pub fn init() {
 pub struct SampleKey {
     pub relid: pg_sys::Oid,
     pub attnum: i16,
-    pub hashing: u64,
+    /// The filter's recorded key kind and type, the column's type and the
+    /// call's collation.
+    pub hashing: [u32; 4],
     pub seed: u64,
     pub stats_xmin: u32,
     pub relpages: i32,
