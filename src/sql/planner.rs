@@ -8,10 +8,12 @@
 //!    a stable expression); for a named filter, when the name is a constant and
 //!    the filter exists, is usable and the current role may look it up. A NULL
 //!    filter passes nothing.
-//! 2. If the key is a plain column of an ordinary table whose statistics the
-//!    current role may use, the share of a sample of the column's rows that
-//!    the filter passes (`sample`: read once per backend and table, kept
-//!    until the table's statistics change; `cuckoo.estimate_sample_rows`).
+//! 2. If the key is a plain column of an ordinary table that the current role
+//!    may read, not under row security and not part of an inheritance tree,
+//!    of a built-in type that the filter hashes without conversion, the share
+//!    of a sample of the column's rows that the filter passes (`sample`: read
+//!    once per backend and table, kept until the table's statistics change;
+//!    `cuckoo.estimate_sample_rows`).
 //! 3. If the key is a column with statistics the current role may use, the
 //!    filter probes the column's most-common values (each passing value adds its
 //!    frequency) and its histogram bounds, a sample of the other values: the
@@ -318,7 +320,12 @@ unsafe fn from_statistics(
         if pg_sys::getBaseType(value_type) != pg_sys::getBaseType(key_type) {
             return None;
         }
+        // The statistics' values are converted only where no conversion can
+        // fail: an error there would fail a query that reads no such row.
         let mut hasher = plan_hasher(known, value_type, collation)?;
+        if !hasher.converts_without_failing() {
+            return None;
+        }
         let mcv_values = mcv.as_ref().map_or(&[][..], |s| s.values());
         let mcv_freqs = mcv.as_ref().map_or(&[][..], |s| s.numbers());
         let bounds = hist.as_ref().map_or(&[][..], |s| s.values());
@@ -353,8 +360,8 @@ unsafe fn from_statistics(
 
 /// A hasher of values of `value_type` as the probe hashes them: a value that
 /// records its key type hashes keys as that type, and the column's values are
-/// converted as the probe's are, except text read with an input function
-/// (which could raise where the query would not).
+/// converted as the probe's are (the callers refuse the conversions that
+/// could raise where the query would not).
 ///
 /// # Safety
 /// `value_type` is a type OID.

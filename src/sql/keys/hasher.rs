@@ -621,6 +621,13 @@ impl KeyHasher {
         matches!(self.mode, Convert::Direct | Convert::Relabel)
     }
 
+    /// Whether converting a key can raise an error or run a role's own
+    /// function: a cast or an input function can (a `date` too large for a
+    /// `timestamp`); a whole-number test of a float or numeric cannot.
+    pub fn converts_without_failing(&self) -> bool {
+        matches!(self.mode, Convert::Direct | Convert::Relabel | Convert::ToInteger)
+    }
+
     /// The 64-bit hash of a non-null key datum under `seed`, hashed as its own
     /// type (a filter that records no key type).
     ///

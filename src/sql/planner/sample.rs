@@ -8,10 +8,11 @@
 //! planner reads one: up to `cuckoo.estimate_sample_rows` rows (default
 //! 30,000, what ANALYZE samples at the default target) from up to a tenth as
 //! many blocks chosen at random, through the table access method's ANALYZE
-//! scan (the rows it counts as live). A block whose live rows are more than
-//! its share gives every k-th of them, and each sampled row stands for the
+//! scan (the rows it counts as live). Each block gives a reservoir of its
+//! share of the rows, chosen at random, and each sampled row stands for the
 //! rows of its block it was picked from, so the estimate is of the table's
-//! rows, not of the blocks'.
+//! rows, not of the blocks'. The values kept are copied out of the block
+//! while its buffer is locked and hashed after it is released.
 //!
 //! The sample is kept, as the keys' 64-bit hashes, in this backend for the
 //! table, column and key hashing, and read again only after the table's
@@ -21,11 +22,10 @@
 //! ANALYZE's), later plans only probe the kept hashes against the filter. At
 //! most [`MAX_KEPT`] samples are kept per backend, the oldest dropped first.
 //!
-//! Only a plain column of an ordinary table or materialized view (not an
-//! inheritance parent, not under row-level security, which may hide rows from
-//! the role planning) whose statistics the current role may read is sampled
-//! (the same right the planner asks before it uses statistics), and not on a
-//! standby; anything else falls back to the statistics (`planner.rs`).
+//! Which columns are sampled (only where reading rows before the query runs
+//! is safe: the right to read the column, no row security, keys hashed by
+//! built-in code without conversion) is decided in `planner.rs`
+//! (`from_sample`); anything else is estimated from the statistics.
 
 use pgrx::pg_sys;
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
