@@ -557,23 +557,23 @@ pub(crate) struct PlanProbe {
     pub fpp: f64,
 }
 
-/// For the planner: looks up the hashes `hashes(seed)` in the named filter
-/// `name` of this database, without counting them. None when cuckoo is not
-/// preloaded, the filter does not exist, needs a reload, or the current role may
-/// not look it up (the query itself reports why), or when it was replaced while
-/// being read.
+/// For the planner: the named filter `name` of this database, if cuckoo is
+/// preloaded, the filter exists and is usable, and the current role may look
+/// it up (else the query itself reports why).
+fn readable_for_plan(name: &str) -> Option<(&'static Region, EntryInfo)> {
+    // SAFETY: REGION is written once, before any backend runs SQL.
+    let r = unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }?;
+    let info = r.find(db(), name)?;
+    (info.usable() && may_access(&info, false, user())).then_some((r, info))
+}
+
 /// What identifies a named filter's contents for a plan's estimate, with the
 /// seed its keys hash with: the filter (its registry slot and sequence number),
 /// its generation, and its key count to within 1/32, so that an estimate kept
 /// for it is used again until the filter is replaced or its count moves; None
 /// where [`probe_named_for_plan`] would be.
 pub(crate) fn named_identity_for_plan(name: &str) -> Option<(u64, u64)> {
-    // SAFETY: REGION is written once, before any backend runs SQL.
-    let r = unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }?;
-    let info = r.find(db(), name)?;
-    if !info.usable() || !may_access(&info, false, user()) {
-        return None;
-    }
+    let (r, info) = readable_for_plan(name)?;
     let pin = pin_current(r, info.index, info.seq)?;
     let tables = r.tables(&info)?;
     let seed = tables.seed();
@@ -588,13 +588,13 @@ pub(crate) fn named_identity_for_plan(name: &str) -> Option<(u64, u64)> {
     Some((seed, id))
 }
 
+/// For the planner: looks up the hashes `hashes(seed)` in the named filter
+/// `name` of this database, without counting them. None when cuckoo is not
+/// preloaded, the filter does not exist, needs a reload, or the current role may
+/// not look it up (the query itself reports why), or when it was replaced while
+/// being read.
 pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u64>) -> Option<PlanProbe> {
-    // SAFETY: REGION is written once, before any backend runs SQL.
-    let r = unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }?;
-    let info = r.find(db(), name)?;
-    if !info.usable() || !may_access(&info, false, user()) {
-        return None;
-    }
+    let (r, info) = readable_for_plan(name)?;
     let pin = pin_current(r, info.index, info.seq)?;
     let tables = r.tables(&info)?;
     let seed = tables.seed();
