@@ -574,7 +574,7 @@ impl<'a> Table<'a> {
             }
             // Prefetch the trees a level at a time: the buckets of level d are
             // known once level d - 1 is in cache.
-            let mut frontier: Vec<u64> = Vec::with_capacity(8);
+            let mut frontier: Vec<u64> = super::host::vec_with_capacity(2 * batch.len());
             for &h in batch {
                 let i1 = g.primary(h);
                 frontier.push(i1);
@@ -584,7 +584,7 @@ impl<'a> Table<'a> {
                 self.prefetch(b);
             }
             for _ in 0..SEARCH_MOVES {
-                let mut next = Vec::with_capacity(frontier.len() * g.slots as usize);
+                let mut next = super::host::vec_with_capacity(frontier.len() * g.slots as usize);
                 for &b in &frontier {
                     let w = load(b);
                     for s in 0..g.slots {
