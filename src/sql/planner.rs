@@ -41,6 +41,7 @@ pub mod sample;
 
 use super::keys::{native_key_type, KeyHasher};
 use super::named::call::{probe_named_for_plan, PlanProbe};
+use super::value::cache::ondisk_toast_key;
 use super::value::datatype::{in_memory, FilterValue};
 use crate::filter::{KeyKind, KeyType};
 
@@ -95,18 +96,8 @@ impl ValueArg {
 
     /// The value's toast pointer, if it is one to a value stored in a table.
     fn toast_key(&self) -> Option<[u8; 16]> {
-        // SAFETY: a varlena in one of its storage forms; an on-disk external
-        // pointer holds a 16-byte varatt_external after its 2-byte header.
-        unsafe {
-            if pgrx::varlena::varatt_is_1b_e(self.raw)
-                && pgrx::varlena::vartag_external(self.raw) == pg_sys::vartag_external::VARTAG_ONDISK as u8
-            {
-                let mut key = [0u8; 16];
-                std::ptr::copy_nonoverlapping((self.raw as *const u8).add(2), key.as_mut_ptr(), 16);
-                return Some(key);
-            }
-        }
-        None
+        // SAFETY: `raw` is a varlena in one of its storage forms.
+        unsafe { ondisk_toast_key(self.raw) }
     }
 
     fn summary(&self) -> ValueSummary {
@@ -320,12 +311,7 @@ unsafe fn from_statistics(
         if pg_sys::getBaseType(value_type) != pg_sys::getBaseType(key_type) {
             return None;
         }
-        // The statistics' values are converted only where no conversion can
-        // fail: an error there would fail a query that reads no such row.
         let mut hasher = plan_hasher(known, value_type, collation)?;
-        if !hasher.converts_without_failing() {
-            return None;
-        }
         let mcv_values = mcv.as_ref().map_or(&[][..], |s| s.values());
         let mcv_freqs = mcv.as_ref().map_or(&[][..], |s| s.numbers());
         let bounds = hist.as_ref().map_or(&[][..], |s| s.values());
@@ -360,8 +346,9 @@ unsafe fn from_statistics(
 
 /// A hasher of values of `value_type` as the probe hashes them: a value that
 /// records its key type hashes keys as that type, and the column's values are
-/// converted as the probe's are (the callers refuse the conversions that
-/// could raise where the query would not).
+/// converted as the probe's are; None where that conversion could fail (a
+/// cast, an input function): an error there would fail a query that reads
+/// no such value.
 ///
 /// # Safety
 /// `value_type` is a type OID.
@@ -373,11 +360,8 @@ unsafe fn plan_hasher(known: &Known, value_type: pg_sys::Oid, collation: pg_sys:
         let recorded = known.key_type();
         if recorded.is_recorded() {
             hasher.try_prepare(recorded, pg_sys::CurrentMemoryContext).ok()?;
-            if hasher.reads_text() {
-                return None;
-            }
         }
-        Some(hasher)
+        hasher.converts_without_failing().then_some(hasher)
     }
 }
 

@@ -609,12 +609,6 @@ impl KeyHasher {
         }
     }
 
-    /// Whether the prepared hasher reads text with an input function (which
-    /// raises on text it cannot read).
-    pub fn reads_text(&self) -> bool {
-        self.mode == Convert::Input
-    }
-
     /// Whether a key is hashed as it is (or relabeled), calling no function
     /// to convert it first.
     pub fn converts_nothing(&self) -> bool {

@@ -284,6 +284,28 @@ pub unsafe fn call_cache<'a>(fcinfo: pg_sys::FunctionCallInfo) -> &'a mut CallCa
     }
 }
 
+/// The toast pointer of a value stored in a table: its 16-byte
+/// varatt_external (sizes, value ID, toast relation), which names the stored
+/// value and cannot change while a snapshot can see it; None for a value in
+/// any other form.
+///
+/// # Safety
+/// `raw` is a varlena in one of its storage forms.
+pub(crate) unsafe fn ondisk_toast_key(raw: *mut pg_sys::varlena) -> Option<[u8; 16]> {
+    // SAFETY: as documented; an on-disk external pointer holds its
+    // varatt_external after a 2-byte header.
+    unsafe {
+        if !pgrx::varlena::varatt_is_1b_e(raw)
+            || pgrx::varlena::vartag_external(raw) != pg_sys::vartag_external::VARTAG_ONDISK as u8
+        {
+            return None;
+        }
+        let mut key = [0u8; 16];
+        std::ptr::copy_nonoverlapping((raw as *const u8).add(2), key.as_mut_ptr(), 16);
+        Some(key)
+    }
+}
+
 /// Filter argument `n` as a 4-byte-header varlena: a toasted value from the call
 /// site's cache (fetched and checked once; `true`), else in place or detoasted
 /// into the current context, not yet checked (`false`).
@@ -299,13 +321,7 @@ unsafe fn resolve_filter_arg(
     // i.e. a pointer to a varlena in one of its storage forms.
     unsafe {
         let raw = pgrx::fcinfo::pg_getarg_datum_raw(fcinfo, n).cast_mut_ptr::<pg_sys::varlena>();
-        if pgrx::varlena::varatt_is_1b_e(raw)
-            && pgrx::varlena::vartag_external(raw) == pg_sys::vartag_external::VARTAG_ONDISK as u8
-        {
-            // The 16-byte varatt_external (size, toast relation, value id) names the
-            // stored value; it cannot change while this query's snapshot can see it.
-            let mut key = [0u8; 16];
-            std::ptr::copy_nonoverlapping((raw as *const u8).add(2), key.as_mut_ptr(), 16);
+        if let Some(key) = ondisk_toast_key(raw) {
             if !cache.value.is_null() && cache.key == key {
                 // Checked by `from_ptr` when it was cached.
                 return (cache.value, true);
