@@ -19,6 +19,7 @@ pgrx::pg_module_magic!();
 pub extern "C-unwind" fn _PG_init() {
     sql::install_core_hooks();
     sql::named::init();
+    sql::bound::init();
     sql::citus::hook::init();
 }
 
@@ -35,7 +36,9 @@ pgrx::extension_sql_file!("../sql/src/named.sql", name = "cuckoo_named", require
 #[cfg(feature = "pgrx")]
 pgrx::extension_sql_file!("../sql/src/saved.sql", name = "cuckoo_saved", requires = ["cuckoo_named"]);
 #[cfg(feature = "pgrx")]
-pgrx::extension_sql_file!("../sql/src/views.sql", name = "cuckoo_views", requires = ["cuckoo_saved"]);
+pgrx::extension_sql_file!("../sql/src/bound.sql", name = "cuckoo_bound", requires = ["cuckoo_saved"]);
+#[cfg(feature = "pgrx")]
+pgrx::extension_sql_file!("../sql/src/views.sql", name = "cuckoo_views", requires = ["cuckoo_bound"]);
 #[cfg(feature = "pgrx")]
 pgrx::extension_sql_file!("../sql/src/citus.sql", name = "cuckoo_citus", requires = ["cuckoo_views"], finalize);
 

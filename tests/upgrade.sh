@@ -62,7 +62,7 @@ lines=$(wc -l < "$work/fresh.txt")
 [ "$lines" -gt 50 ] || fail "catalog description too short ($lines lines)"
 
 answers="SELECT string_agg(id || ':' || md5(f::text) || ':' || (SELECT md5(string_agg(CASE WHEN cf_contains(f, g) THEN 't' ELSE 'f' END, '' ORDER BY g)) FROM generate_series(1, 20000) g), ',' ORDER BY id) FROM v1"
-for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0; do
+for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0 0.12.0; do
   db="up_${from//./_}"
   q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
   # The old version, with values made by 0.1.0 stored in a table, then the update.
@@ -81,7 +81,7 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0;
       -c "CREATE FUNCTION intruder_trans(bytea, circle) RETURNS bytea LANGUAGE sql IMMUTABLE AS 'SELECT \$1'" \
       -c "CREATE AGGREGATE cf_sharded_agg(circle) (sfunc = intruder_trans, stype = bytea, initcond = '')" -c "RESET ROLE"
   fi
-  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ] || [ "$from" = 0.11.0 ]; then
+  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ] || [ "$from" = 0.11.0 ] || [ "$from" = 0.12.0 ]; then
     # A role with CREATE on the extension's schema defines an operator that
     # matches the update scripts' version check better than pg_catalog's, and
     # a format() for the view: run by the superuser's update, either would
@@ -104,7 +104,7 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0;
   q -d "$db" -c "ALTER EXTENSION cuckoo UPDATE" 2> "$work/update.err"
   cat "$work/update.err" >&2
   # The view calls cf_contains: the 0.3.0 -> 0.4.0 step says so.
-  if [ "$from" != 0.4.0 ] && [ "$from" != 0.5.0 ] && [ "$from" != 0.6.0 ] && [ "$from" != 0.7.0 ] && [ "$from" != 0.8.0 ] && [ "$from" != 0.9.0 ] && [ "$from" != 0.10.0 ] && [ "$from" != 0.11.0 ]; then
+  if [ "$from" != 0.4.0 ] && [ "$from" != 0.5.0 ] && [ "$from" != 0.6.0 ] && [ "$from" != 0.7.0 ] && [ "$from" != 0.8.0 ] && [ "$from" != 0.9.0 ] && [ "$from" != 0.10.0 ] && [ "$from" != 0.11.0 ] && [ "$from" != 0.12.0 ]; then
     grep -q "1 stored object(s) call the one-key cf_contains" "$work/update.err" \
       || fail "the update from $from did not warn about the stored call of cf_contains"
   fi
@@ -113,13 +113,13 @@ for from in 0.1.0 0.2.0 0.3.0 0.4.0 0.5.0 0.6.0 0.7.0 0.8.0 0.9.0 0.10.0 0.11.0;
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, has7, has_seven), ',' ORDER BY id) FROM v1_probe")" = "$view_before" ] \
     || fail "a view calling cf_contains answers differently after the update from $from"
   # The view calls cf_insert and cf_delete: the 0.7.0 -> 0.8.0 step says so.
-  if [ "$from" != 0.8.0 ] && [ "$from" != 0.9.0 ] && [ "$from" != 0.10.0 ] && [ "$from" != 0.11.0 ]; then
+  if [ "$from" != 0.8.0 ] && [ "$from" != 0.9.0 ] && [ "$from" != 0.10.0 ] && [ "$from" != 0.11.0 ] && [ "$from" != 0.12.0 ]; then
     grep -q "1 stored object(s) call the one-key cf_insert or cf_delete" "$work/update.err" \
       || fail "the update from $from did not warn about the stored calls of cf_insert and cf_delete"
   fi
   [ "$(q -d "$db" -c "SELECT string_agg(concat_ws(':', id, ins7), ',' ORDER BY id) FROM v1_change")" = "$change_before" ] \
     || fail "a view calling cf_insert and cf_delete answers differently after the update from $from"
-  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ] || [ "$from" = 0.11.0 ]; then
+  if [ "$from" = 0.9.0 ] || [ "$from" = 0.10.0 ] || [ "$from" = 0.11.0 ] || [ "$from" = 0.12.0 ]; then
     [ "$(q -d "$db" -c "SELECT count(*) FROM pg_depend d JOIN pg_rewrite w ON d.classid = 'pg_rewrite'::regclass AND d.objid = w.oid WHERE w.ev_class = 'cuckoo_filters'::regclass AND d.refobjid = 'public.format(text, timestamptz, text)'::regprocedure")" = 0 ] \
       || fail "after the update from $from, cuckoo_filters calls another role's format()"
     [ "$(q -d "$db" -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'up_evil'")" = f ] \

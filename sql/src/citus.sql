@@ -30,6 +30,9 @@ SELECT pg_catalog.pg_extension_config_dump('cuckoo_cluster_filters', '');
 -- (cuckoo_saved_filters, of saved.sql, is dumped too; registered here, after
 -- this one, as the update from 0.9.0 registers it.)
 SELECT pg_catalog.pg_extension_config_dump('cuckoo_saved_filters', '');
+-- (cuckoo_bindings, of bound.sql, too: its rows are the bindings that a
+-- restore makes again; their filters are rebuilt from the restored tables.)
+SELECT pg_catalog.pg_extension_config_dump('cuckoo_bindings', '');
 -- Everyone may read it but the digests (an md5 of a small filter tells its
 -- keys to whoever tries them all). (The revoke, which takes nothing here,
 -- gives the table the privileges the update from 0.11.0 leaves it.)

@@ -55,7 +55,13 @@ CREATE FUNCTION cuckoo_usage_rows() RETURNS TABLE (
 -- and, as needing a reload, those saved by cf_save() that are not in shared
 -- memory (after pg_upgrade, or a restore of a dump), for their owners.
 CREATE VIEW cuckoo_filters AS
-    SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
+    SELECT f.name, f.capacity, f.items, f.load_factor, f.bytes, f.fpp, f.inserts, f.lookups, f.deletes,
+           f.failed_inserts, f.lookup_retries, f.kicks, f.owner, f.lookup_grantee, f.durable, f.state, f.reason,
+           f.checkpoint_write_bytes, f.checkpoint_wal_bytes, f.disk_bytes, f.key_type, f.expansion, f.tables,
+           b.tab AS bound_table, b.col AS bound_column,
+           CASE WHEN b.name IS NOT NULL THEN COALESCE(r.pending_deletes, 0) END AS pending_deletes,
+           CASE WHEN b.name IS NOT NULL THEN COALESCE(r.dropped_deletes + r.refused_deletes, 0) END AS dropped_deletes
+    FROM (SELECT name, capacity, items, load_factor, bytes, fpp, inserts, lookups, deletes,
            failed_inserts, lookup_retries, kicks, owner, lookup_grantee, durable, state, reason,
            checkpoint_write_bytes, checkpoint_wal_bytes, disk_bytes, key_type, expansion, tables
     FROM cuckoo_filters_rows()
@@ -68,9 +74,22 @@ CREATE VIEW cuckoo_filters AS
     FROM (SELECT v.*, cf_info(v.filter) AS info FROM cuckoo_saved_filters v
           WHERE v.name NOT IN (SELECT f.name FROM cuckoo_filters_rows() f)
             AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = v.owner AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER'))
-          OFFSET 0) s;
+          OFFSET 0) s
+    ) f
+    LEFT JOIN cuckoo_bindings b ON b.name = f.name
+    LEFT JOIN cuckoo_bound_rows() r ON r.name = f.name
+    UNION ALL
+    -- Bindings whose filter is not in shared memory (after a restore of a
+    -- dump or pg_upgrade, or a restart of a filter that is not durable).
+    SELECT b.name, NULL::bigint, 0::bigint, 0::float8, 0::bigint, b.fpp, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
+           0::bigint, 0::bigint, b.bound_by::text, NULL::text, b.durable, 'needs rebuild',
+           pg_catalog.format('it is bound to column %I of %s but not in shared memory: rebuild it with SELECT cf_rebuild(%L)', b.col, b.tab, b.name),
+           NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::integer, NULL::integer,
+           b.tab, b.col, NULL::bigint, NULL::bigint
+    FROM cuckoo_bindings b
+    WHERE NOT cf_bound_present(b.name);
 GRANT SELECT ON cuckoo_filters TO PUBLIC;
-COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters; saved copies not in shared memory as needing a reload';
+COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters; saved copies not in shared memory as needing a reload; for filters bound to a table column (cf_bind), the table, the column, the deletes waiting until no snapshot can see their rows and the deletes dropped (their keys stay until cf_rebuild)';
 
 -- The shared region (cuckoo.shared_memory): its size and the room left for
 -- filters and the tables growing filters add.

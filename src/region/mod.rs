@@ -8,6 +8,7 @@
 //! goes around it).
 
 mod allocator;
+mod bound;
 mod durable;
 mod epoch;
 mod files;
@@ -27,6 +28,15 @@ pub use registry::{
 };
 pub use registry::{word_offsets, TableSpec};
 pub use saved::{decode as decode_saved, FileKind};
+
+/// Filters bound to a table column (`bound.rs`): their slots, the queue of
+/// pending deletes, and the copy cap with its remover gate.
+pub mod binding {
+    pub use super::bound::{
+        may_remove, versions_to_copy, Area, BoundSlot, PendingDelete, QueueLocked, Removing, Verdict, BOUND_NAME_BYTES,
+        COPY_CAP,
+    };
+}
 
 /// The WAL records of durable filters (`record.rs`): what the SQL layer logs
 /// and replays.

@@ -126,17 +126,23 @@ pub enum ExtKind {
     /// change logged before its `CUT` of this pass (or all its changes); the
     /// live durable generations and the stamp of each one's last file follow.
     Pass = 1,
+    /// Deletes of a bound filter's keys follow whose row versions were deleted
+    /// by transactions up to `xid`: a standby first resolves the conflict with
+    /// its queries that may still see such versions, as it does for a heap
+    /// page's pruning (0.13.0).
+    Horizon = 2,
 }
 
 impl ExtKind {
     /// The sub-kind a body's first byte names, if any.
     pub fn of_byte(b: u8) -> Option<ExtKind> {
-        [ExtKind::Pass].into_iter().find(|k| *k as u8 == b)
+        [ExtKind::Pass, ExtKind::Horizon].into_iter().find(|k| *k as u8 == b)
     }
 
     pub fn name(self) -> &'static str {
         match self {
             ExtKind::Pass => "PASS",
+            ExtKind::Horizon => "HORIZON",
         }
     }
 }
@@ -338,6 +344,13 @@ pub enum Record {
         frozen: bool,
         began: u64,
         live: Vec<(u64, u64)>,
+    },
+    /// A bound filter's next deletes (of generation `gen`, in database `db`)
+    /// remove keys of row versions deleted by transactions up to `xid`.
+    Horizon {
+        gen: u64,
+        db: u32,
+        xid: u32,
     },
 }
 
@@ -576,6 +589,10 @@ impl Record {
                 }
                 Kind::Ext
             }
+            Record::Horizon { gen, db, xid } => {
+                w.u8(ExtKind::Horizon as u8).u64(*gen).u32(*db).u32(*xid);
+                Kind::Ext
+            }
         };
         (k, w.0)
     }
@@ -700,6 +717,7 @@ impl Record {
                         }
                         Record::Pass { frozen, began, live }
                     }
+                    Some(ExtKind::Horizon) => Record::Horizon { gen: r.u64()?, db: r.u32()?, xid: r.u32()? },
                     None => return Err(format!("unknown cuckoo WAL record sub-kind 0x{sub:02X}")),
                 }
             }
@@ -773,6 +791,7 @@ impl Record {
                 live.len(),
                 if *frozen { ", frozen until the next start" } else { "" }
             ),
+            Record::Horizon { gen, db, xid } => format!("gen {gen:X} db {db} deleted up to xid {xid}"),
         }
     }
 
@@ -789,6 +808,7 @@ impl Record {
     pub fn ext_kind(&self) -> Option<ExtKind> {
         match self {
             Record::Pass { .. } => Some(ExtKind::Pass),
+            Record::Horizon { .. } => Some(ExtKind::Horizon),
             Record::Create(_)
             | Record::ContentBegin { .. }
             | Record::ContentChunk { .. }

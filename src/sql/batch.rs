@@ -228,7 +228,7 @@ v1_functions! {
 
 /// The record that logs a batch's inserts or deletes (the one-key record for
 /// one key, as a single call logs it).
-fn batch_record(gen: u64, hs: &[u64], insert: bool) -> Record {
+pub(crate) fn batch_record(gen: u64, hs: &[u64], insert: bool) -> Record {
     match (hs, insert) {
         ([h], true) => Record::Insert { gen, hash: *h },
         ([h], false) => Record::Delete { gen, hash: *h },
@@ -239,7 +239,7 @@ fn batch_record(gen: u64, hs: &[u64], insert: bool) -> Record {
 
 /// Logs the refusals of the inserts logged at `insert_end` (positions in that
 /// record).
-fn log_refused(gen: u64, insert_end: u64, refused: Vec<(u32, u64)>) {
+pub(crate) fn log_refused(gen: u64, insert_end: u64, refused: Vec<(u32, u64)>) {
     if refused.is_empty() {
         return;
     }

@@ -39,6 +39,7 @@ macro_rules! v1_functions {
 // the planner hook on Citus, which uses `named`, and the `cf_sharded_agg`
 // rewrite, which uses `keys`.
 pub mod batch;
+pub mod bound;
 pub mod citus;
 pub mod errors;
 pub mod keys;

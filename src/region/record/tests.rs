@@ -70,6 +70,7 @@ fn all() -> Vec<Record> {
         Record::KeyType { gen: 4, key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 25 } },
         Record::Pass { frozen: false, began: 3, live: vec![] },
         Record::Pass { frozen: true, began: 8, live: vec![(4, 9), (u64::MAX, 0)] },
+        Record::Horizon { gen: 4, db: 5, xid: u32::MAX },
         Record::Create(Meta { fpp: 1.0, ..meta() }),
         Record::Create(Meta { key: KeyType { kind: crate::filter::KeyKind::Pending, oid: 0 }, ..meta() }),
         Record::Create(grown()),

@@ -52,6 +52,11 @@ pub(super) fn database_exists(db: u32) -> bool {
     }
 }
 
+/// This database's OID, for the bindings of `sql::bound`.
+pub(crate) fn current_db() -> u32 {
+    db()
+}
+
 pub(super) fn db() -> u32 {
     // SAFETY: plain read of a backend global.
     unsafe { pg_sys::MyDatabaseId.to_u32() }
@@ -613,4 +618,76 @@ pub(crate) fn probe_named_for_plan(name: &str, hashes: impl FnOnce(u64) -> Vec<u
     }
     drop(pin);
     Some(PlanProbe { answers, items, fpp: fpp.min(1.0) })
+}
+
+/// A named filter that a table binding (`sql::bound`) keeps: reached by name
+/// without the current role's rights (the binding, made by the table's owner,
+/// authorises every change its triggers make), as [`NamedCall`] reaches it
+/// otherwise.
+#[derive(Clone, Debug)]
+pub(crate) struct BoundTarget {
+    info: EntryInfo,
+    pub seed: u64,
+    pub key: KeyType,
+}
+
+impl BoundTarget {
+    /// The filter `name` of this database if it exists and may be used (None:
+    /// the binding's filter is missing or needs a reload, and the caller
+    /// treats the binding as needing a rebuild).
+    pub(crate) fn find(name: &str) -> Option<BoundTarget> {
+        let r = region();
+        let info = r.find(db(), name)?;
+        if !info.usable() {
+            return None;
+        }
+        let seed = {
+            let _pin = pin_current(r, info.index, info.seq)?;
+            r.tables(&info)?.seed()
+        };
+        Some(BoundTarget { key: info.key, seed, info })
+    }
+
+    /// The filter's owner.
+    pub(crate) fn owner(&self) -> u32 {
+        self.info.owner
+    }
+
+    /// Runs `op` on the filter as a writer, with its generation if durable
+    /// (else 0), as [`NamedCall::run`] does: the checks before a change, the
+    /// waits while writers are paused or durable changes are not open, growth
+    /// within the session's caps. `None` if the filter was dropped or replaced
+    /// since it was found (the caller finds it again).
+    pub(crate) fn write<T>(&self, what: &CStr, op: impl FnOnce(&Chain<'_, RegionTables<'_>>, u64) -> T) -> Option<T> {
+        let r = region();
+        prepare_write(self.info.durable, what);
+        let gen = if self.info.durable { self.info.gen } else { 0 };
+        loop {
+            let pin = pin_current_writer(r, self.info.index, self.info.seq)?;
+            if r.writers_paused(self.info.index) {
+                drop(pin);
+                wait_while(|| r.writers_paused(self.info.index));
+                continue;
+            }
+            if gen != 0 && r.durable_state() != DurableGate::Open {
+                drop(pin);
+                wait_durable_open(r);
+                continue;
+            }
+            if gen != 0 {
+                r.mark_changed(self.info.index, CHANGED_WORDS);
+            }
+            let tables = r.tables(&self.info)?;
+            tables.set_limits(growth_limits());
+            let out = op(&tables.chain(), gen);
+            drop(pin);
+            refuse_if_capped(&self.info.name, &tables);
+            return Some(out);
+        }
+    }
+
+    /// Counts a batch's inserts, lookups and deletes in the filter's statistics.
+    pub(crate) fn count(&self, tally: &crate::region::Tally) {
+        region().count_many(self.info.index, my_slot(), tally);
+    }
 }

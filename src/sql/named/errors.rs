@@ -12,7 +12,7 @@ use crate::region::RegionError;
 use crate::region::{LimitHit, LimitKind};
 
 /// Raises an ERROR with a SQLSTATE, a message and an optional hint.
-pub(super) fn fail(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
+pub(crate) fn fail(code: PgSqlErrorCode, message: String, hint: Option<&str>) -> ! {
     let mut report = pgrx::pg_sys::panic::ErrorReport::new(code, message, "cuckoo");
     if let Some(h) = hint {
         report = report.set_hint(h);

@@ -247,7 +247,8 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
         | Record::Grant { gen, .. }
         | Record::KeyType { gen, .. }
         | Record::Placeholder { gen, .. }
-        | Record::Cut { gen, .. } => *gen,
+        | Record::Cut { gen, .. }
+        | Record::Horizon { gen, .. } => *gen,
         // Contents in progress belong to their `ContentBegin`; passes name no
         // filter; a discard removes files whatever they hold.
         Record::ContentChunk { .. }
@@ -369,6 +370,7 @@ impl Replay {
             Record::Cut { gen, base, logged } => self.redo_cut(r, gen, base, logged, end),
             Record::Pass { frozen, began, live } => self.redo_pass(r, frozen, began, live, end),
             Record::Discard { gen } => self.redo_discard(r, gen),
+            Record::Horizon { db, xid, .. } => self.redo_horizon(db, xid),
             Record::PassBegin => self.pass = Some((end, HashSet::new())),
             Record::PassDone { begin, .. } => self.redo_pass_done(r, begin),
         }

@@ -246,3 +246,25 @@ impl Replay {
         }
     }
 }
+
+impl Replay {
+    /// `HORIZON`: before a bound filter's deletes of keys whose row versions were
+    /// deleted by transactions up to `xid`, a hot standby cancels (after
+    /// `max_standby_streaming_delay`) its queries of database `db` whose
+    /// snapshots may still see such a version, as replay of a heap page's pruning
+    /// does; they could otherwise find a row whose key the filter no longer has.
+    pub(super) fn redo_horizon(&self, db: u32, xid: u32) {
+        // SAFETY: called by the startup process during replay; InHotStandby is a
+        // plain read, and the resolution is PostgreSQL's own for pruned pages.
+        unsafe {
+            if pg_sys::standbyState >= pg_sys::HotStandbyState::STANDBY_SNAPSHOT_PENDING && xid != 0 {
+                let node = pg_sys::RelFileNode {
+                    spcNode: pg_sys::DEFAULTTABLESPACE_OID,
+                    dbNode: pg_sys::Oid::from(db),
+                    relNode: pg_sys::InvalidOid,
+                };
+                pg_sys::ResolveRecoveryConflictWithSnapshot(pg_sys::TransactionId::from(xid), node);
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+-- The current version's SQL: named filters bound to a table column
+-- (src/sql/bound/): the catalog cuckoo_bindings, cf_bind(), cf_unbind(),
+-- cf_rebuild(), cf_apply_deletes(), and the triggers cf_bind() puts on the
+-- table. citus.sql registers the catalog for pg_dump.
+-- Joined into cuckoo--<version>.sql after saved.sql, before views.sql (src/lib.rs).
+
+-- The bindings of this database. Rows are written only by cf_bind() and
+-- cf_unbind() (through cf_bound_register() and cf_bound_unregister(), which
+-- check that the caller owns the table and the filter); everyone may read
+-- them, as everyone may read pg_trigger.
+CREATE TABLE cuckoo_bindings (
+    name text PRIMARY KEY,
+    tab regclass NOT NULL,
+    col name NOT NULL,
+    fpp float8 NOT NULL,
+    durable boolean NOT NULL,
+    bound_by regrole NOT NULL,
+    bound_at timestamptz NOT NULL DEFAULT now()
+);
+GRANT SELECT ON cuckoo_bindings TO PUBLIC;
+COMMENT ON TABLE cuckoo_bindings IS 'named cuckoo filters bound to a table column by cf_bind(), kept in step with the table by triggers';
+
+-- What the triggers and cf_bind() call (src/sql/bound/).
+CREATE FUNCTION cf_bound_row() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'cf_bound_row' LANGUAGE C;
+COMMENT ON FUNCTION cf_bound_row() IS 'the row trigger of a table bound to a cuckoo filter (cf_bind): hashes each written row''s key';
+CREATE FUNCTION cf_bound_flush() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'cf_bound_flush' LANGUAGE C;
+COMMENT ON FUNCTION cf_bound_flush() IS 'the statement trigger of a table bound to a cuckoo filter (cf_bind): adds the statement''s keys and queues its deletes';
+CREATE FUNCTION cf_bound_register(name text, tab regclass, col text, fpp float8, durable boolean) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_bound_register' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_unregister(name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_bound_unregister' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'cf_bound_fill' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_release(name text) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_bound_release' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_present(name text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_present' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+CREATE FUNCTION cuckoo_bound_rows() RETURNS TABLE (
+    name text,
+    pending_deletes bigint,
+    dropped_deletes bigint,
+    applied_deletes bigint,
+    refused_deletes bigint,
+    saturated_versions bigint
+)   AS 'MODULE_PATHNAME', 'cuckoo_bound_rows_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION cf_apply_deletes(name text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'cf_apply_deletes' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+COMMENT ON FUNCTION cf_apply_deletes(text) IS 'applies the queued deletes of a bound cuckoo filter that are safe now (their transactions committed, and no snapshot can still see the deleted rows); returns the keys removed';
+
+-- cf_bind(name, tab, col, fpp, durable): makes the named filter `name`
+-- (dropping a filter of that name the caller owns), binds it to column `col`
+-- of table `tab`, fills it from the table and keeps it in step from then on;
+-- returns the rows whose keys it holds. Holds a SHARE ROW EXCLUSIVE lock on
+-- the table until the transaction ends (readers go on; writers wait), as
+-- CREATE TRIGGER does. For the table's owner.
+CREATE FUNCTION cf_bind(name text, tab regclass, col text, fpp float8 DEFAULT 0.002, durable boolean DEFAULT true) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    att record;
+    rel record;
+    trig text := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(cf_bind.name), 16);
+    cap bigint;
+BEGIN
+    IF cf_bind.name IS NULL OR cf_bind.tab IS NULL OR cf_bind.col IS NULL OR cf_bind.fpp IS NULL OR cf_bind.durable IS NULL THEN
+        RAISE EXCEPTION 'cf_bind() arguments must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT c.relkind, c.relowner, c.relpersistence, c.reltuples INTO rel FROM pg_class c WHERE c.oid = cf_bind.tab;
+    IF NOT pg_has_role(rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', cf_bind.tab USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF rel.relkind = 'p' THEN
+        RAISE EXCEPTION 'cannot bind a cuckoo filter to partitioned table %', cf_bind.tab
+            USING ERRCODE = 'feature_not_supported', HINT = 'Bind it to each partition, or to a table that is not partitioned.';
+    ELSIF rel.relkind <> 'r' THEN
+        RAISE EXCEPTION 'cannot bind a cuckoo filter to %: it is not a table', cf_bind.tab USING ERRCODE = 'wrong_object_type';
+    ELSIF rel.relpersistence = 't' THEN
+        RAISE EXCEPTION 'cannot bind a cuckoo filter to temporary table %', cf_bind.tab USING ERRCODE = 'feature_not_supported';
+    END IF;
+    SELECT a.attnum, a.atttypid INTO att FROM pg_attribute a
+     WHERE a.attrelid = cf_bind.tab AND a.attname = cf_bind.col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation % does not exist', cf_bind.col, cf_bind.tab USING ERRCODE = 'undefined_column';
+    END IF;
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', cf_bind.tab);
+    IF EXISTS (SELECT 1 FROM @extschema@.cuckoo_bindings b WHERE b.name = cf_bind.name) THEN
+        RAISE EXCEPTION 'cuckoo filter "%" is already bound to a table', cf_bind.name
+            USING ERRCODE = 'duplicate_object', HINT = 'Unbind it first (cf_unbind), or choose another name.';
+    END IF;
+    -- A filter of that name (the caller's: cf_drop checks) is taken over.
+    PERFORM @extschema@.cf_drop(cf_bind.name);
+    cap := GREATEST(1024, (GREATEST(rel.reltuples, 0) * 1.25)::bigint);
+    PERFORM @extschema@.cf_create(cf_bind.name, cap, cf_bind.fpp, cf_bind.durable, att.atttypid::regtype);
+    PERFORM @extschema@.cf_bound_register(cf_bind.name, cf_bind.tab, cf_bind.col, cf_bind.fpp, cf_bind.durable);
+    -- Row triggers hash each row's key; the statement trigger hands them to
+    -- the filter. ENABLE ALWAYS: they fire for logical replication's apply
+    -- and under session_replication_role = replica too.
+    EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
+                              trig || '_row', cf_bind.tab, cf_bind.name, cf_bind.col);
+    EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
+                              trig || '_flush', cf_bind.tab);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bind.tab, trig || '_row');
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bind.tab, trig || '_flush');
+    RETURN @extschema@.cf_bound_fill(cf_bind.name, cf_bind.tab, cf_bind.col);
+END
+$fn$;
+COMMENT ON FUNCTION cf_bind(text, regclass, text, float8, boolean) IS 'makes the named cuckoo filter name, binds it to column col of table tab, fills it from the table and keeps it in step with every later write, so that every row any snapshot can see has its key in the filter; returns the rows whose keys it holds';
+
+-- cf_unbind(name): drops the binding, its triggers and its filter. For the
+-- table's owner.
+CREATE FUNCTION cf_unbind(name text) RETURNS void
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    b record;
+    trig text := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(cf_unbind.name), 16);
+BEGIN
+    SELECT * INTO b FROM @extschema@.cuckoo_bindings v WHERE v.name = cf_unbind.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cuckoo filter "%" is not bound to a table', cf_unbind.name USING ERRCODE = 'undefined_object';
+    END IF;
+    IF b.tab IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
+        EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_row', b.tab);
+        EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_flush', b.tab);
+    END IF;
+    PERFORM @extschema@.cf_bound_unregister(cf_unbind.name);
+    PERFORM @extschema@.cf_bound_release(cf_unbind.name);
+    PERFORM @extschema@.cf_drop(cf_unbind.name);
+END
+$fn$;
+COMMENT ON FUNCTION cf_unbind(text) IS 'ends a binding made by cf_bind: drops its triggers and its named filter';
+
+-- cf_rebuild(name): fills the bound filter again from its table (deletes
+-- that were dropped or refused no longer leave keys behind). Holds a SHARE
+-- ROW EXCLUSIVE lock on the table until the transaction ends.
+CREATE FUNCTION cf_rebuild(name text) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    b record;
+    att record;
+    cap bigint;
+BEGIN
+    SELECT * INTO b FROM @extschema@.cuckoo_bindings v WHERE v.name = cf_rebuild.name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cuckoo filter "%" is not bound to a table', cf_rebuild.name USING ERRCODE = 'undefined_object';
+    END IF;
+    IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = b.tab), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', b.tab USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', b.tab);
+    SELECT a.atttypid INTO att FROM pg_attribute a
+     WHERE a.attrelid = b.tab AND a.attname = b.col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation %, to which cuckoo filter "%" is bound, does not exist', b.col, b.tab, cf_rebuild.name
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    cap := GREATEST(1024, (GREATEST((SELECT c.reltuples FROM pg_class c WHERE c.oid = b.tab), 0) * 1.25)::bigint);
+    PERFORM @extschema@.cf_drop(cf_rebuild.name);
+    PERFORM @extschema@.cf_create(cf_rebuild.name, cap, b.fpp, b.durable, att.atttypid::regtype);
+    RETURN @extschema@.cf_bound_fill(cf_rebuild.name, b.tab, b.col);
+END
+$fn$;
+COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from its table, clearing the keys that dropped deletes left; returns the rows whose keys it holds';

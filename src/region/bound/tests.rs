@@ -1,0 +1,142 @@
+//! Tests of bound filters' shared state: the queue of pending deletes, slots,
+//! and the copy cap with its remover gate under racing threads.
+
+use super::*;
+
+fn area(slots: usize, queue: usize) -> Area {
+    let layout = std::alloc::Layout::from_size_align(Area::bytes(slots, queue), 64).unwrap();
+    // SAFETY: a fresh allocation of the right size and alignment, leaked for
+    // the test's life.
+    unsafe { Area::init(std::alloc::alloc_zeroed(layout), slots, queue, false) }
+}
+
+#[test]
+fn slots_are_found_claimed_and_released() {
+    let a = area(2, 8);
+    // SAFETY: single-threaded test.
+    let lk = unsafe { QueueLocked::assume() };
+    let (x, ex) = a.slot_for(&lk, 5, "x").unwrap();
+    assert_eq!(a.slot_for(&lk, 5, "x").unwrap(), (x, ex));
+    let (y, ey) = a.slot_for(&lk, 6, "x").unwrap();
+    assert_ne!(x, y);
+    assert!(a.slot_for(&lk, 5, "z").is_none(), "two slots only");
+    assert_eq!(a.find(6, "x"), Some(y));
+    a.release(&lk, y);
+    assert!(!a.current(y, ey));
+    let (z, ez) = a.slot_for(&lk, 5, "z").unwrap();
+    assert_eq!(z, y);
+    assert_ne!(ez, ey, "a reclaimed slot has a new epoch");
+    let names: Vec<_> = a.claimed().into_iter().map(|(_, d, n)| (d, n)).collect();
+    assert_eq!(names, vec![(5, "x".to_string()), (5, "z".to_string())]);
+    let long = "n".repeat(BOUND_NAME_BYTES);
+    let (l, _) = {
+        a.release(&lk, z);
+        a.slot_for(&lk, 1, &long).unwrap()
+    };
+    assert_eq!(a.find(1, &long), Some(l));
+}
+
+#[test]
+fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
+    let a = area(2, 5);
+    // SAFETY: single-threaded test.
+    let lk = unsafe { QueueLocked::assume() };
+    let (s, e) = a.slot_for(&lk, 1, "a").unwrap();
+    let (t, f) = a.slot_for(&lk, 1, "b").unwrap();
+    assert_eq!(a.push(&lk, s, e, &[(10, 100), (11, 101), (12, 102)]), 3);
+    assert_eq!(a.push(&lk, t, f, &[(20, 200), (21, 201), (22, 202)]), 2);
+    assert_eq!(a.slot(t).dropped.load(Ordering::Relaxed), 1);
+    assert_eq!(a.queued(), 5);
+    let mut out = Vec::new();
+    a.take(
+        &lk,
+        s,
+        |d| match d.fxid {
+            100 => Verdict::Apply,
+            101 => Verdict::Discard,
+            _ => Verdict::Wait,
+        },
+        &mut out,
+    );
+    assert_eq!(out.iter().map(|d| d.hash).collect::<Vec<_>>(), vec![10]);
+    assert_eq!(a.queued(), 3);
+    assert_eq!(a.slot(s).pending.load(Ordering::Relaxed), 1);
+    assert_eq!(a.slot(s).discarded.load(Ordering::Relaxed), 1);
+    // An entry of an old epoch of the slot is discarded, never applied.
+    a.release(&lk, t);
+    assert_eq!(a.queued(), 1);
+    let (t2, f2) = a.slot_for(&lk, 1, "c").unwrap();
+    assert_eq!(t2, t);
+    assert_eq!(a.push(&lk, t2, f, &[(30, 300)]), 1);
+    assert_eq!(a.push(&lk, t2, f2, &[(31, 301)]), 1);
+    let mut out = Vec::new();
+    a.take(&lk, t2, |_| Verdict::Apply, &mut out);
+    assert_eq!(out.iter().map(|d| d.hash).collect::<Vec<_>>(), vec![31]);
+    // The other binding's entry is still there, in order.
+    let mut out = Vec::new();
+    a.take(&lk, s, |_| Verdict::Apply, &mut out);
+    assert_eq!(out.iter().map(|d| d.hash).collect::<Vec<_>>(), vec![12]);
+    assert_eq!(a.queued(), 0);
+}
+
+#[test]
+fn versions_copy_below_the_cap_and_not_at_it() {
+    let gate = AtomicU64::new(0);
+    let mut sat = 0;
+    let copies = |h: u64| h;
+    assert_eq!(versions_to_copy(&gate, &[0, 2, 3, 7], copies, &mut sat), vec![true, true, false, false]);
+    assert_eq!(sat, 2);
+    // A remover active: everything gets a copy.
+    let r = Removing::start(&gate);
+    assert_eq!(versions_to_copy(&gate, &[5], copies, &mut sat), vec![true]);
+    drop(r);
+    assert!(may_remove(COPY_CAP - 1));
+    assert!(!may_remove(COPY_CAP));
+}
+
+/// The two races the gate closes, step by step: a remover active when the
+/// insert first reads the gate, and one that starts while the insert counts.
+#[test]
+fn a_remover_overlapping_the_count_gives_every_version_a_copy() {
+    let gate = AtomicU64::new(0);
+    let mut sat = 0;
+    // Started before the insert's first read (it read fewer copies and will
+    // remove one after).
+    let r = Removing::start(&gate);
+    assert_eq!(versions_to_copy(&gate, &[9], |_| COPY_CAP, &mut sat), vec![true]);
+    drop(r);
+    // Started while the insert counts: the second read sees the gate moved.
+    let started = std::cell::RefCell::new(None);
+    let out = versions_to_copy(
+        &gate,
+        &[9, 1],
+        |h| {
+            if started.borrow().is_none() {
+                *started.borrow_mut() = Some(Removing::start(&gate));
+            }
+            if h == 9 {
+                COPY_CAP
+            } else {
+                0
+            }
+        },
+        &mut sat,
+    );
+    assert_eq!(out, vec![true, true]);
+    // Ended before the second read: the epoch still moved.
+    drop(started.into_inner());
+    let out = versions_to_copy(
+        &gate,
+        &[9],
+        |_| {
+            drop(Removing::start(&gate));
+            COPY_CAP
+        },
+        &mut sat,
+    );
+    assert_eq!(out, vec![true]);
+    assert_eq!(sat, 0);
+    // Nobody removing: the saturated version goes without.
+    assert_eq!(versions_to_copy(&gate, &[9], |_| COPY_CAP, &mut sat), vec![false]);
+    assert_eq!(sat, 1);
+}

@@ -1,0 +1,142 @@
+//! Applying a bound filter's queued deletes once they are safe: the deleting
+//! (sub)transaction committed and precedes the oldest transaction any
+//! snapshot may still consider running, as VACUUM decides what it may remove
+//! (`GetOldestNonRemovableTransactionId` of the bound table, which counts
+//! replication slots and standbys' feedback). A delete whose transaction
+//! aborted is dropped: the row is still there.
+//!
+//! The removal is logged after a `HORIZON` record naming the newest deleting
+//! transaction of the batch, so that a hot standby first resolves the
+//! conflict with its own queries that may still see those rows (see
+//! `named::replay`), then replays the deletes.
+
+use std::sync::atomic::Ordering;
+
+use pgrx::pg_sys;
+
+use super::binding::Binding;
+use super::shared::with_lock;
+use crate::region::binding::{may_remove, PendingDelete, Removing, Verdict};
+use crate::region::wal::{Record, MANY_MAX};
+use crate::region::Tally;
+use crate::sql::batch::batch_record;
+use crate::sql::named::log::log;
+
+/// Deletes are applied at most this often per binding by writers' statements
+/// (in microseconds), so that a stream of small statements does not scan the
+/// queue each time.
+const APPLY_EVERY_US: i64 = 100_000;
+
+/// What to do with a queued delete, given the horizon and the oldest
+/// transaction whose status is still kept.
+fn verdict(
+    e: &PendingDelete,
+    horizon: pg_sys::TransactionId,
+    next: u64,
+    oldest_clog: pg_sys::TransactionId,
+) -> Verdict {
+    // An entry from more than 2^31 transactions ago cannot be told from a
+    // newer one by its 32-bit ID: its key stays (a false positive).
+    if next.saturating_sub(e.fxid) >= 1 << 31 {
+        return Verdict::Discard;
+    }
+    let xid = pg_sys::TransactionId::from(e.fxid as u32);
+    // SAFETY: status lookups of a normal transaction ID of this cluster,
+    // newer than the oldest one whose status is kept (checked first).
+    unsafe {
+        if pg_sys::TransactionIdPrecedes(xid, oldest_clog) {
+            return Verdict::Discard;
+        }
+        if pg_sys::TransactionIdIsCurrentTransactionId(xid) || pg_sys::TransactionIdIsInProgress(xid) {
+            return Verdict::Wait;
+        }
+        if pg_sys::TransactionIdDidCommit(xid) {
+            if pg_sys::TransactionIdPrecedes(xid, horizon) {
+                Verdict::Apply
+            } else {
+                Verdict::Wait
+            }
+        } else {
+            Verdict::Discard
+        }
+    }
+}
+
+/// Applies binding `b`'s safe deletes if there are any and (unless `now`) it
+/// was not done in the last tenth of a second. `rel` is the bound table (or
+/// one of its partitions), for the horizon.
+pub(super) fn maybe_apply(b: &mut Binding, rel: pg_sys::Relation, now: bool) -> u64 {
+    // SAFETY: plain reads of this process's state.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        return 0;
+    }
+    let a = super::shared::area();
+    let s = a.slot(b.slot);
+    if s.pending.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    // SAFETY: reads the clock.
+    let t = unsafe { pg_sys::GetCurrentTimestamp() };
+    let last = s.last_apply.load(Ordering::Relaxed) as i64;
+    if !now && t - last < APPLY_EVERY_US && t >= last {
+        return 0;
+    }
+    s.last_apply.store(t as u64, Ordering::Relaxed);
+    // SAFETY: horizon and counters of this cluster; rel is open.
+    let (horizon, next, oldest_clog) = unsafe {
+        (
+            pg_sys::GetOldestNonRemovableTransactionId(rel),
+            pg_sys::ReadNextFullTransactionId().value,
+            (*pg_sys::ShmemVariableCache).oldestClogXid,
+        )
+    };
+    let mut ready = Vec::new();
+    with_lock(|a, lk| a.take(lk, b.slot, |e| verdict(e, horizon, next, oldest_clog), &mut ready));
+    if ready.is_empty() {
+        return 0;
+    }
+    remove(b, &ready)
+}
+
+/// Removes a copy of each ready delete's key (where the pair is not
+/// saturated), logging the batch's horizon first and the removals after.
+fn remove(b: &mut Binding, ready: &[PendingDelete]) -> u64 {
+    let s = super::shared::area().slot(b.slot);
+    let newest = ready.iter().map(|e| e.fxid).max().map(|f| f as u32).unwrap_or(0);
+    let db = crate::sql::named::call::current_db();
+    let done = b.target.write(c"applying deletes to a bound durable cuckoo filter", |chain, gen| {
+        let _turn = Removing::start(s.gate());
+        if gen != 0 {
+            log(&Record::Horizon { gen, db, xid: newest });
+        }
+        let mut removed = Vec::new();
+        let mut refused = 0u64;
+        for e in ready {
+            if may_remove(chain.copies(e.hash)) && chain.delete(e.hash) == crate::filter::Deleted::Removed {
+                removed.push(e.hash);
+            } else {
+                refused += 1;
+            }
+        }
+        if gen != 0 {
+            for chunk in removed.chunks(MANY_MAX) {
+                log(&batch_record(gen, chunk, false));
+            }
+        }
+        (removed.len() as u64, refused)
+    });
+    match done {
+        Some((removed, refused)) => {
+            b.target.count(&Tally { deleted: removed, ..Tally::default() });
+            s.applied.fetch_add(removed, Ordering::Relaxed);
+            s.refused.fetch_add(refused, Ordering::Relaxed);
+            removed
+        }
+        None => {
+            // The filter was replaced or dropped meanwhile: these deletes are
+            // of versions the old one held; their keys stay where they are.
+            s.refused.fetch_add(ready.len() as u64, Ordering::Relaxed);
+            0
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! A binding as one backend uses it: its filter (found by name), its shared
+//! slot, the bound column in each relation that fires its triggers (with a
+//! hasher for it), and the keys and deletes of the statement running; and
+//! how a statement's keys go into the filter (a copy per version, up to the
+//! cap, by the remover gate's rules: `region::binding`).
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::shared::{area, with_lock};
+use crate::filter::{vec_filled, Full};
+use crate::region::binding::versions_to_copy;
+use crate::region::wal::MANY_MAX;
+use crate::region::Tally;
+use crate::sql::batch::{batch_record, log_refused};
+use crate::sql::keys::{key_type_of, KeyHasher};
+use crate::sql::named::call::BoundTarget;
+use crate::sql::named::errors::fail;
+use crate::sql::named::log::log;
+
+/// How one relation's rows give the key of a binding: the bound column's
+/// number and type in that relation (a partition's may differ from its
+/// parent's), and the hasher for it.
+pub(super) struct Column {
+    relid: pg_sys::Oid,
+    /// The tuple descriptor the column was found in: a new one (after DDL)
+    /// makes the trigger look the column up again.
+    tupdesc: pg_sys::TupleDesc,
+    attnum: i16,
+    hasher: Box<KeyHasher>,
+}
+
+/// A binding as this backend uses it: its filter, its shared slot, and the
+/// keys and deletes of the statement running.
+pub(super) struct Binding {
+    pub name: String,
+    col: String,
+    pub target: BoundTarget,
+    pub slot: usize,
+    pub epoch: u32,
+    columns: Vec<Column>,
+    pub inserts: Vec<u64>,
+    pub deletes: Vec<(u64, u64)>,
+}
+
+thread_local! {
+    pub(super) static BINDINGS: RefCell<Vec<Binding>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The memory every binding's hashers keep: this backend's life.
+fn hasher_context() -> pg_sys::MemoryContext {
+    // SAFETY: TopMemoryContext lives as long as the backend.
+    unsafe { pg_sys::TopMemoryContext }
+}
+
+/// The filter under a binding's name, or the error that says it is missing.
+pub(super) fn target_of(name: &str) -> BoundTarget {
+    match BoundTarget::find(name) {
+        Some(t) => t,
+        None => fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!("cuckoo filter \"{name}\" bound to a table is missing or needs a reload"),
+            Some("Rebuild it from its table with cf_rebuild()."),
+        ),
+    }
+}
+
+/// The shared slot of binding `name` of this database (claimed if need be).
+pub(super) fn slot_of(name: &str) -> (usize, u32) {
+    let db = crate::sql::named::call::current_db();
+    match with_lock(|a, lk| a.slot_for(lk, db, name)) {
+        Some(s) => s,
+        None => fail(
+            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            format!("no slot is free for cuckoo filter \"{name}\" bound to a table"),
+            Some("Raise cuckoo.max_bound_filters (a restart is needed), or unbind filters no longer used."),
+        ),
+    }
+}
+
+/// Runs `f` on this backend's state of binding `name` (bound to column `col`),
+/// loading it if need be. `None` when the binding's filter is missing (it
+/// needs a rebuild; nothing uses it until then, so its table's writes are
+/// not followed).
+pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding) -> T) -> Option<T> {
+    BINDINGS.with(|bs| {
+        let mut bs = bs.borrow_mut();
+        let at = match bs.iter().position(|b| b.name == name) {
+            Some(i) => {
+                let a = area();
+                let b = &bs[i];
+                if !a.current(b.slot, b.epoch) || b.col != col {
+                    // Unbound since (or bound again): load it afresh.
+                    bs.remove(i);
+                    None
+                } else {
+                    Some(i)
+                }
+            }
+            None => None,
+        };
+        let i = match at {
+            Some(i) => i,
+            None => {
+                let target = BoundTarget::find(name)?;
+                let (slot, epoch) = slot_of(name);
+                bs.push(Binding {
+                    name: name.to_string(),
+                    col: col.to_string(),
+                    target,
+                    slot,
+                    epoch,
+                    columns: Vec::new(),
+                    inserts: Vec::new(),
+                    deletes: Vec::new(),
+                });
+                bs.len() - 1
+            }
+        };
+        Some(f(&mut bs[i]))
+    })
+}
+
+impl Binding {
+    /// The column of relation `rel` that holds the key, checked against the
+    /// relation's current tuple descriptor.
+    ///
+    /// # Safety
+    /// `rel` is an open relation.
+    pub(super) unsafe fn column(&mut self, rel: pg_sys::Relation) -> &mut Column {
+        // SAFETY: as documented.
+        unsafe {
+            let relid = (*rel).rd_id;
+            let tupdesc = (*rel).rd_att;
+            if let Some(i) = self.columns.iter().position(|c| c.relid == relid) {
+                if self.columns[i].tupdesc == tupdesc {
+                    return &mut self.columns[i];
+                }
+                self.columns.remove(i);
+            }
+            // A trigger made by hand on another table may name this binding.
+            super::catalog::require_bound(&self.name, relid, &self.col);
+            let (attnum, typid, collation) = find_column(rel, &self.col).unwrap_or_else(|| {
+                fail(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                    format!(
+                        "column \"{}\" of relation \"{}\", to which cuckoo filter \"{}\" is bound, does not exist",
+                        self.col,
+                        relation_name(rel),
+                        self.name
+                    ),
+                    Some("Unbind the filter (cf_unbind) or bind it again."),
+                )
+            });
+            if key_type_of(typid) != self.target.key {
+                fail(
+                    PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                    format!(
+                        "column \"{}\" of relation \"{}\" is no longer of the type cuckoo filter \"{}\" was bound with",
+                        self.col,
+                        relation_name(rel),
+                        self.name
+                    ),
+                    Some("Unbind the filter (cf_unbind) and bind it again."),
+                );
+            }
+            let mut hasher: Box<KeyHasher> = Box::new(std::mem::zeroed());
+            hasher.resolve_type(typid, collation, hasher_context());
+            hasher.prepare(self.target.key, hasher_context());
+            self.columns.push(Column { relid, tupdesc, attnum, hasher });
+            self.columns.last_mut().unwrap()
+        }
+    }
+
+    /// Flushes the statement's keys: inserts into the filter, deletes into
+    /// the queue.
+    pub(super) fn flush(&mut self) {
+        if !self.inserts.is_empty() {
+            let hs = std::mem::take(&mut self.inserts);
+            add_versions(self, &hs);
+        }
+        if !self.deletes.is_empty() {
+            let ds = std::mem::take(&mut self.deletes);
+            let (slot, epoch) = (self.slot, self.epoch);
+            with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
+        }
+    }
+}
+
+/// The column named `col` of `rel`: its number, type and collation.
+///
+/// # Safety
+/// `rel` is an open relation.
+pub(super) unsafe fn find_column(rel: pg_sys::Relation, col: &str) -> Option<(i16, pg_sys::Oid, pg_sys::Oid)> {
+    // SAFETY: as documented; the descriptor's attributes are read in place.
+    unsafe {
+        let td = (*rel).rd_att;
+        let attrs = (*td).attrs.as_slice((*td).natts as usize);
+        attrs.iter().find_map(|a| {
+            let name = CStr::from_ptr(a.attname.data.as_ptr()).to_str().ok()?;
+            (!a.attisdropped && name == col).then_some((a.attnum, a.atttypid, a.attcollation))
+        })
+    }
+}
+
+/// A relation's name, for messages.
+///
+/// # Safety
+/// `rel` is an open relation.
+pub(super) unsafe fn relation_name(rel: pg_sys::Relation) -> String {
+    // SAFETY: as documented.
+    unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()).to_string_lossy().into_owned() }
+}
+
+/// The key of the row in `slot` as the column hashes it (None: NULL).
+///
+/// # Safety
+/// `slot` holds a row of the relation `col` was found in.
+pub(super) unsafe fn key_of(col: &mut Column, slot: *mut pg_sys::TupleTableSlot, seed: u64) -> Option<u64> {
+    // SAFETY: as documented; slot_getsomeattrs_int deforms up to the column.
+    unsafe {
+        let n = col.attnum as usize;
+        if ((*slot).tts_nvalid as usize) < n {
+            pg_sys::slot_getsomeattrs_int(slot, n as i32);
+        }
+        if *(*slot).tts_isnull.add(n - 1) {
+            return None;
+        }
+        let d = *(*slot).tts_values.add(n - 1);
+        col.hasher.hash_datum_for(d, seed)
+    }
+}
+
+/// Adds a copy of each key in `hs` whose pair is not saturated (see
+/// `region::binding`), logging them before they take effect; the statement
+/// fails if the filter is full.
+pub(super) fn add_versions(b: &mut Binding, hs: &[u64]) {
+    let gate = area().slot(b.slot).gate();
+    let mut tries = 0;
+    loop {
+        let done = b.target.write(c"writing a table bound to a durable cuckoo filter", |chain, gen| {
+            let mut saturated = 0;
+            let add = versions_to_copy(gate, hs, |h| chain.copies(h), &mut saturated);
+            let chosen: Vec<u64> = hs.iter().zip(&add).filter(|(_, &a)| a).map(|(&h, _)| h).collect();
+            let mut tally = Tally::default();
+            let mut refused = 0;
+            for chunk in chosen.chunks(MANY_MAX) {
+                let end = (gen != 0).then(|| log(&batch_record(gen, chunk, true)));
+                let mut out = vec_filled(chunk.len(), Err(Full));
+                chain.insert_many(chunk, false, &mut out, &mut tally.op);
+                let no: Vec<(u32, u64)> =
+                    out.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| (i as u32, chunk[i])).collect();
+                tally.stored += (chunk.len() - no.len()) as u64;
+                refused += no.len();
+                if let Some(end) = end {
+                    log_refused(gen, end, no);
+                }
+                if refused > 0 {
+                    break;
+                }
+            }
+            (saturated, refused, tally)
+        });
+        match done {
+            Some((saturated, refused, tally)) => {
+                b.target.count(&tally);
+                area().slot(b.slot).saturated.fetch_add(saturated, std::sync::atomic::Ordering::Relaxed);
+                if refused > 0 {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
+                        format!("cuckoo filter \"{}\" bound to a table is full: {refused} keys could not be added", b.name),
+                        Some("The rows are not written. Raise cuckoo.shared_memory or the caps on filter bytes, or rebuild the filter (cf_rebuild)."),
+                    );
+                }
+                return;
+            }
+            None => {
+                // Replaced (a rebuild) or dropped since it was found.
+                tries += 1;
+                let now = target_of(&b.name);
+                if now.seed != b.target.seed || now.key != b.target.key || tries > 100 {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        format!("cuckoo filter \"{}\" bound to a table was replaced during the statement", b.name),
+                        Some("Retry the statement."),
+                    );
+                }
+                b.target = now;
+            }
+        }
+    }
+}
+
+/// Forgets every binding's statement keys (a failed statement or
+/// transaction: its rows never existed for anyone).
+pub(super) fn forget_all() {
+    BINDINGS.with(|bs| {
+        if let Ok(mut bs) = bs.try_borrow_mut() {
+            for b in bs.iter_mut() {
+                b.inserts.clear();
+                b.deletes.clear();
+            }
+        }
+    });
+}
+
+/// Forgets this backend's state of binding `name` (it was unbound or rebuilt).
+pub(super) fn forget(name: &str) {
+    BINDINGS.with(|bs| bs.borrow_mut().retain(|b| b.name != name));
+}
+
+/// Runs `f` on this backend's state of binding `name` with column `col`.
+pub(super) fn with_loaded<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding) -> T) -> Option<T> {
+    with_binding(name, col, f)
+}

@@ -1,0 +1,210 @@
+//! Filling a bound filter from its table (`cf_bind`, `cf_rebuild`): every row
+//! version that some snapshot may still see gives its key a copy (up to the
+//! cap, see `region::binding`), and a version already deleted (by a
+//! transaction still running, or committed but not yet older than every
+//! snapshot) also queues its delete, as its deleting transaction's trigger
+//! would have.
+//!
+//! The table is read with `SnapshotAny`, each tuple judged as VACUUM judges
+//! it (`HeapTupleSatisfiesVacuum` against the horizon taken before the scan):
+//! dead tuples are left out, every other one is in. The caller holds a lock
+//! that keeps writers out for the fill (`SHARE ROW EXCLUSIVE`), so no
+//! version appears or dies unseen while the table is read.
+
+use std::sync::atomic::Ordering;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::binding::{find_column, relation_name, target_of};
+use super::shared::with_lock;
+use crate::filter::{vec_filled, Full};
+use crate::region::binding::COPY_CAP;
+use crate::region::wal::MANY_MAX;
+use crate::region::Tally;
+use crate::sql::batch::{batch_record, log_refused};
+use crate::sql::keys::KeyHasher;
+use crate::sql::named::errors::fail;
+use crate::sql::named::log::log;
+
+/// The full transaction ID of a 32-bit one no older than 2^31 transactions.
+fn full_xid(xid: pg_sys::TransactionId) -> u64 {
+    // SAFETY: reads the next transaction ID.
+    let next = unsafe { pg_sys::ReadNextFullTransactionId().value };
+    let x = xid.into_inner() as u64;
+    let (epoch, lo) = (next >> 32, next & 0xFFFF_FFFF);
+    if x > lo && epoch > 0 {
+        ((epoch - 1) << 32) | x
+    } else {
+        (epoch << 32) | x
+    }
+}
+
+/// Reads the table `relid` for binding `name` (bound to column `col`) and
+/// fills its filter; returns the row versions whose keys it holds now.
+pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
+    super::binding::forget(name);
+    let target = target_of(name);
+    // A fresh slot: deletes queued for the contents this fill replaces are
+    // dropped with the old epoch.
+    let db = crate::sql::named::call::current_db();
+    let (slot, epoch) = with_lock(|a, lk| {
+        if let Some(i) = a.find(db, name) {
+            a.release(lk, i);
+        }
+        a.slot_for(lk, db, name)
+    })
+    .unwrap_or_else(|| super::binding::slot_of(name));
+    let mut keys: Vec<u64> = Vec::new();
+    let mut deletes: Vec<(u64, u64)> = Vec::new();
+    // SAFETY: the relation is opened and closed here; tuples are read under
+    // their buffer's share lock for the visibility test, as index builds do.
+    unsafe {
+        let rel = pg_sys::table_open(relid, pg_sys::AccessShareLock as i32);
+        if (*rel).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
+            fail(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("cannot bind a cuckoo filter to \"{}\": only heap tables can be bound", relation_name(rel)),
+                None,
+            );
+        }
+        let Some((attnum, typid, collation)) = find_column(rel, col) else {
+            fail(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                format!("column \"{col}\" of relation \"{}\" does not exist", relation_name(rel)),
+                None,
+            )
+        };
+        let mcxt = pg_sys::CurrentMemoryContext;
+        let mut hasher: KeyHasher = std::mem::zeroed();
+        hasher.resolve_type(typid, collation, mcxt);
+        hasher.prepare(target.key, mcxt);
+        let horizon = pg_sys::GetOldestNonRemovableTransactionId(rel);
+        let slot_ = pg_sys::MakeSingleTupleTableSlot((*rel).rd_att, &pg_sys::TTSOpsHeapTuple);
+        let flags = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+            | pg_sys::ScanOptions::SO_ALLOW_STRAT
+            | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE;
+        let scan = pg_sys::heap_beginscan(
+            rel,
+            &raw mut pg_sys::SnapshotAnyData,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            flags,
+        );
+        let hscan = scan as *mut pg_sys::HeapScanDescData;
+        let mut n = 0usize;
+        loop {
+            let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tup.is_null() {
+                break;
+            }
+            n += 1;
+            if n.is_multiple_of(4096) {
+                pgrx::check_for_interrupts!();
+            }
+            let buf = (*hscan).rs_cbuf;
+            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as i32);
+            let state = pg_sys::HeapTupleSatisfiesVacuum(tup, horizon, buf);
+            let deleter = match state {
+                pg_sys::HTSV_Result::HEAPTUPLE_RECENTLY_DEAD | pg_sys::HTSV_Result::HEAPTUPLE_DELETE_IN_PROGRESS => {
+                    let h = (*tup).t_data;
+                    let xmax = if (*h).t_infomask as u32 & pg_sys::HEAP_XMAX_IS_MULTI != 0 {
+                        pg_sys::HeapTupleGetUpdateXid(h)
+                    } else {
+                        (*h).t_choice.t_heap.t_xmax
+                    };
+                    Some(xmax)
+                }
+                _ => None,
+            };
+            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+            if state == pg_sys::HTSV_Result::HEAPTUPLE_DEAD {
+                continue;
+            }
+            pg_sys::ExecStoreHeapTuple(tup, slot_, false);
+            pg_sys::slot_getsomeattrs_int(slot_, attnum as i32);
+            let at = attnum as usize - 1;
+            if *(*slot_).tts_isnull.add(at) {
+                pg_sys::ExecClearTuple(slot_);
+                continue;
+            }
+            let d = *(*slot_).tts_values.add(at);
+            if let Some(h) = hasher.hash_datum_for(d, target.seed) {
+                crate::filter::push(&mut keys, h);
+                if let Some(x) = deleter {
+                    if x != pg_sys::InvalidTransactionId {
+                        crate::filter::push(&mut deletes, (h, full_xid(x)));
+                    }
+                }
+            }
+            pg_sys::ExecClearTuple(slot_);
+        }
+        pg_sys::heap_endscan(scan);
+        pg_sys::ExecDropSingleTupleTableSlot(slot_);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+    }
+    let versions = keys.len() as i64;
+    // A copy per version, up to the cap per key.
+    keys.sort_unstable();
+    let mut copies: Vec<u64> = crate::filter::vec_with_capacity(keys.len());
+    let mut i = 0;
+    while i < keys.len() {
+        let mut j = i;
+        while j < keys.len() && keys[j] == keys[i] {
+            j += 1;
+        }
+        for _ in 0..(j - i).min(COPY_CAP as usize) {
+            copies.push(keys[i]);
+        }
+        i = j;
+    }
+    drop(keys);
+    let saturated = versions as u64 - copies.len() as u64;
+    for chunk in copies.chunks(MANY_MAX * 16) {
+        pgrx::check_for_interrupts!();
+        let done = target.write(c"filling a bound durable cuckoo filter", |chain, gen| {
+            let mut tally = Tally::default();
+            let mut refused = 0;
+            for part in chunk.chunks(MANY_MAX) {
+                let end = (gen != 0).then(|| log(&batch_record(gen, part, true)));
+                let mut out = vec_filled(part.len(), Err(Full));
+                chain.insert_many(part, false, &mut out, &mut tally.op);
+                let no: Vec<(u32, u64)> =
+                    out.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| (i as u32, part[i])).collect();
+                tally.stored += (part.len() - no.len()) as u64;
+                refused += no.len();
+                if let Some(end) = end {
+                    log_refused(gen, end, no);
+                }
+                if refused > 0 {
+                    break;
+                }
+            }
+            (refused, tally)
+        });
+        match done {
+            Some((refused, tally)) => {
+                target.count(&tally);
+                if refused > 0 {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
+                        format!("cuckoo filter \"{name}\" is full: {refused} keys of its table could not be added"),
+                        Some("Raise cuckoo.shared_memory or the caps on filter bytes, or bind with a higher false-positive rate."),
+                    );
+                }
+            }
+            None => fail(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("cuckoo filter \"{name}\" was dropped or replaced while it was filled"),
+                None,
+            ),
+        }
+    }
+    let s = super::shared::area().slot(slot);
+    s.saturated.fetch_add(saturated, Ordering::Relaxed);
+    for chunk in deletes.chunks(MANY_MAX) {
+        with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
+    }
+    versions
+}

@@ -1,0 +1,250 @@
+//! Named filters bound to a table column (`cf_bind`): kept in step with the
+//! table by triggers, so that every row version any live snapshot can see
+//! has its key in the filter (issue 33).
+//!
+//! - `shared`: the settings and the shared state beside the region (slots,
+//!   the queue of pending deletes) with its lock;
+//! - `catalog`: what `cuckoo_bindings` says a binding is;
+//! - `binding`: a binding as a backend uses it, and how keys go into its
+//!   filter;
+//! - `apply`: queued deletes applied once no snapshot can see their rows;
+//! - `trigger`: the row and statement triggers and the transaction callbacks;
+//! - `fill`: a filter filled from its table.
+//!
+//! The SQL side (`cf_bind`, `cf_unbind`, `cf_rebuild`, the triggers they
+//! make) is `sql/src/bound.sql`; the rules the filter's contents keep (a
+//! copy per version up to a cap, the remover gate) are `region::binding`.
+//! Each module uses only those listed above it.
+
+pub mod apply;
+pub mod binding;
+pub mod catalog;
+pub mod fill;
+pub mod shared;
+pub mod trigger;
+
+use std::sync::atomic::Ordering;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::sql::named::errors::fail;
+
+/// From `_PG_init`: when preloaded, the settings and the shared state.
+pub fn init() {
+    // SAFETY: a flag of the process loading the library.
+    if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        shared::init();
+    }
+}
+
+/// Text argument `n` of a strict function.
+///
+/// # Safety
+/// Argument `n` of `fcinfo` is a non-null text datum.
+unsafe fn text(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> String {
+    // SAFETY: as documented.
+    unsafe {
+        let d = (*fcinfo).args.as_slice(n + 1)[n].value;
+        let t = pg_sys::text_to_cstring(d.cast_mut_ptr());
+        let s = std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned();
+        pg_sys::pfree(t as *mut std::ffi::c_void);
+        s
+    }
+}
+
+/// Refuses the call unless the current role owns table `relid` (42501).
+fn require_owner(relid: pg_sys::Oid) {
+    // SAFETY: catalog lookups of an existing relation.
+    unsafe {
+        if !pg_sys::pg_class_ownercheck(relid, pg_sys::GetUserId()) {
+            let name = std::ffi::CStr::from_ptr(pg_sys::get_rel_name(relid)).to_string_lossy().into_owned();
+            fail(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, format!("must be owner of table {name}"), None);
+        }
+    }
+}
+
+/// Runs `f` as the bootstrap superuser (the catalog's rows are written only
+/// through the checks of the functions below), restoring the caller's role
+/// after (also on error, by the transaction's cleanup).
+fn as_catalog_owner<T>(f: impl FnOnce() -> T) -> T {
+    let (mut user, mut ctx) = (pg_sys::InvalidOid, 0);
+    // SAFETY: saves and switches the current user for the duration of `f`, as
+    // PostgreSQL's own maintenance commands do.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut ctx);
+        pg_sys::SetUserIdAndSecContext(
+            pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID),
+            ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
+        );
+    }
+    let out = f();
+    // SAFETY: restores what was saved above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, ctx) };
+    out
+}
+
+v1_functions! {
+    /// `cf_bound_register(name text, tab regclass, col text, fpp float8,
+    /// durable boolean) -> void`: records a binding (cf_bind calls it), for a
+    /// caller that owns the table and the named filter `name`.
+    fn cf_bound_register(fcinfo) {
+        // SAFETY: strict; text, regclass, text, float8, boolean.
+        unsafe {
+            let name = text(fcinfo, 0);
+            let args = (*fcinfo).args.as_slice(5);
+            let relid = pg_sys::Oid::from(args[1].value.value() as u32);
+            let col = text(fcinfo, 2);
+            let fpp = f64::from_bits(args[3].value.value() as u64);
+            let durable = args[4].value.value() != 0;
+            require_owner(relid);
+            let t = binding::target_of(&name);
+            if t.owner() != pg_sys::GetUserId().to_u32() {
+                fail(
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    format!("must be owner of cuckoo filter \"{name}\" to bind it"),
+                    None,
+                );
+            }
+            let q = format!(
+                "INSERT INTO {} (name, tab, col, fpp, durable, bound_by) VALUES ($1, $2, $3, $4, $5, $6)",
+                catalog::bindings_table()
+            );
+            let me = pg_sys::GetUserId();
+            as_catalog_owner(|| {
+                pgrx::spi::Spi::run_with_args(
+                    &q,
+                    &[name.as_str().into(), relid.into(), col.as_str().into(), fpp.into(), durable.into(), me.into()],
+                )
+            })
+            .unwrap_or_else(|e| {
+                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not record the binding: {e}"), None)
+            });
+            pg_sys::Datum::from(0usize)
+        }
+    }
+
+    /// `cf_bound_unregister(name text) -> void`: removes a binding's row
+    /// (cf_unbind calls it), for the owner of its table.
+    fn cf_bound_unregister(fcinfo) {
+        // SAFETY: strict; text.
+        unsafe {
+            let name = text(fcinfo, 0);
+            let Some((tab, _)) = catalog::binding(&name) else {
+                fail(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("cuckoo filter \"{name}\" is not bound to a table"),
+                    None,
+                )
+            };
+            require_owner(tab);
+            let q = format!("DELETE FROM {} WHERE name = $1", catalog::bindings_table());
+            as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into()])).unwrap_or_else(|e| {
+                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not remove the binding: {e}"), None)
+            });
+            pg_sys::Datum::from(0usize)
+        }
+    }
+
+    /// `cf_bound_fill(name text, tab regclass, col text) -> bigint`: fills
+    /// binding `name`'s filter from its table (cf_bind and cf_rebuild call
+    /// it, holding a lock that keeps writers out); the row versions whose
+    /// keys it holds.
+    fn cf_bound_fill(fcinfo) {
+        // SAFETY: strict; text, regclass, text.
+        unsafe {
+            let name = text(fcinfo, 0);
+            let relid = pg_sys::Oid::from((*fcinfo).args.as_slice(3)[1].value.value() as u32);
+            let col = text(fcinfo, 2);
+            require_owner(relid);
+            catalog::require_bound(&name, relid, &col);
+            pg_sys::Datum::from(fill::fill(&name, relid, &col))
+        }
+    }
+
+    /// `cf_bound_release(name text) -> void`: frees binding `name`'s shared
+    /// slot and its queued deletes (cf_unbind, as the binding's table owner).
+    fn cf_bound_release(fcinfo) {
+        // SAFETY: strict; text.
+        unsafe {
+            let name = text(fcinfo, 0);
+            if let Some((tab, _)) = catalog::binding(&name) {
+                require_owner(tab);
+            }
+            binding::forget(&name);
+            let db = crate::sql::named::call::current_db();
+            shared::with_lock(|a, lk| {
+                if let Some(i) = a.find(db, &name) {
+                    a.release(lk, i);
+                }
+            });
+            pg_sys::Datum::from(0usize)
+        }
+    }
+
+    /// `cf_bound_present(name text) -> boolean`: whether bound filter `name`
+    /// is in shared memory and usable (for the `cuckoo_filters` view; the
+    /// names of bindings are public, as their rows are).
+    fn cf_bound_present(fcinfo) {
+        // SAFETY: strict; text.
+        unsafe {
+            let name = text(fcinfo, 0);
+            let bound = catalog::binding(&name).is_some();
+            let present = bound
+                && shared::area_if_loaded().is_some()
+                && crate::sql::named::call::BoundTarget::find(&name).is_some();
+            pg_sys::Datum::from(present)
+        }
+    }
+
+    /// `cf_apply_deletes(name text) -> bigint`: applies binding `name`'s
+    /// queued deletes that are safe now (their transactions committed and
+    /// no snapshot can see their rows); the keys removed.
+    fn cf_apply_deletes(fcinfo) {
+        // SAFETY: strict; text.
+        unsafe {
+            let name = text(fcinfo, 0);
+            let Some((tab, col)) = catalog::binding(&name) else {
+                fail(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("cuckoo filter \"{name}\" is not bound to a table"),
+                    None,
+                )
+            };
+            let rel = pg_sys::table_open(tab, pg_sys::AccessShareLock as i32);
+            let n = binding::with_loaded(&name, &col, |b| apply::maybe_apply(b, rel, true)).unwrap_or(0);
+            pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+            pg_sys::Datum::from(n as i64)
+        }
+    }
+}
+
+/// `cuckoo_bound_rows()`: the counters of this database's bindings in use
+/// (since the server started).
+#[pg_extern(volatile, parallel_safe, sql = false)]
+#[allow(clippy::type_complexity)]
+fn cuckoo_bound_rows() -> TableIterator<
+    'static,
+    (
+        name!(name, String),
+        name!(pending_deletes, i64),
+        name!(dropped_deletes, i64),
+        name!(applied_deletes, i64),
+        name!(refused_deletes, i64),
+        name!(saturated_versions, i64),
+    ),
+> {
+    let Some(a) = shared::area_if_loaded() else { return TableIterator::new(Vec::new()) };
+    let db = crate::sql::named::call::current_db();
+    let rows: Vec<_> = a
+        .claimed()
+        .into_iter()
+        .filter(|(_, d, _)| *d == db)
+        .map(|(i, _, n)| {
+            let s = a.slot(i);
+            let g = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as i64;
+            (n, g(&s.pending), g(&s.dropped), g(&s.applied), g(&s.refused), g(&s.saturated))
+        })
+        .collect();
+    TableIterator::new(rows)
+}

@@ -1,0 +1,192 @@
+//! The triggers that keep a bound filter in step with its table: the row
+//! trigger (`cf_bound_row`) that hashes each written row's key, the statement
+//! trigger (`cf_bound_flush`) that hands the statement's keys to the filter
+//! and its deletes to the queue, and the transaction callbacks that do the
+//! same before a commit or a `PREPARE TRANSACTION` (for writers that fire
+//! row triggers only, as logical replication's apply does) and forget them
+//! on an abort.
+//!
+//! A row version's key is in the filter before its transaction can commit:
+//! inserts are flushed at the end of each statement, and at the latest just
+//! before the commit record. A deleted version's key is queued with the ID
+//! of the (sub)transaction that deleted it (`apply` takes it out later). An
+//! `UPDATE` whose new version's key hashes as the old one's changes nothing.
+//! Keys buffered when a statement or subtransaction fails belong to rows that
+//! never existed for anyone and are dropped.
+
+use std::ffi::CStr;
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use super::apply;
+use super::binding::{forget_all, key_of, with_binding, BINDINGS};
+use crate::region::wal::MANY_MAX;
+use crate::sql::named::errors::fail;
+
+/// The full ID of the current (sub)transaction, assigning one if need be.
+fn current_fxid() -> u64 {
+    // SAFETY: assigns or reads the current subtransaction's ID.
+    unsafe { pg_sys::GetCurrentFullTransactionId().value }
+}
+
+/// Flushes every binding's statement keys; then, for the relation `rel` if
+/// given, applies the deletes that became safe.
+pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
+    let names: Vec<String> = BINDINGS.with(|bs| {
+        let mut bs = bs.borrow_mut();
+        for b in bs.iter_mut() {
+            b.flush();
+        }
+        bs.iter().map(|b| b.name.clone()).collect()
+    });
+    if let Some(rel) = rel {
+        for name in names {
+            BINDINGS.with(|bs| {
+                let mut bs = bs.borrow_mut();
+                if let Some(b) = bs.iter_mut().find(|b| b.name == name) {
+                    apply::maybe_apply(b, rel, false);
+                }
+            });
+        }
+    }
+}
+
+static mut CALLBACKS: bool = false;
+
+/// Registers the transaction callbacks once per backend.
+fn register_callbacks() {
+    // SAFETY: backend-local flag; the callbacks stay registered for the
+    // backend's life.
+    unsafe {
+        if CALLBACKS {
+            return;
+        }
+        pg_sys::RegisterXactCallback(Some(at_xact), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(at_subxact), std::ptr::null_mut());
+        CALLBACKS = true;
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    match event {
+        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => flush_all(None),
+        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => forget_all(),
+        _ => {}
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn at_subxact(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        forget_all();
+    }
+}
+
+/// The trigger's data, or the error for a call outside a trigger.
+///
+/// # Safety
+/// `fcinfo` is a valid frame.
+unsafe fn trigger_data(fcinfo: pg_sys::FunctionCallInfo, what: &str) -> *mut pg_sys::TriggerData {
+    // SAFETY: as documented; the context is a node when set.
+    unsafe {
+        let ctx = (*fcinfo).context;
+        if ctx.is_null() || (*ctx).type_ != pg_sys::NodeTag::T_TriggerData {
+            fail(
+                PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+                format!("{what} must be called as a trigger"),
+                None,
+            );
+        }
+        ctx as *mut pg_sys::TriggerData
+    }
+}
+
+/// The trigger's arguments.
+///
+/// # Safety
+/// `td` is a valid trigger call's data.
+unsafe fn trigger_args(td: *mut pg_sys::TriggerData) -> Vec<String> {
+    // SAFETY: as documented: tgargs holds tgnargs C strings.
+    unsafe {
+        let t = (*td).tg_trigger;
+        (0..(*t).tgnargs as usize).map(|i| CStr::from_ptr(*(*t).tgargs.add(i)).to_string_lossy().into_owned()).collect()
+    }
+}
+
+v1_functions! {
+    /// `cf_bound_row()`: the `AFTER INSERT OR UPDATE OR DELETE ... FOR EACH
+    /// ROW` trigger of a bound table, with the binding's name and column as
+    /// arguments.
+    fn cf_bound_row(fcinfo) {
+        // SAFETY: called by the trigger manager with a TriggerData context.
+        unsafe {
+            let td = trigger_data(fcinfo, "cf_bound_row()");
+            let ev = (*td).tg_event;
+            if ev & pg_sys::TRIGGER_EVENT_ROW == 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
+                fail(
+                    PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+                    "cf_bound_row() must be an AFTER ... FOR EACH ROW trigger".into(),
+                    None,
+                );
+            }
+            let args = trigger_args(td);
+            let [name, col] = args.as_slice() else {
+                fail(
+                    PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+                    "cf_bound_row() takes the binding's name and column".into(),
+                    None,
+                )
+            };
+            register_callbacks();
+            let rel = (*td).tg_relation;
+            let full = with_binding(name, col, |b| {
+                let seed = b.target.seed;
+                let c = b.column(rel);
+                let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
+                let (old, new) = match op {
+                    pg_sys::TRIGGER_EVENT_INSERT => (None, key_of(c, (*td).tg_trigslot, seed)),
+                    pg_sys::TRIGGER_EVENT_DELETE => (key_of(c, (*td).tg_trigslot, seed), None),
+                    pg_sys::TRIGGER_EVENT_UPDATE => {
+                        (key_of(c, (*td).tg_trigslot, seed), key_of(c, (*td).tg_newslot, seed))
+                    }
+                    _ => (None, None),
+                };
+                if old.is_some() && old == new {
+                    return false;
+                }
+                if let Some(h) = new {
+                    b.inserts.push(h);
+                }
+                if let Some(h) = old {
+                    b.deletes.push((h, current_fxid()));
+                }
+                b.inserts.len() >= MANY_MAX || b.deletes.len() >= MANY_MAX
+            });
+            if full == Some(true) {
+                with_binding(name, col, |b| b.flush());
+            }
+            pg_sys::Datum::from(0usize)
+        }
+    }
+
+    /// `cf_bound_flush()`: the `AFTER INSERT OR UPDATE OR DELETE ... FOR EACH
+    /// STATEMENT` trigger of a bound table: the statement's keys go to the
+    /// filter, its deletes to the queue, and deletes that became safe are
+    /// applied.
+    fn cf_bound_flush(fcinfo) {
+        // SAFETY: called by the trigger manager with a TriggerData context.
+        unsafe {
+            let td = trigger_data(fcinfo, "cf_bound_flush()");
+            register_callbacks();
+            flush_all(Some((*td).tg_relation));
+            pg_sys::Datum::from(0usize)
+        }
+    }
+}
