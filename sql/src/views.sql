@@ -83,7 +83,7 @@ CREATE VIEW cuckoo_filters AS
     -- dump or pg_upgrade, or a restart of a filter that is not durable).
     SELECT b.name, NULL::bigint, 0::bigint, 0::float8, 0::bigint, b.fpp, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
            0::bigint, 0::bigint, b.bound_by::text, NULL::text, b.durable, 'needs rebuild',
-           pg_catalog.format('it is bound to column %I of %s but not in shared memory: rebuild it with SELECT cf_rebuild(%L)', b.col, b.tab, b.name),
+           pg_catalog.format('it is bound to column %I of %s but not in shared memory: rebuild it with SELECT cf_rebuild(%L)', b.col::text, b.tab::text, b.name) COLLATE "default",
            NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::integer, NULL::integer,
            b.tab, b.col, NULL::bigint, NULL::bigint
     FROM cuckoo_bindings b

@@ -214,12 +214,12 @@ CREATE OR REPLACE VIEW cuckoo_filters AS
     -- dump or pg_upgrade, or a restart of a filter that is not durable).
     SELECT b.name, NULL::bigint, 0::bigint, 0::float8, 0::bigint, b.fpp, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
            0::bigint, 0::bigint, b.bound_by::text, NULL::text, b.durable, 'needs rebuild',
-           pg_catalog.format('it is bound to column %I of %s but not in shared memory: rebuild it with SELECT cf_rebuild(%L)', b.col, b.tab, b.name),
+           pg_catalog.format('it is bound to column %I of %s but not in shared memory: rebuild it with SELECT cf_rebuild(%L)', b.col::text, b.tab::text, b.name) COLLATE "default",
            NULL::bigint, NULL::bigint, NULL::bigint, NULL::text, NULL::integer, NULL::integer,
            b.tab, b.col, NULL::bigint, NULL::bigint
     FROM cuckoo_bindings b
     WHERE NOT cf_bound_present(b.name);
-GRANT SELECT ON cuckoo_filters TO PUBLIC;
+-- (The view keeps its privileges, the administrator's changes to them included.)
 COMMENT ON VIEW cuckoo_filters IS 'named cuckoo filters of this database visible to the current role, with usage counters; saved copies not in shared memory as needing a reload; for filters bound to a table column (cf_bind), the table, the column, the deletes waiting until no snapshot can see their rows and the deletes dropped (their keys stay until cf_rebuild)';
 
 -- ==== pg_dump carries the bindings (sql/src/citus.sql) ====
