@@ -32,6 +32,9 @@ CREATE TABLE cuckoo_bindings (
     name text PRIMARY KEY,
     tab regclass NOT NULL,
     col name NOT NULL,
+    -- The column's number when last bound or rebuilt on this server (so that
+    -- a rename is followed; a restored row's is set again by cf_rebuild).
+    attnum smallint NOT NULL,
     fpp float8 NOT NULL,
     durable boolean NOT NULL,
     bound_by regrole NOT NULL,
@@ -99,10 +102,17 @@ BEGIN
     ELSIF rel.relpersistence = 't' THEN
         RAISE EXCEPTION 'cannot bind a cuckoo filter to temporary table %', cf_bind.tab USING ERRCODE = 'feature_not_supported';
     END IF;
-    SELECT a.attnum, a.atttypid INTO att FROM pg_attribute a
+    SELECT a.attnum, a.atttypid, a.attcollation INTO att FROM pg_attribute a
      WHERE a.attrelid = cf_bind.tab AND a.attname = cf_bind.col AND a.attnum > 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'column "%" of relation % does not exist', cf_bind.col, cf_bind.tab USING ERRCODE = 'undefined_column';
+    END IF;
+    -- Refused before anything is made: a column whose equality is not byte
+    -- for byte (a case-insensitive collation) would make false negatives.
+    IF EXISTS (SELECT 1 FROM pg_collation c WHERE c.oid = att.attcollation AND NOT c.collisdeterministic) THEN
+        RAISE EXCEPTION 'cuckoo filter keys cannot use a nondeterministic collation'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = pg_catalog.format('Column %I of %s has a nondeterministic collation.', cf_bind.col, cf_bind.tab);
     END IF;
     EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', cf_bind.tab);
     IF EXISTS (SELECT 1 FROM @extschema@.cuckoo_bindings b WHERE b.name = cf_bind.name) THEN
@@ -139,6 +149,9 @@ BEGIN
     SELECT * INTO b FROM @extschema@.cuckoo_bindings v WHERE v.name = cf_unbind.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'cuckoo filter "%" is not bound to a table', cf_unbind.name USING ERRCODE = 'undefined_object';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab AND NOT pg_has_role(c.relowner, 'USAGE')) THEN
+        RAISE EXCEPTION 'must be owner of table %', b.tab USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF b.tab IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
         EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_row', b.tab);
@@ -182,6 +195,66 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from its table, clearing the keys that dropped deletes left; returns the rows whose keys it holds';
+
+-- DDL on a bound table keeps its binding right or ends it, with a NOTICE
+-- (never a filter that silently misses keys): a renamed column is followed;
+-- a dropped table or column, or a column whose type no longer hashes as the
+-- filter's keys, ends the binding (triggers, catalog row and filter go).
+-- Runs as the extension's owner (it writes the catalog and may drop another
+-- role's filter), for every ALTER TABLE and every drop; it only reads the
+-- catalogs and acts on bindings whose table or column changed.
+CREATE FUNCTION cf_bound_ddl() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    b record;
+    a record;
+    trig text;
+    why text;
+BEGIN
+    FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v ORDER BY v.name LOOP
+        trig := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(b.name), 16);
+        why := NULL;
+        IF NOT EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
+            why := 'its table was dropped';
+        ELSE
+            SELECT t.attname, t.atttypid, t.attisdropped INTO a FROM pg_attribute t
+             WHERE t.attrelid = b.tab AND t.attnum = b.attnum;
+            IF NOT FOUND OR a.attisdropped THEN
+                why := pg_catalog.format('column %I of %s was dropped', b.col, b.tab);
+            ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
+                why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
+            ELSIF a.attname <> b.col THEN
+                -- Renamed: the row trigger names the column it reads. (The
+                -- row first: changing the triggers runs this function again.)
+                UPDATE @extschema@.cuckoo_bindings v SET col = a.attname WHERE v.name = b.name;
+                EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig || '_row', b.tab);
+                EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
+                                          trig || '_row', b.tab, b.name, a.attname);
+                EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_row');
+            END IF;
+        END IF;
+        IF why IS NOT NULL THEN
+            RAISE NOTICE 'cuckoo: the binding of filter "%" ends: %; the filter is dropped', b.name, why
+                USING HINT = 'Bind it again with cf_bind() if need be.';
+            -- The row first: dropping the triggers runs this function again.
+            PERFORM @extschema@.cf_bound_release(b.name);
+            DELETE FROM @extschema@.cuckoo_bindings v WHERE v.name = b.name;
+            IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
+                EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_row', b.tab);
+                EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_flush', b.tab);
+            END IF;
+            PERFORM @extschema@.cf_drop(b.name);
+        END IF;
+    END LOOP;
+END
+$fn$;
+REVOKE ALL ON FUNCTION cf_bound_ddl() FROM PUBLIC;
+CREATE FUNCTION cf_bound_key_ok(name text, typ oid) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_key_ok' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+    EXECUTE FUNCTION cf_bound_ddl();
+CREATE EVENT TRIGGER cuckoo_bound_drop ON sql_drop
+    EXECUTE FUNCTION cf_bound_ddl();
 
 -- ==== cuckoo_filters shows bindings (sql/src/views.sql) ====
 

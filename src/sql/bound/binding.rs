@@ -30,7 +30,23 @@ pub(super) struct Column {
     /// makes the trigger look the column up again.
     tupdesc: pg_sys::TupleDesc,
     attnum: i16,
+    typid: pg_sys::Oid,
     hasher: Box<KeyHasher>,
+}
+
+/// Whether attribute `attnum` of `td` is still column `col` of type `typid`.
+///
+/// # Safety
+/// `td` is a valid tuple descriptor.
+unsafe fn still_there(td: pg_sys::TupleDesc, attnum: i16, col: &str, typid: pg_sys::Oid) -> bool {
+    // SAFETY: as documented; attnum was found in this descriptor before.
+    unsafe {
+        if attnum < 1 || attnum as i32 > (*td).natts {
+            return false;
+        }
+        let a = &(*td).attrs.as_slice((*td).natts as usize)[attnum as usize - 1];
+        !a.attisdropped && a.atttypid == typid && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == col.as_bytes()
+    }
 }
 
 /// A binding as this backend uses it: its filter, its shared slot, and the
@@ -136,7 +152,10 @@ impl Binding {
             let relid = (*rel).rd_id;
             let tupdesc = (*rel).rd_att;
             if let Some(i) = self.columns.iter().position(|c| c.relid == relid) {
-                if self.columns[i].tupdesc == tupdesc {
+                // The same descriptor, and the column still there under its
+                // name and type (a descriptor may be reused in place).
+                let c = &self.columns[i];
+                if c.tupdesc == tupdesc && still_there(tupdesc, c.attnum, &self.col, c.typid) {
                     return &mut self.columns[i];
                 }
                 self.columns.remove(i);
@@ -170,7 +189,7 @@ impl Binding {
             let mut hasher: Box<KeyHasher> = Box::new(std::mem::zeroed());
             hasher.resolve_type(typid, collation, hasher_context());
             hasher.prepare(self.target.key, hasher_context());
-            self.columns.push(Column { relid, tupdesc, attnum, hasher });
+            self.columns.push(Column { relid, tupdesc, attnum, typid, hasher });
             self.columns.last_mut().unwrap()
         }
     }

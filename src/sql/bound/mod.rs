@@ -53,6 +53,13 @@ unsafe fn text(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> String {
     }
 }
 
+/// The number of column `col` of relation `relid` (0 if it has none).
+fn column_number(relid: pg_sys::Oid, col: &str) -> i16 {
+    let c = std::ffi::CString::new(col).unwrap_or_default();
+    // SAFETY: a syscache lookup.
+    unsafe { pg_sys::get_attnum(relid, c.as_ptr()).max(0) }
+}
+
 /// Refuses the call unless the current role owns table `relid` (42501).
 fn require_owner(relid: pg_sys::Oid) {
     // SAFETY: catalog lookups of an existing relation.
@@ -107,14 +114,23 @@ v1_functions! {
                 );
             }
             let q = format!(
-                "INSERT INTO {} (name, tab, col, fpp, durable, bound_by) VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO {} (name, tab, col, attnum, fpp, durable, bound_by) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 catalog::bindings_table()
             );
             let me = pg_sys::GetUserId();
+            let attnum = column_number(relid, &col);
             as_catalog_owner(|| {
                 pgrx::spi::Spi::run_with_args(
                     &q,
-                    &[name.as_str().into(), relid.into(), col.as_str().into(), fpp.into(), durable.into(), me.into()],
+                    &[
+                        name.as_str().into(),
+                        relid.into(),
+                        col.as_str().into(),
+                        attnum.into(),
+                        fpp.into(),
+                        durable.into(),
+                        me.into(),
+                    ],
                 )
             })
             .unwrap_or_else(|e| {
@@ -158,6 +174,14 @@ v1_functions! {
             let col = text(fcinfo, 2);
             require_owner(relid);
             catalog::require_bound(&name, relid, &col);
+            // The column's number on this server (a restored row's may be
+            // another server's), for following renames.
+            let q = format!("UPDATE {} SET attnum = $2 WHERE name = $1 AND attnum <> $2", catalog::bindings_table());
+            let attnum = column_number(relid, &col);
+            as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into(), attnum.into()]))
+                .unwrap_or_else(|e| {
+                    fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not update the binding: {e}"), None)
+                });
             pg_sys::Datum::from(fill::fill(&name, relid, &col))
         }
     }
@@ -169,7 +193,15 @@ v1_functions! {
         unsafe {
             let name = text(fcinfo, 0);
             if let Some((tab, _)) = catalog::binding(&name) {
-                require_owner(tab);
+                // A binding whose table was dropped: superusers (the DDL
+                // event trigger) only.
+                if pg_sys::get_rel_name(tab).is_null() {
+                    if !pg_sys::superuser() {
+                        fail(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, "must be superuser".into(), None);
+                    }
+                } else {
+                    require_owner(tab);
+                }
             }
             binding::forget(&name);
             let db = crate::sql::named::call::current_db();
@@ -194,6 +226,22 @@ v1_functions! {
                 && shared::area_if_loaded().is_some()
                 && crate::sql::named::call::BoundTarget::find(&name).is_some();
             pg_sys::Datum::from(present)
+        }
+    }
+
+    /// `cf_bound_key_ok(name text, typ oid) -> boolean`: whether keys of type
+    /// `typ` hash as binding `name`'s filter records its keys (true when the
+    /// filter is missing: it is made again from the column when rebuilt).
+    fn cf_bound_key_ok(fcinfo) {
+        // SAFETY: strict; text, oid.
+        unsafe {
+            let name = text(fcinfo, 0);
+            let typ = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
+            let ok = match shared::area_if_loaded().and_then(|_| crate::sql::named::call::BoundTarget::find(&name)) {
+                Some(t) => crate::sql::keys::key_type_of(typ) == t.key,
+                None => true,
+            };
+            pg_sys::Datum::from(ok)
         }
     }
 
