@@ -41,6 +41,11 @@ CREATE TABLE cuckoo_bindings (
     bound_at timestamptz NOT NULL DEFAULT now()
 );
 GRANT SELECT ON cuckoo_bindings TO PUBLIC;
+-- Every change of the catalog makes each backend read it again for its plans.
+CREATE FUNCTION cf_bound_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'cf_bound_changed' LANGUAGE C;
+CREATE TRIGGER cuckoo_bindings_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON cuckoo_bindings
+    FOR EACH STATEMENT EXECUTE FUNCTION cf_bound_changed();
 COMMENT ON TABLE cuckoo_bindings IS 'named cuckoo filters bound to a table column by cf_bind(), kept in step with the table by triggers';
 
 -- What the triggers and cf_bind() call (src/sql/bound/).
@@ -59,7 +64,7 @@ CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
 CREATE FUNCTION cf_bound_release(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_release' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_present(name text) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'cf_bound_present' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'cf_bound_present' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cuckoo_bound_rows() RETURNS TABLE (
     name text,
     pending_deletes bigint,
@@ -68,6 +73,13 @@ CREATE FUNCTION cuckoo_bound_rows() RETURNS TABLE (
     refused_deletes bigint,
     saturated_versions bigint
 )   AS 'MODULE_PATHNAME', 'cuckoo_bound_rows_wrapper' LANGUAGE C VOLATILE STRICT PARALLEL SAFE;
+
+-- The pre-screen the planner adds to EXISTS and IN subqueries over a bound
+-- column (cuckoo.auto_prescreen; src/sql/bound/prescreen.rs).
+CREATE FUNCTION cf_bound_contains(name text, key anynonarray) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_contains' LANGUAGE C STABLE STRICT PARALLEL SAFE
+    SUPPORT cf_contains_support;
+COMMENT ON FUNCTION cf_bound_contains(text, anynonarray) IS 'false: no row of the table the named filter is bound to that any snapshot can see has the key; true: one may (also for a role that may not read the bound column, or while the filter needs a rebuild)';
 
 CREATE FUNCTION cf_apply_deletes(name text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_apply_deletes' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;

@@ -88,6 +88,9 @@ pub struct BoundSlot {
     name_len: AtomicU64,
     name: [AtomicU64; NAME_WORDS],
     gate: AtomicU64,
+    /// The bound table's OID and the column's number, as the process that
+    /// claimed the slot read them from the catalog (0: not known yet).
+    table: AtomicU64,
     /// Deletes waiting in the queue.
     pub pending: AtomicU64,
     /// Deletes that could not be queued (the queue was full): their keys stay.
@@ -195,7 +198,7 @@ impl Area {
         if epoch == 0 {
             epoch = self.header.next_epoch.fetch_add(1, Ordering::Relaxed) as u32 as u64;
         }
-        for c in [&s.pending, &s.dropped, &s.applied, &s.refused, &s.discarded, &s.saturated, &s.last_apply] {
+        for c in [&s.table, &s.pending, &s.dropped, &s.applied, &s.refused, &s.discarded, &s.saturated, &s.last_apply] {
             c.store(0, Ordering::Relaxed);
         }
         s.db.store(db as u64, Ordering::Relaxed);
@@ -333,6 +336,17 @@ impl BoundSlot {
 
     fn is(&self, db: u32, name: &str) -> bool {
         self.db.load(Ordering::Relaxed) as u32 == db && self.name() == name
+    }
+
+    /// Records the bound table and column (as the catalog says).
+    pub fn set_table(&self, table: u32, attnum: i16) {
+        self.table.store(((attnum as u16 as u64) << 32) | table as u64, Ordering::Release);
+    }
+
+    /// The bound table and column, if recorded.
+    pub fn table(&self) -> Option<(u32, i16)> {
+        let t = self.table.load(Ordering::Acquire);
+        (t != 0).then_some((t as u32, (t >> 32) as u16 as i16))
     }
 
     /// The remover gate (see the module documentation).

@@ -162,6 +162,7 @@ impl Binding {
             }
             // A trigger made by hand on another table may name this binding.
             super::catalog::require_bound(&self.name, relid, &self.col);
+            area().slot(self.slot).set_table(relid.to_u32(), super::catalog::column_number(relid, &self.col));
             let (attnum, typid, collation) = find_column(rel, &self.col).unwrap_or_else(|| {
                 fail(
                     PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,

@@ -4,19 +4,35 @@
 //! by hand on another table, naming someone's bound filter, is refused
 //! instead of adding keys to it or queuing deletes of them.
 
+use std::ffi::CStr;
+
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::spi::Spi;
 
 use crate::sql::named::errors::fail;
 
-/// The schema-qualified name of `cuckoo_bindings` in this database.
-pub(super) fn bindings_table() -> String {
-    let nsp = Spi::get_one::<String>(
-        "SELECT n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'cuckoo'",
-    )
+/// The first column of the first row of read-only query `q`, as text.
+pub(super) fn one_text(q: &str) -> Option<String> {
+    Spi::connect(|c| {
+        let t = c.select(q, Some(1), &[])?;
+        let mut out = None;
+        for r in t {
+            out = r.get::<String>(1)?;
+        }
+        Ok::<_, pgrx::spi::Error>(out)
+    })
     .ok()
     .flatten()
+}
+
+/// The schema-qualified name of `cuckoo_bindings` in this database.
+pub(super) fn bindings_table() -> String {
+    // Read-only SPI (Spi::get_one asks for a read-write connection, which a
+    // parallel worker cannot have).
+    let nsp = one_text(
+        "SELECT n.nspname::text FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'cuckoo'",
+    )
     .unwrap_or_else(|| {
         fail(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -32,35 +48,105 @@ pub(super) fn bindings_table() -> String {
     format!("{q}.cuckoo_bindings")
 }
 
-/// What the catalog says of binding `name`: its table and column, read under
+/// The namespace of the extension's functions in this backend's database
+/// (set by the first of them called here), where the catalog is.
+static mut NAMESPACE: pg_sys::Oid = pg_sys::InvalidOid;
+
+/// Notes where the extension's objects are, from one of its functions.
+pub(super) fn note_function(fn_oid: pg_sys::Oid) {
+    // SAFETY: backend-local; a syscache lookup of the calling function.
+    unsafe {
+        if NAMESPACE == pg_sys::InvalidOid {
+            NAMESPACE = pg_sys::get_func_namespace(fn_oid);
+        }
+    }
+}
+
+/// The catalog's OID, if the extension is installed here.
+fn catalog_relid() -> Option<pg_sys::Oid> {
+    // SAFETY: backend-local; syscache lookups.
+    unsafe {
+        if NAMESPACE == pg_sys::InvalidOid {
+            // Not in parallel mode only: SPI there could need a snapshot.
+            if pg_sys::IsInParallelMode() {
+                return None;
+            }
+            let nsp =
+                one_text("SELECT e.extnamespace::text FROM pg_catalog.pg_extension e WHERE e.extname = 'cuckoo'")?;
+            NAMESPACE = pg_sys::Oid::from(nsp.parse::<u32>().ok()?);
+        }
+        let r = pg_sys::get_relname_relid(c"cuckoo_bindings".as_ptr(), NAMESPACE);
+        (r != pg_sys::InvalidOid).then_some(r)
+    }
+}
+
+/// What the catalog says of binding `name`: its table and column. Read under
 /// the latest snapshot (a binding committed after this transaction's
-/// snapshot was taken is seen: its triggers already fire here).
+/// snapshot was taken is seen: its triggers already fire here), or in
+/// parallel mode (a pre-screen in a parallel plan), where no new snapshot
+/// may be taken, under the query's own. A plain scan of the small catalog,
+/// without SPI, so that parallel workers may read it too.
 pub(super) fn binding(name: &str) -> Option<(pg_sys::Oid, String)> {
-    let q = format!("SELECT tab::oid, col::text FROM {} WHERE name = $1", bindings_table());
-    // SAFETY: the latest snapshot is pushed for the query and popped after it
-    // (also on error, by the error cleanup of the active snapshot stack).
-    unsafe { pg_sys::PushActiveSnapshot(pg_sys::GetLatestSnapshot()) };
-    let row = Spi::connect(|c| {
-        let t = c.select(&q, Some(1), &[name.into()])?;
+    let relid = catalog_relid()?;
+    // SAFETY: the catalog is opened, scanned under a registered snapshot and
+    // closed here; its first three columns are name text, tab regclass and
+    // col name (sql/src/bound.sql), checked before they are read.
+    unsafe {
+        let rel = pg_sys::table_open(relid, pg_sys::AccessShareLock as i32);
+        let td = (*rel).rd_att;
+        let attrs = (*td).attrs.as_slice((*td).natts as usize);
+        if attrs.len() < 3
+            || attrs[0].atttypid != pg_sys::TEXTOID
+            || attrs[1].atttypid != pg_sys::REGCLASSOID
+            || attrs[2].atttypid != pg_sys::NAMEOID
+        {
+            pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+            fail(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                "cuckoo: the bindings catalog is not as this library expects".into(),
+                Some("Update the extension (ALTER EXTENSION cuckoo UPDATE)."),
+            );
+        }
+        let snap = if pg_sys::IsInParallelMode() {
+            pg_sys::RegisterSnapshot(pg_sys::GetActiveSnapshot())
+        } else {
+            pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot())
+        };
+        let scan = pg_sys::heap_beginscan(
+            rel,
+            snap,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            pg_sys::ScanOptions::SO_TYPE_SEQSCAN | pg_sys::ScanOptions::SO_ALLOW_PAGEMODE,
+        );
+        let n = (*td).natts as usize;
+        let mut values = vec![pg_sys::Datum::from(0usize); n];
+        let mut nulls = vec![false; n];
         let mut out = None;
-        for r in t {
-            let tab: Option<pg_sys::Oid> = r.get(1)?;
-            let col: Option<String> = r.get(2)?;
-            if let (Some(tab), Some(col)) = (tab, col) {
+        loop {
+            let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tup.is_null() {
+                break;
+            }
+            pg_sys::heap_deform_tuple(tup, td, values.as_mut_ptr(), nulls.as_mut_ptr());
+            if nulls[0] || nulls[1] || nulls[2] {
+                continue;
+            }
+            let t = pg_sys::text_to_cstring(values[0].cast_mut_ptr());
+            let hit = CStr::from_ptr(t).to_bytes() == name.as_bytes();
+            pg_sys::pfree(t.cast());
+            if hit {
+                let tab = pg_sys::Oid::from(values[1].value() as u32);
+                let col = CStr::from_ptr(values[2].cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned();
                 out = Some((tab, col));
+                break;
             }
         }
-        Ok::<_, pgrx::spi::Error>(out)
-    });
-    // SAFETY: pops the snapshot pushed above.
-    unsafe { pg_sys::PopActiveSnapshot() };
-    match row {
-        Ok(r) => r,
-        Err(e) => fail(
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            format!("cuckoo: could not read the bindings catalog: {e}"),
-            None,
-        ),
+        pg_sys::heap_endscan(scan);
+        pg_sys::UnregisterSnapshot(snap);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+        out
     }
 }
 
@@ -74,5 +160,35 @@ pub(super) fn require_bound(name: &str, relid: pg_sys::Oid, col: &str) {
             format!("cuckoo filter \"{name}\" is not bound to column \"{col}\" of this table"),
             Some("Bound filters are kept only by the triggers cf_bind() makes."),
         ),
+    }
+}
+
+/// The number of column `col` of relation `relid` (0 if it has none).
+pub(super) fn column_number(relid: pg_sys::Oid, col: &str) -> i16 {
+    let c = std::ffi::CString::new(col).unwrap_or_default();
+    // SAFETY: a syscache lookup.
+    unsafe { pg_sys::get_attnum(relid, c.as_ptr()).max(0) }
+}
+
+/// Whether the current role may read the column that filter `name` is bound
+/// to (false when it is not bound): then it may probe the filter through the
+/// pre-screen without a lookup grant, learning nothing the column does not
+/// tell it. Reads the catalog (the planner's estimates).
+pub fn may_read_bound(name: &str) -> bool {
+    let Some((tab, col)) = binding(name) else { return false };
+    may_read(tab, column_number(tab, &col))
+}
+
+/// Whether the current role may read column `attnum` of table `tab`.
+pub(super) fn may_read(tab: pg_sys::Oid, attnum: i16) -> bool {
+    // SAFETY: privilege checks of an existing relation (checked first).
+    unsafe {
+        if attnum <= 0 || pg_sys::get_rel_name(tab).is_null() {
+            return false;
+        }
+        let me = pg_sys::GetUserId();
+        pg_sys::pg_class_aclcheck(tab, me, pg_sys::ACL_SELECT as pg_sys::AclMode) == pg_sys::AclResult::ACLCHECK_OK
+            || pg_sys::pg_attribute_aclcheck(tab, attnum, me, pg_sys::ACL_SELECT as pg_sys::AclMode)
+                == pg_sys::AclResult::ACLCHECK_OK
     }
 }

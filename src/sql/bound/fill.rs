@@ -202,6 +202,7 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
         }
     }
     let s = super::shared::area().slot(slot);
+    s.set_table(relid.to_u32(), super::catalog::column_number(relid, col));
     s.saturated.fetch_add(saturated, Ordering::Relaxed);
     for chunk in deletes.chunks(MANY_MAX) {
         with_lock(|a, lk| a.push(lk, slot, epoch, chunk));

@@ -9,7 +9,9 @@
 //!   filter;
 //! - `apply`: queued deletes applied once no snapshot can see their rows;
 //! - `trigger`: the row and statement triggers and the transaction callbacks;
-//! - `fill`: a filter filled from its table.
+//! - `fill`: a filter filled from its table;
+//! - `prescreen`: the pre-screen the planner adds to `EXISTS` and `IN`
+//!   subqueries over a bound column.
 //!
 //! The SQL side (`cf_bind`, `cf_unbind`, `cf_rebuild`, the triggers they
 //! make) is `sql/src/bound.sql`; the rules the filter's contents keep (a
@@ -20,6 +22,7 @@ pub mod apply;
 pub mod binding;
 pub mod catalog;
 pub mod fill;
+pub mod prescreen;
 pub mod shared;
 pub mod trigger;
 
@@ -36,6 +39,42 @@ pub fn init() {
     if unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
         shared::init();
     }
+    prescreen::init();
+}
+
+/// The same, for a pre-screen's call at run time (also in a parallel
+/// worker, which may not read the catalog): the table and column the
+/// binding's shared slot records (written from the catalog by its triggers
+/// and fills); false while it records none.
+/// Outside parallel mode, a slot that records nothing yet (after a restart,
+/// before the table's first write) is filled from the catalog.
+fn may_read_slot(name: &str) -> bool {
+    let Some(a) = shared::area_if_loaded() else { return false };
+    let db = crate::sql::named::call::current_db();
+    let known = a.find(db, name).and_then(|i| a.slot(i).table());
+    let (tab, attnum) = match known {
+        Some((tab, attnum)) => (pg_sys::Oid::from(tab), attnum),
+        // SAFETY: a read of this process's state.
+        None if unsafe { !pg_sys::IsInParallelMode() } => {
+            let Some((tab, col)) = catalog::binding(name) else { return false };
+            let attnum = catalog::column_number(tab, &col);
+            if let Some((i, _)) = shared::with_lock(|a, lk| a.slot_for(lk, db, name)) {
+                a.slot(i).set_table(tab.to_u32(), attnum);
+            }
+            (tab, attnum)
+        }
+        None => return false,
+    };
+    catalog::may_read(tab, attnum)
+}
+
+/// A call site of `cf_bound_contains`: whether the role may read the bound
+/// column (checked once per role), and the filter it probes.
+#[repr(C)]
+struct BoundCall {
+    checked_for: pg_sys::Oid,
+    allowed: bool,
+    call: crate::sql::named::call::NamedCall,
 }
 
 /// Text argument `n` of a strict function.
@@ -51,13 +90,6 @@ unsafe fn text(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> String {
         pg_sys::pfree(t as *mut std::ffi::c_void);
         s
     }
-}
-
-/// The number of column `col` of relation `relid` (0 if it has none).
-fn column_number(relid: pg_sys::Oid, col: &str) -> i16 {
-    let c = std::ffi::CString::new(col).unwrap_or_default();
-    // SAFETY: a syscache lookup.
-    unsafe { pg_sys::get_attnum(relid, c.as_ptr()).max(0) }
 }
 
 /// Refuses the call unless the current role owns table `relid` (42501).
@@ -98,6 +130,7 @@ v1_functions! {
     fn cf_bound_register(fcinfo) {
         // SAFETY: strict; text, regclass, text, float8, boolean.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let args = (*fcinfo).args.as_slice(5);
             let relid = pg_sys::Oid::from(args[1].value.value() as u32);
@@ -118,7 +151,7 @@ v1_functions! {
                 catalog::bindings_table()
             );
             let me = pg_sys::GetUserId();
-            let attnum = column_number(relid, &col);
+            let attnum = catalog::column_number(relid, &col);
             as_catalog_owner(|| {
                 pgrx::spi::Spi::run_with_args(
                     &q,
@@ -145,6 +178,7 @@ v1_functions! {
     fn cf_bound_unregister(fcinfo) {
         // SAFETY: strict; text.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let Some((tab, _)) = catalog::binding(&name) else {
                 fail(
@@ -169,6 +203,7 @@ v1_functions! {
     fn cf_bound_fill(fcinfo) {
         // SAFETY: strict; text, regclass, text.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let relid = pg_sys::Oid::from((*fcinfo).args.as_slice(3)[1].value.value() as u32);
             let col = text(fcinfo, 2);
@@ -177,7 +212,7 @@ v1_functions! {
             // The column's number on this server (a restored row's may be
             // another server's), for following renames.
             let q = format!("UPDATE {} SET attnum = $2 WHERE name = $1 AND attnum <> $2", catalog::bindings_table());
-            let attnum = column_number(relid, &col);
+            let attnum = catalog::column_number(relid, &col);
             as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into(), attnum.into()]))
                 .unwrap_or_else(|e| {
                     fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not update the binding: {e}"), None)
@@ -191,6 +226,7 @@ v1_functions! {
     fn cf_bound_release(fcinfo) {
         // SAFETY: strict; text.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             if let Some((tab, _)) = catalog::binding(&name) {
                 // A binding whose table was dropped: superusers (the DDL
@@ -220,6 +256,7 @@ v1_functions! {
     fn cf_bound_present(fcinfo) {
         // SAFETY: strict; text.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let bound = catalog::binding(&name).is_some();
             let present = bound
@@ -235,6 +272,7 @@ v1_functions! {
     fn cf_bound_key_ok(fcinfo) {
         // SAFETY: strict; text, oid.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let typ = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
             let ok = match shared::area_if_loaded().and_then(|_| crate::sql::named::call::BoundTarget::find(&name)) {
@@ -245,12 +283,54 @@ v1_functions! {
         }
     }
 
+    /// `cf_bound_contains(name text, key anynonarray) -> boolean`: the
+    /// pre-screen the planner adds (`prescreen`): false only if no row of
+    /// the bound table that any snapshot can see has the key. True for a
+    /// role that may not read the bound column, and while the filter is
+    /// missing or needs a rebuild.
+    fn cf_bound_contains(fcinfo) {
+        // SAFETY: strict; text and a key; fn_extra is this call site's
+        // BoundCall (all-zero is its unset state), in fn_mcxt.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            let flinfo = (*fcinfo).flinfo;
+            if (*flinfo).fn_extra.is_null() {
+                (*flinfo).fn_extra =
+                    pg_sys::MemoryContextAllocZero((*flinfo).fn_mcxt, std::mem::size_of::<BoundCall>());
+            }
+            let bc = &mut *((*flinfo).fn_extra as *mut BoundCall);
+            let me = pg_sys::GetUserId();
+            if bc.checked_for != me {
+                bc.allowed = may_read_slot(&text(fcinfo, 0));
+                bc.checked_for = me;
+            }
+            let yes = !bc.allowed || bc.call.contains_bound(fcinfo);
+            pg_sys::Datum::from(yes)
+        }
+    }
+
+    /// `cf_bound_changed()`: the statement trigger of `cuckoo_bindings`: every
+    /// backend reads the bindings again for its plans.
+    fn cf_bound_changed(fcinfo) {
+        // SAFETY: called as a trigger; the relation is the catalog.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            let ctx = (*fcinfo).context;
+            if !ctx.is_null() && (*ctx).type_ == pg_sys::NodeTag::T_TriggerData {
+                let td = ctx as *mut pg_sys::TriggerData;
+                pg_sys::CacheInvalidateRelcacheByRelid((*(*td).tg_relation).rd_id);
+            }
+            pg_sys::Datum::from(0usize)
+        }
+    }
+
     /// `cf_apply_deletes(name text) -> bigint`: applies binding `name`'s
     /// queued deletes that are safe now (their transactions committed and
     /// no snapshot can see their rows); the keys removed.
     fn cf_apply_deletes(fcinfo) {
         // SAFETY: strict; text.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let Some((tab, col)) = catalog::binding(&name) else {
                 fail(

@@ -127,6 +127,7 @@ v1_functions! {
     fn cf_bound_row(fcinfo) {
         // SAFETY: called by the trigger manager with a TriggerData context.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let td = trigger_data(fcinfo, "cf_bound_row()");
             let ev = (*td).tg_event;
             if ev & pg_sys::TRIGGER_EVENT_ROW == 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
@@ -183,6 +184,7 @@ v1_functions! {
     fn cf_bound_flush(fcinfo) {
         // SAFETY: called by the trigger manager with a TriggerData context.
         unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let td = trigger_data(fcinfo, "cf_bound_flush()");
             register_callbacks();
             flush_all(Some((*td).tg_relation));

@@ -1,0 +1,562 @@
+//! The pre-screen the planner adds for bound filters (`cuckoo.auto_prescreen`):
+//! in `WHERE EXISTS (SELECT … FROM t WHERE t.col = <outer> …)` and
+//! `WHERE <outer> IN (SELECT t.col FROM t …)`, when `t.col` is bound, the
+//! outer query also gets `cf_bound_contains('<filter>', <outer>)`, so that
+//! rows whose key the filter says is absent skip the probe of `t`. The query
+//! is planned with and without it, and the cheaper plan (PostgreSQL's own
+//! cost model, with the filter's estimated pass rate) is kept; `EXPLAIN`
+//! shows the call.
+//!
+//! Exactness first: a pre-screen is added only where "absent from the
+//! filter" proves the sublink false for that row, so the answer cannot
+//! change:
+//! - the sublink is a top-level `AND` term of the outer `WHERE` (not under
+//!   `NOT` or `OR`: `NOT EXISTS` and `NOT IN` are left alone);
+//! - the subquery is a plain `SELECT` (no aggregates, grouping, `HAVING`,
+//!   set operations, `WITH`, window functions or set-returning functions in
+//!   its target list: an aggregate returns a row even when no row matches);
+//! - the comparison is a top-level `AND` term of the subquery's `WHERE` (for
+//!   `EXISTS`) or the `IN` itself, with the type's default equality, which
+//!   must be hashable, between the bound column of a table listed directly
+//!   in the subquery's `FROM` (not inside a join, not a parent of
+//!   inheritance children) and an expression of the same type that uses no
+//!   column of the subquery and nothing volatile, under a deterministic
+//!   collation. NULL keys: `NULL = x` is never true, and the pre-screen is
+//!   strict (NULL for a NULL key, which `WHERE` treats as false).
+//!
+//! The filter answers for every row version any snapshot can see (see the
+//! module above), so the rows it rules out are rows the subquery could not
+//! find under the query's snapshot.
+
+use std::cell::RefCell;
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgList;
+
+/// `cuckoo.auto_prescreen`.
+static AUTO_PRESCREEN: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
+
+/// A binding as the planner needs it.
+#[derive(Clone)]
+struct Bound {
+    name: String,
+    tab: pg_sys::Oid,
+    attnum: i16,
+    /// The column's type (its keys' kind is the filter's).
+    typid: pg_sys::Oid,
+}
+
+/// This backend's copy of the bindings catalog, and the pre-screen
+/// function's OID; None until read, or after an invalidation.
+struct Cache {
+    bindings: Vec<Bound>,
+    func: pg_sys::Oid,
+    /// The catalog's OID (invalidations of it clear the cache); 0 when the
+    /// extension is not installed here (then any invalidation clears it).
+    catalog: pg_sys::Oid,
+}
+
+thread_local! {
+    static CACHE: RefCell<Option<Cache>> = const { RefCell::new(None) };
+}
+
+/// From `_PG_init`: the setting and, when preloaded, the hook.
+pub fn init() {
+    GucRegistry::define_bool_guc(
+        c"cuckoo.auto_prescreen",
+        c"Adds a bound cuckoo filter's pre-screen to EXISTS and IN subqueries over the bound column where it makes the plan cheaper.",
+        c"The query is planned with and without the pre-screen and the cheaper plan is kept; results never change.",
+        &AUTO_PRESCREEN,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    // SAFETY: _PG_init runs once per process before any planning; the
+    // previous hook is kept and called; the callback stays registered.
+    unsafe {
+        // Not beside Citus: its planner must not plan a distributed query
+        // twice.
+        if pg_sys::process_shared_preload_libraries_in_progress && !crate::sql::citus::citus_loaded() {
+            PREV_PLANNER = pg_sys::planner_hook;
+            pg_sys::planner_hook = Some(planner);
+        }
+        crate::sql::named::call::BOUND_READABLE = Some(super::catalog::may_read_bound);
+    }
+}
+
+/// Registers the invalidation callback once per backend.
+fn register_callback() {
+    static mut DONE: bool = false;
+    // SAFETY: backend-local flag; the callback lives as long as the backend.
+    unsafe {
+        if !DONE {
+            pg_sys::CacheRegisterRelcacheCallback(Some(invalidate), pg_sys::Datum::from(0usize));
+            DONE = true;
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn invalidate(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    CACHE.with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut() {
+            let clear = match c.as_ref() {
+                Some(k) => k.catalog == pg_sys::InvalidOid || relid == pg_sys::InvalidOid || relid == k.catalog,
+                None => false,
+            };
+            if clear {
+                *c = None;
+            }
+        }
+    });
+}
+
+/// The bindings of this database and the pre-screen function (read once,
+/// then kept until the catalog changes).
+fn cache() -> Option<(Vec<Bound>, pg_sys::Oid)> {
+    register_callback();
+    if let Some(out) = CACHE.with(|c| c.borrow().as_ref().map(|k| (k.bindings.clone(), k.func))) {
+        return Some(out).filter(|(b, _)| !b.is_empty());
+    }
+    let loaded = load();
+    let out = loaded.as_ref().map(|k| (k.bindings.clone(), k.func));
+    CACHE.with(|c| {
+        *c.borrow_mut() = Some(loaded.unwrap_or(Cache {
+            bindings: Vec::new(),
+            func: pg_sys::InvalidOid,
+            catalog: pg_sys::InvalidOid,
+        }))
+    });
+    out.filter(|(b, _)| !b.is_empty())
+}
+
+/// Reads the catalog (None: the extension is not installed in this database).
+fn load() -> Option<Cache> {
+    let one = super::catalog::one_text;
+    let ext = one(
+        "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'cuckoo'",
+    )?;
+    // An installation of a release before bindings has no catalog.
+    let catalog =
+        one(&format!("SELECT pg_catalog.to_regclass('{ext}.cuckoo_bindings')::oid::text"))?.parse::<u32>().ok()?;
+    let catalog = pg_sys::Oid::from(catalog);
+    let func =
+        one(&format!("SELECT pg_catalog.to_regprocedure('{ext}.cf_bound_contains(text, anynonarray)')::oid::text"))
+            .and_then(|f| f.parse::<u32>().ok())
+            .map(pg_sys::Oid::from)
+            .unwrap_or(pg_sys::InvalidOid);
+    let q = format!(
+        "SELECT b.name, b.tab::oid, b.attnum, a.atttypid FROM {ext}.cuckoo_bindings b \
+         JOIN pg_catalog.pg_attribute a ON a.attrelid = b.tab AND a.attnum = b.attnum AND a.attname = b.col AND NOT a.attisdropped"
+    );
+    let bindings = Spi::connect(|c| {
+        let mut out = Vec::new();
+        for r in c.select(&q, None, &[])? {
+            let (Some(name), Some(tab), Some(attnum), Some(typid)) =
+                (r.get::<String>(1)?, r.get::<pg_sys::Oid>(2)?, r.get::<i16>(3)?, r.get::<pg_sys::Oid>(4)?)
+            else {
+                continue;
+            };
+            out.push(Bound { name, tab, attnum, typid });
+        }
+        Ok::<_, pgrx::spi::Error>(out)
+    })
+    .ok()?;
+    Some(Cache { bindings: if func == pg_sys::InvalidOid { Vec::new() } else { bindings }, func, catalog })
+}
+
+// The planner that runs after this hook, called by its symbol (see
+// `citus::hook`).
+unsafe extern "C-unwind" {
+    #[link_name = "standard_planner"]
+    fn raw_standard_planner(
+        parse: *mut pg_sys::Query,
+        query_string: *const std::ffi::c_char,
+        cursor_options: std::ffi::c_int,
+        bound_params: pg_sys::ParamListInfo,
+    ) -> *mut pg_sys::PlannedStmt;
+}
+
+unsafe fn next_planner(
+    parse: *mut pg_sys::Query,
+    query_string: *const std::ffi::c_char,
+    cursor_options: std::ffi::c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: the planner's own arguments, passed on.
+    unsafe {
+        match PREV_PLANNER {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    }
+}
+
+/// The hook: plans the query with pre-screens added (if any apply) and
+/// without, and keeps the cheaper plan.
+unsafe extern "C-unwind" fn planner(
+    parse: *mut pg_sys::Query,
+    query_string: *const std::ffi::c_char,
+    cursor_options: std::ffi::c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: the rewrite works on a copy of the query; both plans are the
+    // next planner's, for the same query's meaning. No Rust value with a
+    // destructor lives in this frame across the calls.
+    unsafe {
+        if !AUTO_PRESCREEN.get() || (*parse).commandType != pg_sys::CmdType::CMD_SELECT || !(*parse).hasSubLinks {
+            return next_planner(parse, query_string, cursor_options, bound_params);
+        }
+        let with = rewritten(parse);
+        if with.is_null() {
+            return next_planner(parse, query_string, cursor_options, bound_params);
+        }
+        let a = next_planner(with, query_string, cursor_options, bound_params);
+        let b = next_planner(parse, query_string, cursor_options, bound_params);
+        let cost = |p: *mut pg_sys::PlannedStmt| (*(*p).planTree).total_cost;
+        if cost(a) < cost(b) {
+            a
+        } else {
+            b
+        }
+    }
+}
+
+/// A copy of `parse` with pre-screens added, or null when none applies.
+#[pg_guard]
+unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys::Query {
+    let Some((bindings, func)) = cache() else { return std::ptr::null_mut() };
+    // SAFETY: a fresh copy of the query tree is changed, never the original.
+    unsafe {
+        let q = pg_sys::copyObjectImpl(parse.cast()) as *mut pg_sys::Query;
+        let jt = (*q).jointree;
+        if jt.is_null() || (*jt).quals.is_null() {
+            return std::ptr::null_mut();
+        }
+        let mut screens = Vec::new();
+        for c in conjuncts((*jt).quals) {
+            if (*c).type_ != pg_sys::NodeTag::T_SubLink {
+                continue;
+            }
+            let sl = c as *mut pg_sys::SubLink;
+            let found = match (*sl).subLinkType {
+                pg_sys::SubLinkType::EXISTS_SUBLINK => exists_key(sl, &bindings),
+                pg_sys::SubLinkType::ANY_SUBLINK => in_key(sl, &bindings),
+                _ => None,
+            };
+            if let Some((name, key)) = found {
+                screens.push(prescreen(func, &name, key));
+            }
+        }
+        if screens.is_empty() {
+            return std::ptr::null_mut();
+        }
+        let mut args = PgList::<pg_sys::Node>::new();
+        for s in screens {
+            args.push(s);
+        }
+        for c in conjuncts((*jt).quals) {
+            args.push(c);
+        }
+        (*jt).quals = pg_sys::makeBoolExpr(pg_sys::BoolExprType::AND_EXPR, args.into_pg(), -1) as *mut pg_sys::Node;
+        q
+    }
+}
+
+/// The top-level `AND` terms of `quals`.
+///
+/// # Safety
+/// `quals` is a valid expression or null.
+unsafe fn conjuncts(quals: *mut pg_sys::Node) -> Vec<*mut pg_sys::Node> {
+    // SAFETY: as documented.
+    unsafe {
+        if quals.is_null() {
+            return Vec::new();
+        }
+        if (*quals).type_ == pg_sys::NodeTag::T_BoolExpr {
+            let b = quals as *mut pg_sys::BoolExpr;
+            if (*b).boolop == pg_sys::BoolExprType::AND_EXPR {
+                return PgList::<pg_sys::Node>::from_pg((*b).args).iter_ptr().collect();
+            }
+        }
+        vec![quals]
+    }
+}
+
+/// The call `cf_bound_contains('<name>', key)`.
+///
+/// # Safety
+/// `key` is a valid expression of the outer query.
+unsafe fn prescreen(func: pg_sys::Oid, name: &str, key: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    // SAFETY: node constructors of the current memory context.
+    unsafe {
+        let c = std::ffi::CString::new(name).unwrap_or_default();
+        let text = pg_sys::cstring_to_text(c.as_ptr());
+        let name_arg = pg_sys::makeConst(
+            pg_sys::TEXTOID,
+            -1,
+            pg_sys::DEFAULT_COLLATION_OID,
+            -1,
+            pg_sys::Datum::from(text),
+            false,
+            false,
+        );
+        let mut args = PgList::<pg_sys::Node>::new();
+        args.push(name_arg as *mut pg_sys::Node);
+        args.push(key);
+        pg_sys::makeFuncExpr(
+            func,
+            pg_sys::BOOLOID,
+            args.into_pg(),
+            pg_sys::InvalidOid,
+            pg_sys::exprCollation(key),
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        ) as *mut pg_sys::Node
+    }
+}
+
+/// Whether `sq` is a subquery whose rows all come from its `FROM` and
+/// `WHERE` (see the module documentation).
+///
+/// # Safety
+/// `sq` is a valid query.
+unsafe fn plain_select(sq: *mut pg_sys::Query) -> bool {
+    // SAFETY: as documented.
+    unsafe {
+        (*sq).commandType == pg_sys::CmdType::CMD_SELECT
+            && !(*sq).hasAggs
+            && !(*sq).hasWindowFuncs
+            && !(*sq).hasTargetSRFs
+            && !(*sq).hasRecursive
+            && !(*sq).hasModifyingCTE
+            && (*sq).groupClause.is_null()
+            && (*sq).groupingSets.is_null()
+            && (*sq).havingQual.is_null()
+            && (*sq).setOperations.is_null()
+            && (*sq).cteList.is_null()
+            && !(*sq).jointree.is_null()
+    }
+}
+
+/// If `node` (a bare column, or one relabeled to a binary-compatible type)
+/// is the bound column of a table listed directly in `sq`'s `FROM`: that
+/// binding's name.
+///
+/// # Safety
+/// `sq` is a valid query and `node` one of its expressions.
+unsafe fn bound_column(sq: *mut pg_sys::Query, node: *mut pg_sys::Node, bindings: &[Bound]) -> Option<String> {
+    // SAFETY: as documented; range table entries are read by index.
+    unsafe {
+        let mut n = node;
+        while (*n).type_ == pg_sys::NodeTag::T_RelabelType {
+            n = (*(n as *mut pg_sys::RelabelType)).arg as *mut pg_sys::Node;
+        }
+        if (*n).type_ != pg_sys::NodeTag::T_Var {
+            return None;
+        }
+        let v = n as *mut pg_sys::Var;
+        if (*v).varlevelsup != 0 || (*v).varno < 1 {
+            return None;
+        }
+        let direct = PgList::<pg_sys::Node>::from_pg((*(*sq).jointree).fromlist).iter_ptr().any(|f| {
+            (*f).type_ == pg_sys::NodeTag::T_RangeTblRef && (*(f as *mut pg_sys::RangeTblRef)).rtindex == (*v).varno
+        });
+        if !direct {
+            return None;
+        }
+        let rte = PgList::<pg_sys::RangeTblEntry>::from_pg((*sq).rtable).get_ptr((*v).varno as usize - 1)?;
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+            || (*rte).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
+        {
+            return None;
+        }
+        if (*rte).inh && has_children((*rte).relid) {
+            return None;
+        }
+        // Compared as the column's own keys: the probe hashes a value of the
+        // comparison's type as the filter hashes the column's.
+        let typ = pg_sys::exprType(node);
+        bindings
+            .iter()
+            .find(|b| b.tab == (*rte).relid && b.attnum == (*v).varattno)
+            .filter(|b| crate::sql::keys::key_type_of(typ) == crate::sql::keys::key_type_of(b.typid))
+            .map(|b| b.name.clone())
+    }
+}
+
+/// Whether relation `relid` has inheritance children (whose rows its
+/// filter does not hold).
+fn has_children(relid: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache lookup of an existing relation, released after.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, pg_sys::Datum::from(relid));
+        if tup.is_null() {
+            return true;
+        }
+        let form = pg_sys::GETSTRUCT(tup) as *mut pg_sys::FormData_pg_class;
+        let has = (*form).relhassubclass;
+        pg_sys::ReleaseSysCache(tup);
+        has
+    }
+}
+
+/// Whether `opno` compares two values of type `typ` as the type's default
+/// equality, which hashing agrees with, under collation `coll`.
+fn default_equality(opno: pg_sys::Oid, typ: pg_sys::Oid, coll: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups of existing operators and types.
+    unsafe {
+        let tce = pg_sys::lookup_type_cache(typ, pg_sys::TYPECACHE_EQ_OPR as i32);
+        !tce.is_null()
+            && (*tce).eq_opr == opno
+            && pg_sys::op_hashjoinable(opno, typ)
+            && (coll == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(coll))
+    }
+}
+
+/// Whether `e` may be evaluated in the query `levels` levels out instead:
+/// nothing volatile, no subquery or aggregate, no column of the levels in
+/// between.
+///
+/// # Safety
+/// `e` is a valid expression.
+unsafe fn movable(e: *mut pg_sys::Node, inner_levels: i32) -> bool {
+    // SAFETY: as documented.
+    unsafe {
+        if pg_sys::contain_volatile_functions(e) || pg_sys::contain_agg_clause(e) || pg_sys::contain_subplans(e) {
+            return false;
+        }
+        if (0..inner_levels).any(|l| pg_sys::contain_vars_of_level(e, l)) {
+            return false;
+        }
+        let mut bad = false;
+        walk(e, &mut |n| {
+            matches!(
+                (*n).type_,
+                pg_sys::NodeTag::T_SubLink
+                    | pg_sys::NodeTag::T_Aggref
+                    | pg_sys::NodeTag::T_GroupingFunc
+                    | pg_sys::NodeTag::T_WindowFunc
+                    | pg_sys::NodeTag::T_PlaceHolderVar
+            )
+            .then(|| bad = true);
+        });
+        !bad
+    }
+}
+
+/// Calls `f` on every node of expression `e`.
+///
+/// # Safety
+/// `e` is a valid expression.
+unsafe fn walk(e: *mut pg_sys::Node, f: &mut dyn FnMut(*mut pg_sys::Node)) {
+    #[pg_guard]
+    unsafe extern "C-unwind" fn step(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
+        if node.is_null() {
+            return false;
+        }
+        // SAFETY: cx is the closure passed below, alive for the walk.
+        unsafe {
+            let f = &mut *(cx as *mut &mut dyn FnMut(*mut pg_sys::Node));
+            f(node);
+            pg_sys::expression_tree_walker(node, Some(step), cx)
+        }
+    }
+    let mut f = f;
+    // SAFETY: as documented.
+    unsafe {
+        step(e, (&mut f) as *mut &mut dyn FnMut(*mut pg_sys::Node) as *mut std::ffi::c_void);
+    }
+}
+
+/// `EXISTS (SELECT … FROM t … WHERE t.col = <outer> AND …)` with `t.col`
+/// bound: the binding and `<outer>` as an expression of the outer query.
+///
+/// # Safety
+/// `sl` is a valid sublink of the query being planned.
+unsafe fn exists_key(sl: *mut pg_sys::SubLink, bindings: &[Bound]) -> Option<(String, *mut pg_sys::Node)> {
+    // SAFETY: as documented.
+    unsafe {
+        let sq = (*sl).subselect as *mut pg_sys::Query;
+        if sq.is_null() || (*sq).type_ != pg_sys::NodeTag::T_Query || !plain_select(sq) {
+            return None;
+        }
+        for c in conjuncts((*(*sq).jointree).quals) {
+            if (*c).type_ != pg_sys::NodeTag::T_OpExpr {
+                continue;
+            }
+            let op = c as *mut pg_sys::OpExpr;
+            let args = PgList::<pg_sys::Node>::from_pg((*op).args);
+            if args.len() != 2 {
+                continue;
+            }
+            for (col, other) in [(0, 1), (1, 0)] {
+                let (col, other) = (args.get_ptr(col)?, args.get_ptr(other)?);
+                let Some(name) = bound_column(sq, col, bindings) else { continue };
+                let typ = pg_sys::exprType(col);
+                if pg_sys::exprType(other) != typ || !default_equality((*op).opno, typ, (*op).inputcollid) {
+                    continue;
+                }
+                if !movable(other, 1) {
+                    continue;
+                }
+                // One level out: the subquery's outer columns are the outer
+                // query's own.
+                let key = pg_sys::copyObjectImpl(other.cast()) as *mut pg_sys::Node;
+                walk(key, &mut |n| {
+                    if (*n).type_ == pg_sys::NodeTag::T_Var {
+                        let v = n as *mut pg_sys::Var;
+                        (*v).varlevelsup -= 1;
+                    }
+                });
+                return Some((name, key));
+            }
+        }
+        None
+    }
+}
+
+/// `<outer> IN (SELECT t.col FROM t …)` with `t.col` bound: the binding and
+/// `<outer>`.
+///
+/// # Safety
+/// `sl` is a valid sublink of the query being planned.
+unsafe fn in_key(sl: *mut pg_sys::SubLink, bindings: &[Bound]) -> Option<(String, *mut pg_sys::Node)> {
+    // SAFETY: as documented.
+    unsafe {
+        let sq = (*sl).subselect as *mut pg_sys::Query;
+        let test = (*sl).testexpr;
+        if sq.is_null() || test.is_null() || (*test).type_ != pg_sys::NodeTag::T_OpExpr || !plain_select(sq) {
+            return None;
+        }
+        let op = test as *mut pg_sys::OpExpr;
+        let args = PgList::<pg_sys::Node>::from_pg((*op).args);
+        if args.len() != 2 {
+            return None;
+        }
+        let tle = PgList::<pg_sys::TargetEntry>::from_pg((*sq).targetList).iter_ptr().find(|t| !(**t).resjunk)?;
+        let col = (*tle).expr as *mut pg_sys::Node;
+        let name = bound_column(sq, col, bindings)?;
+        let (a, b) = (args.get_ptr(0)?, args.get_ptr(1)?);
+        let is_param = |n: *mut pg_sys::Node| {
+            (*n).type_ == pg_sys::NodeTag::T_Param
+                && (*(n as *mut pg_sys::Param)).paramkind == pg_sys::ParamKind::PARAM_SUBLINK
+                && (*(n as *mut pg_sys::Param)).paramid == 1
+        };
+        let other = if is_param(b) {
+            a
+        } else if is_param(a) {
+            b
+        } else {
+            return None;
+        };
+        let typ = pg_sys::exprType(col);
+        if pg_sys::exprType(other) != typ || !default_equality((*op).opno, typ, (*op).inputcollid) || !movable(other, 0)
+        {
+            return None;
+        }
+        Some((name, pg_sys::copyObjectImpl(other.cast()) as *mut pg_sys::Node))
+    }
+}
