@@ -66,6 +66,26 @@ SELECT array_length(array_positions(cf_insert_new('seen', ARRAY(SELECT g % 25000
 SELECT cf_info(w) ->> 'tables' AS tables, cf_count(w) AS items, round((cf_info(w) ->> 'fpp')::numeric, 4) AS fpp_bound,
        (SELECT count(*) FROM generate_series(1, 7) d, generate_series(1, 1000 + 100 * d) g WHERE NOT cf_contains(w, d * 1000000 + g)) AS missed
 FROM (SELECT cf_union_agg(f) AS w FROM (SELECT cf_agg(d * 1000000 + g) AS f FROM generate_series(1, 7) d, generate_series(1, 1000 + 100 * d) g GROUP BY d) days) s;
+\echo '== Bind a filter to a table: 1M payments (indexed), of which 0.2% of the views have an account.'
+CREATE TABLE payments AS SELECT g AS id, g::bigint * 500 AS account, 'card' AS method FROM generate_series(1, 1000000) g;
+CREATE INDEX ON payments (account);
+ANALYZE payments;
+SELECT cf_bind('paying_account', 'payments', 'account') AS rows_read;   -- kept in step with every write from now on
+RESET enable_hashjoin; RESET enable_mergejoin; RESET max_parallel_workers_per_gather;
+\echo '== The same unmodified EXISTS, without and with the binding (the planner adds the pre-screen where it pays):'
+\timing on
+SET cuckoo.auto_prescreen = off;
+SELECT count(*) AS paying_views_without FROM views v WHERE EXISTS (SELECT 1 FROM payments p WHERE p.account = v.account);
+RESET cuckoo.auto_prescreen;
+SELECT count(*) AS paying_views_with FROM views v WHERE EXISTS (SELECT 1 FROM payments p WHERE p.account = v.account);
+\timing off
+EXPLAIN (COSTS OFF) SELECT count(*) FROM views v WHERE EXISTS (SELECT 1 FROM payments p WHERE p.account = v.account);
+\echo '== Writes keep it exact: a new row is found at once; a deleted one leaves once no snapshot can see it.'
+INSERT INTO payments VALUES (0, 4243, 'new');
+SELECT cf_bound_contains('paying_account', 4243::bigint) AS new_row_found;
+DELETE FROM payments WHERE id = 0;
+SELECT cf_apply_deletes('paying_account') AS keys_removed, cf_bound_contains('paying_account', 4243::bigint) AS deleted_row_found;
+SELECT name, bound_table, bound_column, pending_deletes, dropped_deletes FROM cuckoo_filters WHERE bound_table IS NOT NULL;
 SELECT name, capacity, items, round(load_factor::numeric, 3) AS load, bytes, round(fpp::numeric, 5) AS fpp, tables, expansion, inserts, lookups, deletes, failed_inserts, kicks, durable
 FROM cuckoo_filters ORDER BY name;
 SELECT size_bytes, free_bytes, filters FROM cuckoo_region;

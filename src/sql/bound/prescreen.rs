@@ -16,12 +16,13 @@
 //!   set operations, `WITH`, window functions or set-returning functions in
 //!   its target list: an aggregate returns a row even when no row matches);
 //! - the comparison is a top-level `AND` term of the subquery's `WHERE` (for
-//!   `EXISTS`) or the `IN` itself, with the type's default equality, which
-//!   must be hashable, between the bound column of a table listed directly
-//!   in the subquery's `FROM` (not inside a join, not a parent of
-//!   inheritance children) and an expression of the same type that uses no
-//!   column of the subquery and nothing volatile, under a deterministic
-//!   collation. NULL keys: `NULL = x` is never true, and the pre-screen is
+//!   `EXISTS`) or the `IN` itself, with a hashable equality (PostgreSQL marks
+//!   only equalities hashable, and its hashing agrees with it), between the
+//!   bound column of a table listed directly in the subquery's `FROM` (not
+//!   inside a join, not a parent of inheritance children) and an expression
+//!   of the same type (or integers of other widths, which hash alike in a
+//!   filter) that uses no column of the subquery and nothing volatile, under
+//!   a deterministic collation. NULL keys: `NULL = x` is never true, and the pre-screen is
 //!   strict (NULL for a NULL key, which `WHERE` treats as false).
 //!
 //! The filter answers for every row version any snapshot can see (see the
@@ -403,15 +404,17 @@ fn has_children(relid: pg_sys::Oid) -> bool {
     }
 }
 
-/// Whether `opno` compares two values of type `typ` as the type's default
-/// equality, which hashing agrees with, under collation `coll`.
-fn default_equality(opno: pg_sys::Oid, typ: pg_sys::Oid, coll: pg_sys::Oid) -> bool {
+/// Whether `opno` compares a column of type `col` with a key of type `key`
+/// by an equality that the filter's hashing agrees with, under collation
+/// `coll`: a hashable equality (PostgreSQL marks only equalities hashable)
+/// between values of one type, or between integers of any widths (whose
+/// equal values hash alike in a filter), under a deterministic collation.
+fn filter_equality(opno: pg_sys::Oid, col: pg_sys::Oid, key: pg_sys::Oid, coll: pg_sys::Oid) -> bool {
+    let integer = |t: pg_sys::Oid| t == pg_sys::INT2OID || t == pg_sys::INT4OID || t == pg_sys::INT8OID;
     // SAFETY: catalog lookups of existing operators and types.
     unsafe {
-        let tce = pg_sys::lookup_type_cache(typ, pg_sys::TYPECACHE_EQ_OPR as i32);
-        !tce.is_null()
-            && (*tce).eq_opr == opno
-            && pg_sys::op_hashjoinable(opno, typ)
+        (col == key || (integer(col) && integer(key)))
+            && pg_sys::op_hashjoinable(opno, col)
             && (coll == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(coll))
     }
 }
@@ -495,8 +498,7 @@ unsafe fn exists_key(sl: *mut pg_sys::SubLink, bindings: &[Bound]) -> Option<(St
             for (col, other) in [(0, 1), (1, 0)] {
                 let (col, other) = (args.get_ptr(col)?, args.get_ptr(other)?);
                 let Some(name) = bound_column(sq, col, bindings) else { continue };
-                let typ = pg_sys::exprType(col);
-                if pg_sys::exprType(other) != typ || !default_equality((*op).opno, typ, (*op).inputcollid) {
+                if !filter_equality((*op).opno, pg_sys::exprType(col), pg_sys::exprType(other), (*op).inputcollid) {
                     continue;
                 }
                 if !movable(other, 1) {
@@ -552,8 +554,8 @@ unsafe fn in_key(sl: *mut pg_sys::SubLink, bindings: &[Bound]) -> Option<(String
         } else {
             return None;
         };
-        let typ = pg_sys::exprType(col);
-        if pg_sys::exprType(other) != typ || !default_equality((*op).opno, typ, (*op).inputcollid) || !movable(other, 0)
+        if !filter_equality((*op).opno, pg_sys::exprType(col), pg_sys::exprType(other), (*op).inputcollid)
+            || !movable(other, 0)
         {
             return None;
         }

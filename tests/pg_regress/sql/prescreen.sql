@@ -9,9 +9,10 @@ CREATE TABLE ps_inner (id int PRIMARY KEY, k bigint, t text);
 INSERT INTO ps_inner SELECT g, g * 7, 'k' || (g * 7) FROM generate_series(1, 100000) g;
 INSERT INTO ps_inner VALUES (100001, NULL, NULL);
 CREATE INDEX ON ps_inner (k);
-CREATE TABLE ps_outer (id int, k bigint, i int, t text);
+CREATE TABLE ps_outer (id int, k bigint, i int, t text, j int);
 INSERT INTO ps_outer SELECT g, CASE WHEN g % 100 = 0 THEN g * 7 ELSE g * 7 + 3 END, g * 7, 'k' || (g * 7 + (g % 100)::int::bigint) FROM generate_series(1, 20000) g;
-INSERT INTO ps_outer VALUES (0, NULL, NULL, NULL);
+UPDATE ps_outer SET j = k::int;
+INSERT INTO ps_outer VALUES (0, NULL, NULL, NULL, NULL);
 ANALYZE ps_inner, ps_outer;
 SELECT cf_bind('ps_k', 'ps_inner', 'k'), cf_bind('ps_t', 'ps_inner', 't');
 
@@ -42,7 +43,9 @@ INSERT INTO cases VALUES
   ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE o.k = i.k AND i.id > 5)$$),
   ($$SELECT o.id FROM ps_outer o WHERE o.k IN (SELECT k FROM ps_inner)$$),
   ($$SELECT o.id FROM ps_outer o WHERE o.id > 10 AND o.k IN (SELECT i.k FROM ps_inner i WHERE i.id % 2 = 0)$$),
-  ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.t = o.t)$$);
+  ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.t = o.t)$$),
+  -- An integer of another width: equal values hash alike in a filter.
+  ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = o.j)$$);
 SELECT prescreened(q), same(q) FROM cases;
 -- Left alone: NOT EXISTS, NOT IN, under OR, an aggregate (one row whatever
 -- matches), another type, another operator, a nondeterministic collation,
@@ -54,7 +57,7 @@ INSERT INTO cases VALUES
   ($$SELECT o.id FROM ps_outer o WHERE o.k NOT IN (SELECT k FROM ps_inner)$$),
   ($$SELECT o.id FROM ps_outer o WHERE o.id < 5 OR EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = o.k)$$),
   ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT count(*) FROM ps_inner i WHERE i.k = o.k)$$),
-  ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = o.i)$$),
+  ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.k::numeric = o.i::numeric)$$),
   ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.k >= o.k AND i.k <= o.k)$$),
   ($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.t = o.t COLLATE ps_ci)$$),
   ($$SELECT o.id FROM ps_outer o WHERE o.id < 30 AND EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = i.id + o.k)$$),
