@@ -135,16 +135,18 @@ BEGIN
     PERFORM @extschema@.cf_drop(cf_bind.name);
     cap := GREATEST(1024, (GREATEST(rel.reltuples, 0) * 1.25)::bigint);
     PERFORM @extschema@.cf_create(cf_bind.name, cap, cf_bind.fpp, cf_bind.durable, att.atttypid::regtype);
-    PERFORM @extschema@.cf_bound_register(cf_bind.name, cf_bind.tab, cf_bind.col, cf_bind.fpp, cf_bind.durable);
     -- Row triggers hash each row's key; the statement trigger hands them to
     -- the filter. ENABLE ALWAYS: they fire for logical replication's apply
-    -- and under session_replication_role = replica too.
+    -- and under session_replication_role = replica too. (Before the catalog
+    -- row: the DDL event trigger ends a binding whose triggers are not both
+    -- enabled always. No other session writes the table meanwhile.)
     EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
                               trig || '_row', cf_bind.tab, cf_bind.name, cf_bind.col);
     EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
                               trig || '_flush', cf_bind.tab);
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bind.tab, trig || '_row');
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bind.tab, trig || '_flush');
+    PERFORM @extschema@.cf_bound_register(cf_bind.name, cf_bind.tab, cf_bind.col, cf_bind.fpp, cf_bind.durable);
     RETURN @extschema@.cf_bound_fill(cf_bind.name, cf_bind.tab, cf_bind.col);
 END
 $fn$;
@@ -165,12 +167,14 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab AND NOT pg_has_role(c.relowner, 'USAGE')) THEN
         RAISE EXCEPTION 'must be owner of table %', b.tab USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- The catalog row first: dropping the triggers runs the DDL event
+    -- trigger, which ends a binding whose triggers are gone.
+    PERFORM @extschema@.cf_bound_release(cf_unbind.name);
+    PERFORM @extschema@.cf_bound_unregister(cf_unbind.name);
     IF b.tab IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
         EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_row', b.tab);
         EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_flush', b.tab);
     END IF;
-    PERFORM @extschema@.cf_bound_unregister(cf_unbind.name);
-    PERFORM @extschema@.cf_bound_release(cf_unbind.name);
     PERFORM @extschema@.cf_drop(cf_unbind.name);
 END
 $fn$;
@@ -210,8 +214,9 @@ COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from 
 
 -- DDL on a bound table keeps its binding right or ends it, with a NOTICE
 -- (never a filter that silently misses keys): a renamed column is followed;
--- a dropped table or column, or a column whose type no longer hashes as the
--- filter's keys, ends the binding (triggers, catalog row and filter go).
+-- a dropped table or column, a column whose type no longer hashes as the
+-- filter's keys, or a trigger of the binding disabled or dropped, ends the
+-- binding (triggers, catalog row and filter go).
 -- Runs as the extension's owner (it writes the catalog and may drop another
 -- role's filter), for every ALTER TABLE and every drop; it only reads the
 -- catalogs and acts on bindings whose table or column changed.
@@ -223,6 +228,10 @@ DECLARE
     trig text;
     why text;
 BEGIN
+    -- Its own trigger changes (a rename followed) run it again: not then.
+    IF @extschema@.cf_bound_ddl_quiet(NULL) THEN
+        RETURN;
+    END IF;
     FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v ORDER BY v.name LOOP
         trig := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(b.name), 16);
         why := NULL;
@@ -235,14 +244,21 @@ BEGIN
                 why := pg_catalog.format('column %I of %s was dropped', b.col, b.tab);
             ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
                 why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
+            ELSIF (SELECT pg_catalog.count(*) FROM pg_trigger t
+                    WHERE t.tgrelid = b.tab AND t.tgname IN (trig || '_row', trig || '_flush') AND t.tgenabled = 'A') <> 2 THEN
+                -- Without both triggers enabled always, writes would go
+                -- unseen (ALTER TABLE ... DISABLE TRIGGER, DROP TRIGGER).
+                why := pg_catalog.format('its triggers on %s were disabled or dropped', b.tab);
             ELSIF a.attname <> b.col THEN
                 -- Renamed: the row trigger names the column it reads. (The
                 -- row first: changing the triggers runs this function again.)
                 UPDATE @extschema@.cuckoo_bindings v SET col = a.attname WHERE v.name = b.name;
+                PERFORM @extschema@.cf_bound_ddl_quiet(true);
                 EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig || '_row', b.tab);
                 EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
                                           trig || '_row', b.tab, b.name, a.attname);
                 EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_row');
+                PERFORM @extschema@.cf_bound_ddl_quiet(false);
             END IF;
         END IF;
         IF why IS NOT NULL THEN
@@ -261,9 +277,14 @@ BEGIN
 END
 $fn$;
 REVOKE ALL ON FUNCTION cf_bound_ddl() FROM PUBLIC;
+-- Whether cf_bound_ddl is changing a binding's triggers itself (NULL: ask;
+-- true, false: set). The extension's owner's only: cf_bound_ddl runs as it.
+CREATE FUNCTION cf_bound_ddl_quiet(quiet boolean) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_ddl_quiet' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION cf_bound_ddl_quiet(boolean) FROM PUBLIC;
 CREATE FUNCTION cf_bound_key_ok(name text, typ oid) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_key_ok' LANGUAGE C STABLE STRICT PARALLEL SAFE;
-CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER')
     EXECUTE FUNCTION cf_bound_ddl();
 CREATE EVENT TRIGGER cuckoo_bound_drop ON sql_drop
     EXECUTE FUNCTION cf_bound_ddl();

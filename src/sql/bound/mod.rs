@@ -324,6 +324,23 @@ v1_functions! {
         }
     }
 
+    /// `cf_bound_ddl_quiet(quiet boolean) -> boolean`: whether the DDL event
+    /// trigger is changing a binding's triggers itself (set by it around the
+    /// change, so that it does not judge the binding in the middle of it);
+    /// NULL asks. Not for PUBLIC (sql/src/bound.sql).
+    fn cf_bound_ddl_quiet(fcinfo) {
+        // SAFETY: a boolean argument or NULL; a backend-local flag, cleared
+        // when the transaction ends (also by an error).
+        unsafe {
+            let arg = (*fcinfo).args.as_slice(1)[0];
+            if !arg.isnull {
+                trigger::register_callbacks();
+                trigger::DDL_QUIET = arg.value.value() != 0;
+            }
+            pg_sys::Datum::from(trigger::DDL_QUIET)
+        }
+    }
+
     /// `cf_apply_deletes(name text) -> bigint`: applies binding `name`'s
     /// queued deletes that are safe now (their transactions committed and
     /// no snapshot can see their rows); the keys removed.

@@ -54,8 +54,12 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
 
 static mut CALLBACKS: bool = false;
 
+/// Set by `cf_bound_ddl_quiet` while the DDL event trigger changes a
+/// binding's triggers itself; cleared when the transaction ends.
+pub(super) static mut DDL_QUIET: bool = false;
+
 /// Registers the transaction callbacks once per backend.
-fn register_callbacks() {
+pub(super) fn register_callbacks() {
     // SAFETY: backend-local flag; the callbacks stay registered for the
     // backend's life.
     unsafe {
@@ -72,7 +76,15 @@ fn register_callbacks() {
 unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     match event {
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => flush_all(None),
-        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => forget_all(),
+        pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+            forget_all();
+            // SAFETY: backend-local.
+            unsafe { DDL_QUIET = false };
+        }
+        pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PREPARE => {
+            // SAFETY: backend-local.
+            unsafe { DDL_QUIET = false };
+        }
         _ => {}
     }
 }

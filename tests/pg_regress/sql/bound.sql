@@ -137,6 +137,15 @@ ALTER TABLE bt3 DROP COLUMN k;
 SELECT cf_bind('bt3_k', 'bt3', 'id');
 DROP TABLE bt3;
 SELECT count(*) AS bindings FROM cuckoo_bindings WHERE name = 'bt3_k';
+CREATE TABLE bt3 (k int);
+SELECT cf_bind('bt3_k', 'bt3', 'k');
+-- Its triggers disabled or dropped: writes would go unseen, so it ends.
+SELECT tgname AS row_trigger FROM pg_trigger WHERE tgrelid = 'bt3'::regclass AND tgname LIKE '%_row' \gset
+ALTER TABLE bt3 DISABLE TRIGGER :"row_trigger";
+SELECT cf_bind('bt3_k', 'bt3', 'k');
+DROP TRIGGER :"row_trigger" ON bt3;
+SELECT count(*) AS bindings FROM cuckoo_bindings WHERE name = 'bt3_k';
+DROP TABLE bt3;
 SELECT cf_bind('bt2_k', 'bt2', 'k');
 
 -- Another role: cannot bind, rebuild or unbind a table it does not own,
