@@ -189,6 +189,7 @@ DECLARE
     b record;
     att record;
     cap bigint;
+    trig text := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(cf_rebuild.name), 16);
 BEGIN
     SELECT * INTO b FROM @extschema@.cuckoo_bindings v WHERE v.name = cf_rebuild.name;
     IF NOT FOUND THEN
@@ -206,6 +207,14 @@ BEGIN
     END IF;
     cap := GREATEST(1024, (GREATEST((SELECT c.reltuples FROM pg_class c WHERE c.oid = b.tab), 0) * 1.25)::bigint);
     PERFORM @extschema@.cf_drop(cf_rebuild.name);
+    -- Its triggers, as cf_bind makes them (a restore may have left them
+    -- disabled), while the filter is missing.
+    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
+                              trig || '_row', b.tab, cf_rebuild.name, b.col);
+    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
+                              trig || '_flush', b.tab);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_row');
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_flush');
     PERFORM @extschema@.cf_create(cf_rebuild.name, cap, b.fpp, b.durable, att.atttypid::regtype);
     RETURN @extschema@.cf_bound_fill(cf_rebuild.name, b.tab, b.col);
 END
@@ -244,10 +253,12 @@ BEGIN
                 why := pg_catalog.format('column %I of %s was dropped', b.col, b.tab);
             ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
                 why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
-            ELSIF (SELECT pg_catalog.count(*) FROM pg_trigger t
+            ELSIF @extschema@.cf_bound_present(b.name) AND (SELECT pg_catalog.count(*) FROM pg_trigger t
                     WHERE t.tgrelid = b.tab AND t.tgname IN (trig || '_row', trig || '_flush') AND t.tgenabled = 'A') <> 2 THEN
                 -- Without both triggers enabled always, writes would go
-                -- unseen (ALTER TABLE ... DISABLE TRIGGER, DROP TRIGGER).
+                -- unseen (ALTER TABLE ... DISABLE TRIGGER, DROP TRIGGER). A
+                -- binding whose filter is missing (a restore making its
+                -- triggers) is used by nothing; cf_rebuild sets them right.
                 why := pg_catalog.format('its triggers on %s were disabled or dropped', b.tab);
             ELSIF a.attname <> b.col THEN
                 -- Renamed: the row trigger names the column it reads. (The

@@ -31,8 +31,16 @@ the same run, interleaved, median of several repetitions. Prints ratios.
           and the planning time against a built-in qual.
   batched: 1M keys probed in one cf_contains(f, keys[]) call against 1M
           single calls, on the BENCH_ROWS-key filter, as a value and by name.
+  bound:  a filter bound to a BENCH_BOUND_INNER-row table (default 10M, with an
+          index on the key; a tenth as many outer rows): an unmodified EXISTS
+          with the automatic pre-screen against the planner's best plan
+          without it (cuckoo.auto_prescreen off) and against the same
+          pre-screen written by hand, at 1% and 100% of outer keys present;
+          and INSERT and DELETE of 200k rows into a bound table against an
+          unbound one of the same shape.
 
-BENCH_ROWS (default 10M), BENCH_REPS (default 5) and BENCH_LARGE_ROWS scale it.
+BENCH_ROWS (default 10M), BENCH_REPS (default 5), BENCH_LARGE_ROWS and
+BENCH_BOUND_INNER scale it.
 """
 import datetime
 import os
@@ -384,8 +392,57 @@ def batched():
               f" {ms[kind + '_single'] / ms[kind + '_batched']:.2f}x")
 
 
+def bound():
+    inner = int(os.environ.get("BENCH_BOUND_INNER", 10_000_000))
+    outer = inner // 10
+    psql(f"""CREATE TABLE binner AS SELECT g AS id, g::bigint * 100 AS k, 'payload ' || g AS pad FROM generate_series(1, {inner}) g;
+             CREATE INDEX ON binner (k);""")
+    psql("VACUUM ANALYZE binner")
+    _, rows = psql("SELECT cf_bind('binner_k', 'binner', 'k')")
+    for case, every in {"1": 100, "100": 1}.items():
+        psql(f"""CREATE TABLE bouter_{case} AS SELECT g AS id, ((hashint4(g)::bigint & 1073741823) % {inner} + 1) * 100
+                                                     + CASE WHEN g % {every} = 0 THEN 0 ELSE 1 + g % 99 END AS k
+                 FROM generate_series(1, {outer}) g""")
+        psql(f"VACUUM ANALYZE bouter_{case}")
+    print(f"bound: {inner}-row table bound (cf_bind read {rows[-1]} rows; index on the key), {outer} outer rows, "
+          f"parallel plans allowed (median of {REPS}):")
+    for case in ("1", "100"):
+        exists_q = f"SELECT count(*) FROM bouter_{case} o WHERE EXISTS (SELECT 1 FROM binner i WHERE i.k = o.k)"
+        q = {
+            "without": "SET cuckoo.auto_prescreen = off; " + exists_q,
+            "auto": exists_q,
+            "by_hand": f"SELECT count(*) FROM bouter_{case} o WHERE cf_contains('binner_k', o.k) "
+                       f"AND EXISTS (SELECT 1 FROM binner i WHERE i.k = o.k)",
+        }
+        ms, ans = timed(q)
+        assert ans["without"][-1] == ans["auto"][-1] == ans["by_hand"][-1], ans
+        _, plan = psql("EXPLAIN (COSTS OFF) " + exists_q)
+        used = any("cf_bound_contains" in line for line in plan)
+        goal = "goal >= 5" if case == "1" else "goal >= 0.95"
+        print(f"  {case:>3}% of outer keys present ({ans['auto'][-1]} found): planner without {ms['without']:8.1f} ms, "
+              f"automatic {ms['auto']:8.1f} ms (pre-screen {'in' if used else 'not in'} the plan), by hand {ms['by_hand']:8.1f} ms;"
+              f" automatic {ms['without'] / ms['auto']:.2f}x the planner's ({goal}), {ms['by_hand'] / ms['auto']:.2f}x the hand-written (goal >= 0.9)")
+    # Write cost: the same statements on a bound table and on an unbound one.
+    n = 200_000
+    psql("CREATE TABLE bw_bound (id bigint PRIMARY KEY, k bigint); CREATE TABLE bw_plain (id bigint PRIMARY KEY, k bigint);"
+         "SELECT cf_bind('bw_k', 'bw_bound', 'k');")
+    ins, dels = {"bound": [], "plain": []}, {"bound": [], "plain": []}
+    for r in range(REPS):
+        for t in ("bound", "plain"):
+            ms, _ = psql(f"INSERT INTO bw_{t} SELECT g, g * 7 FROM generate_series({r * n + 1}, {(r + 1) * n}) g")
+            ins[t].append(ms)
+            ms, _ = psql(f"DELETE FROM bw_{t} WHERE id > {r * n + n // 2} AND id <= {(r + 1) * n}")
+            dels[t].append(ms)
+    mi = {t: statistics.median(v) for t, v in ins.items()}
+    md = {t: statistics.median(v) for t, v in dels.items()}
+    _, pend = psql("SELECT cf_apply_deletes('bw_k')")
+    print(f"  writes ({n} rows a statement): INSERT bound {mi['bound']:8.1f} ms, unbound {mi['plain']:8.1f} ms:"
+          f" {mi['plain'] / mi['bound']:.2f}x the throughput (goal >= 0.8); DELETE bound {md['bound']:8.1f} ms,"
+          f" unbound {md['plain']:8.1f} ms: {md['plain'] / md['bound']:.2f}x (goal >= 0.8); {pend[-1]} queued deletes applied after")
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["probe", "build", "space", "sweep", "large", "exists", "estimates", "batched"]
+    which = sys.argv[1:] or ["probe", "build", "space", "sweep", "large", "exists", "estimates", "batched", "bound"]
     setup()
     for w in which:
         globals()[w]()
