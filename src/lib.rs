@@ -18,8 +18,9 @@ pgrx::pg_module_magic!();
 #[pgrx::pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     sql::install_core_hooks();
-    sql::named::init();
+    // Before named::init, which reserves the cuckoo. prefix at its end.
     sql::bound::init();
+    sql::named::init();
     sql::citus::hook::init();
 }
 

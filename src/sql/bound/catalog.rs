@@ -186,6 +186,10 @@ pub(super) fn may_read(tab: pg_sys::Oid, attnum: i16) -> bool {
         if attnum <= 0 || pg_sys::get_rel_name(tab).is_null() {
             return false;
         }
+        // Row-level security hides rows the filter holds keys of.
+        if pg_sys::check_enable_rls(tab, pg_sys::InvalidOid, true) != pg_sys::CheckEnableRlsResult::RLS_NONE as i32 {
+            return false;
+        }
         let me = pg_sys::GetUserId();
         pg_sys::pg_class_aclcheck(tab, me, pg_sys::ACL_SELECT as pg_sys::AclMode) == pg_sys::AclResult::ACLCHECK_OK
             || pg_sys::pg_attribute_aclcheck(tab, attnum, me, pg_sys::ACL_SELECT as pg_sys::AclMode)

@@ -413,8 +413,15 @@ fn filter_equality(opno: pg_sys::Oid, col: pg_sys::Oid, key: pg_sys::Oid, coll: 
     let integer = |t: pg_sys::Oid| t == pg_sys::INT2OID || t == pg_sys::INT4OID || t == pg_sys::INT8OID;
     // SAFETY: catalog lookups of existing operators and types.
     unsafe {
+        // The equality of the column type's default hash operator family:
+        // the one the filter's hashing agrees with (another hashable
+        // equality, case-insensitive say, does not).
+        let tce = pg_sys::lookup_type_cache(col, pg_sys::TYPECACHE_HASH_OPFAMILY as i32);
         (col == key || (integer(col) && integer(key)))
             && pg_sys::op_hashjoinable(opno, col)
+            && !tce.is_null()
+            && (*tce).hash_opf != pg_sys::InvalidOid
+            && pg_sys::op_in_opfamily(opno, (*tce).hash_opf)
             && (coll == pg_sys::InvalidOid || pg_sys::get_collation_isdeterministic(coll))
     }
 }

@@ -21,6 +21,7 @@ use pgrx::prelude::*;
 
 use super::apply;
 use super::binding::{forget_all, key_of, with_binding, BINDINGS};
+use super::shared::area;
 use crate::region::wal::MANY_MAX;
 use crate::sql::named::errors::fail;
 
@@ -44,8 +45,14 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
         for name in names {
             BINDINGS.with(|bs| {
                 let mut bs = bs.borrow_mut();
+                // Only for the bound table itself: another relation's horizon
+                // (a temporary table's) may ignore other sessions' snapshots.
                 if let Some(b) = bs.iter_mut().find(|b| b.name == name) {
-                    apply::maybe_apply(b, rel, false);
+                    // SAFETY: rel is the open relation of the firing trigger.
+                    let relid = unsafe { (*rel).rd_id }.to_u32();
+                    if area().slot(b.slot).table().map(|(t, _)| t) == Some(relid) {
+                        apply::maybe_apply(b, rel, false);
+                    }
                 }
             });
         }
@@ -96,8 +103,14 @@ unsafe extern "C-unwind" fn at_subxact(
     _parent: pg_sys::SubTransactionId,
     _arg: *mut std::ffi::c_void,
 ) {
+    // Buffered keys are kept: they may be an outer (sub)transaction's (a
+    // partition written through its parent fires no statement trigger of
+    // its own; another trigger may catch an error in a subtransaction), and
+    // an aborted row's key is only a false positive. Buffered deletes of an
+    // aborted subtransaction are dropped when applied (its ID aborted).
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        forget_all();
+        // SAFETY: backend-local.
+        unsafe { DDL_QUIET = false };
     }
 }
 
