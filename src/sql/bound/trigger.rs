@@ -11,8 +11,9 @@
 //! before the commit record. A deleted version's key is queued with the ID
 //! of the (sub)transaction that deleted it (`apply` takes it out later). An
 //! `UPDATE` whose new version's key hashes as the old one's changes nothing.
-//! Keys buffered when a statement or subtransaction fails belong to rows that
-//! never existed for anyone and are dropped.
+//! Keys buffered when the transaction aborts belong to rows that never
+//! existed for anyone and are dropped; a subtransaction's abort keeps them
+//! (they may be an outer statement's: false positives at worst).
 
 use std::ffi::CStr;
 
