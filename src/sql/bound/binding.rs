@@ -254,6 +254,35 @@ pub(super) unsafe fn key_of(col: &mut Column, slot: *mut pg_sys::TupleTableSlot,
     }
 }
 
+/// Adds `hs` to the filter in chunks of at most 8,192 keys, each logged
+/// before it takes effect (its refusals after, as `cf_insert` of an array
+/// logs them); stops after the first chunk with a refusal. Returns the keys
+/// refused; `tally` counts those stored.
+pub(super) fn insert_logged(
+    chain: &crate::filter::Chain<'_, crate::region::RegionTables<'_>>,
+    gen: u64,
+    hs: &[u64],
+    tally: &mut Tally,
+) -> usize {
+    let mut refused = 0;
+    for chunk in hs.chunks(MANY_MAX) {
+        let end = (gen != 0).then(|| log(&batch_record(gen, chunk, true)));
+        let mut out = vec_filled(chunk.len(), Err(Full));
+        chain.insert_many(chunk, false, &mut out, &mut tally.op);
+        let no: Vec<(u32, u64)> =
+            out.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| (i as u32, chunk[i])).collect();
+        tally.stored += (chunk.len() - no.len()) as u64;
+        refused += no.len();
+        if let Some(end) = end {
+            log_refused(gen, end, no);
+        }
+        if refused > 0 {
+            break;
+        }
+    }
+    refused
+}
+
 /// Adds a copy of each key in `hs` whose pair is not saturated (see
 /// `region::binding`), logging them before they take effect; the statement
 /// fails if the filter is full.
@@ -266,22 +295,7 @@ pub(super) fn add_versions(b: &mut Binding, hs: &[u64]) {
             let add = versions_to_copy(gate, hs, |h| chain.copies(h), &mut saturated);
             let chosen: Vec<u64> = hs.iter().zip(&add).filter(|(_, &a)| a).map(|(&h, _)| h).collect();
             let mut tally = Tally::default();
-            let mut refused = 0;
-            for chunk in chosen.chunks(MANY_MAX) {
-                let end = (gen != 0).then(|| log(&batch_record(gen, chunk, true)));
-                let mut out = vec_filled(chunk.len(), Err(Full));
-                chain.insert_many(chunk, false, &mut out, &mut tally.op);
-                let no: Vec<(u32, u64)> =
-                    out.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| (i as u32, chunk[i])).collect();
-                tally.stored += (chunk.len() - no.len()) as u64;
-                refused += no.len();
-                if let Some(end) = end {
-                    log_refused(gen, end, no);
-                }
-                if refused > 0 {
-                    break;
-                }
-            }
+            let refused = insert_logged(chain, gen, &chosen, &mut tally);
             (saturated, refused, tally)
         });
         match done {

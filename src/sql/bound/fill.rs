@@ -18,14 +18,11 @@ use pgrx::prelude::*;
 
 use super::binding::{find_column, relation_name, target_of};
 use super::shared::with_lock;
-use crate::filter::{vec_filled, Full};
 use crate::region::binding::COPY_CAP;
 use crate::region::wal::MANY_MAX;
 use crate::region::Tally;
-use crate::sql::batch::{batch_record, log_refused};
 use crate::sql::keys::KeyHasher;
 use crate::sql::named::errors::fail;
-use crate::sql::named::log::log;
 
 /// The full transaction ID of a 32-bit one no older than 2^31 transactions.
 fn full_xid(xid: pg_sys::TransactionId) -> u64 {
@@ -165,22 +162,7 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
         pgrx::check_for_interrupts!();
         let done = target.write(c"filling a bound durable cuckoo filter", |chain, gen| {
             let mut tally = Tally::default();
-            let mut refused = 0;
-            for part in chunk.chunks(MANY_MAX) {
-                let end = (gen != 0).then(|| log(&batch_record(gen, part, true)));
-                let mut out = vec_filled(part.len(), Err(Full));
-                chain.insert_many(part, false, &mut out, &mut tally.op);
-                let no: Vec<(u32, u64)> =
-                    out.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| (i as u32, part[i])).collect();
-                tally.stored += (part.len() - no.len()) as u64;
-                refused += no.len();
-                if let Some(end) = end {
-                    log_refused(gen, end, no);
-                }
-                if refused > 0 {
-                    break;
-                }
-            }
+            let refused = super::binding::insert_logged(chain, gen, chunk, &mut tally);
             (refused, tally)
         });
         match done {
