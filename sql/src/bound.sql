@@ -18,7 +18,15 @@ CREATE TABLE cuckoo_bindings (
     fpp float8 NOT NULL,
     durable boolean NOT NULL,
     bound_by regrole NOT NULL,
-    bound_at timestamptz NOT NULL DEFAULT now()
+    bound_at timestamptz NOT NULL DEFAULT now(),
+    -- What identifies the contents the last committed fill made (a durable
+    -- filter's generation, else an identity kept in shared memory): a probe
+    -- trusts the filter only when it is this one, so that a fill cancelled,
+    -- failed or cut by a crash leaves "maybe" answers, not false negatives.
+    built bigint,
+    -- For a column of an enum type (keys are its labels): the labels, as
+    -- oid:label, when last filled, so that a label renamed is noticed.
+    enum_labels text[]
 );
 GRANT SELECT ON cuckoo_bindings TO PUBLIC;
 -- Every change of the catalog makes each backend read it again for its plans.
@@ -41,6 +49,12 @@ CREATE FUNCTION cf_bound_unregister(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_unregister' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_bound_fill' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_reset(name text, capacity bigint, fpp float8, durable boolean, typ regtype) RETURNS void
+    AS 'MODULE_PATHNAME', 'cf_bound_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_altered(tab oid, attnum int2) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_altered' LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION cf_bound_ready(name text) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_ready' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_release(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_release' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_present(name text) RETURNS boolean
@@ -65,6 +79,45 @@ CREATE FUNCTION cf_apply_deletes(name text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_apply_deletes' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_apply_deletes(text) IS 'applies the queued deletes of a bound cuckoo filter that are safe now (their transactions committed, and no snapshot can still see the deleted rows); returns the keys removed';
 
+-- The two triggers of binding `name` on `tab` (row triggers hash each row's
+-- key; the statement trigger hands them to the filter), made or made again
+-- as cf_bind makes them. ENABLE ALWAYS: they fire for logical
+-- replication's apply and under session_replication_role = replica too.
+-- Runs with the caller's rights (CREATE TRIGGER checks them).
+CREATE FUNCTION cf_bound_triggers(name text, tab regclass, col name) RETURNS void
+    LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    trig text := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(cf_bound_triggers.name), 16);
+BEGIN
+    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
+                              trig || '_row', cf_bound_triggers.tab, cf_bound_triggers.name, cf_bound_triggers.col);
+    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
+                              trig || '_flush', cf_bound_triggers.tab);
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, trig || '_row');
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, trig || '_flush');
+END
+$fn$;
+
+-- Whether binding `name`'s triggers on `tab` are exactly those
+-- cf_bound_triggers makes, enabled always: a trigger replaced (CREATE OR
+-- REPLACE TRIGGER with a WHEN clause, a column list, other arguments or
+-- another function), disabled or dropped would let writes go unseen.
+CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS boolean
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT pg_catalog.count(*) = 2 FROM pg_catalog.pg_trigger t
+     WHERE t.tgrelid = $2
+       AND t.tgenabled = 'A' AND t.tgqual IS NULL AND t.tgattr = ''::int2vector
+       AND t.tgconstraint = 0 AND NOT t.tgisinternal
+       AND ((t.tgname = 'cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_row'
+             AND t.tgfoid = '@extschema@.cf_bound_row()'::regprocedure
+             AND t.tgtype = 29 AND t.tgnargs = 2
+             AND t.tgargs = pg_catalog.convert_to($1, pg_catalog.getdatabaseencoding()) || '\x00'::bytea
+                            || pg_catalog.convert_to($3::text, pg_catalog.getdatabaseencoding()) || '\x00'::bytea)
+         OR (t.tgname = 'cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_flush'
+             AND t.tgfoid = '@extschema@.cf_bound_flush()'::regprocedure
+             AND t.tgtype = 28 AND t.tgnargs = 0))
+$fn$;
+
 -- cf_bind(name, tab, col, fpp, durable): makes the named filter `name`
 -- (dropping a filter of that name the caller owns), binds it to column `col`
 -- of table `tab`, fills it from the table and keeps it in step from then on;
@@ -76,7 +129,6 @@ CREATE FUNCTION cf_bind(name text, tab regclass, col text, fpp float8 DEFAULT 0.
 DECLARE
     att record;
     rel record;
-    trig text := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(cf_bind.name), 16);
     cap bigint;
 BEGIN
     IF cf_bind.name IS NULL OR cf_bind.tab IS NULL OR cf_bind.col IS NULL OR cf_bind.fpp IS NULL OR cf_bind.durable IS NULL THEN
@@ -115,17 +167,10 @@ BEGIN
     PERFORM @extschema@.cf_drop(cf_bind.name);
     cap := GREATEST(1024, (GREATEST(rel.reltuples, 0) * 1.25)::bigint);
     PERFORM @extschema@.cf_create(cf_bind.name, cap, cf_bind.fpp, cf_bind.durable, att.atttypid::regtype);
-    -- Row triggers hash each row's key; the statement trigger hands them to
-    -- the filter. ENABLE ALWAYS: they fire for logical replication's apply
-    -- and under session_replication_role = replica too. (Before the catalog
-    -- row: the DDL event trigger ends a binding whose triggers are not both
-    -- enabled always. No other session writes the table meanwhile.)
-    EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
-                              trig || '_row', cf_bind.tab, cf_bind.name, cf_bind.col);
-    EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
-                              trig || '_flush', cf_bind.tab);
-    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bind.tab, trig || '_row');
-    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bind.tab, trig || '_flush');
+    -- Its triggers before the catalog row: the DDL event trigger ends a
+    -- binding whose triggers are not as they should be. No other session
+    -- writes the table meanwhile.
+    PERFORM @extschema@.cf_bound_triggers(cf_bind.name, cf_bind.tab, cf_bind.col);
     PERFORM @extschema@.cf_bound_register(cf_bind.name, cf_bind.tab, cf_bind.col, cf_bind.fpp, cf_bind.durable);
     RETURN @extschema@.cf_bound_fill(cf_bind.name, cf_bind.tab, cf_bind.col);
 END
@@ -169,7 +214,6 @@ DECLARE
     b record;
     att record;
     cap bigint;
-    trig text := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(cf_rebuild.name), 16);
 BEGIN
     SELECT * INTO b FROM @extschema@.cuckoo_bindings v WHERE v.name = cf_rebuild.name;
     IF NOT FOUND THEN
@@ -186,29 +230,31 @@ BEGIN
             USING ERRCODE = 'undefined_column';
     END IF;
     cap := GREATEST(1024, (GREATEST((SELECT c.reltuples FROM pg_class c WHERE c.oid = b.tab), 0) * 1.25)::bigint);
-    PERFORM @extschema@.cf_drop(cf_rebuild.name);
-    -- Its triggers, as cf_bind makes them (a restore may have left them
-    -- disabled), while the filter is missing.
-    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
-                              trig || '_row', b.tab, cf_rebuild.name, b.col);
-    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
-                              trig || '_flush', b.tab);
-    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_row');
-    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_flush');
-    PERFORM @extschema@.cf_create(cf_rebuild.name, cap, b.fpp, b.durable, att.atttypid::regtype);
+    -- The filter goes first (probes answer "maybe" until the fill commits:
+    -- a cancelled or failed rebuild leaves a filter the catalog does not
+    -- name), then its triggers are made again as cf_bind makes them (a
+    -- restore may have left them disabled) while it is missing, then it is
+    -- made again and filled.
+    PERFORM @extschema@.cf_bound_reset(cf_rebuild.name, NULL, NULL, NULL, NULL);
+    PERFORM @extschema@.cf_bound_triggers(cf_rebuild.name, b.tab, b.col);
+    PERFORM @extschema@.cf_bound_reset(cf_rebuild.name, cap, b.fpp, b.durable, att.atttypid::regtype);
     RETURN @extschema@.cf_bound_fill(cf_rebuild.name, b.tab, b.col);
 END
 $fn$;
 COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from its table, clearing the keys that dropped deletes left; returns the rows whose keys it holds';
 
--- DDL on a bound table keeps its binding right or ends it, with a NOTICE
--- (never a filter that silently misses keys): a renamed column is followed;
--- a dropped table or column, a column whose type no longer hashes as the
--- filter's keys, or a trigger of the binding disabled or dropped, ends the
--- binding (triggers, catalog row and filter go).
+-- DDL on a bound table keeps its binding right, or leaves its filter to be
+-- rebuilt, or ends it, with a NOTICE (never a filter that silently misses
+-- keys): a renamed column is followed; a label of the column's enum type
+-- renamed (its rows' keys change) drops the filter until cf_rebuild (probes
+-- answer "maybe" meanwhile); a dropped table or column, a column whose type
+-- no longer hashes as the filter's keys, or a trigger of the binding
+-- disabled, dropped or replaced, ends the binding (triggers, catalog row and
+-- filter go). (A table rewritten with new column values: cf_bound_rewrite.)
 -- Runs as the extension's owner (it writes the catalog and may drop another
--- role's filter), for every ALTER TABLE and every drop; it only reads the
--- catalogs and acts on bindings whose table or column changed.
+-- role's filter), for every ALTER TABLE, ALTER TYPE, CREATE TRIGGER, ALTER
+-- TRIGGER and drop; it only reads the catalogs and acts on bindings whose
+-- table, column, type or triggers changed.
 CREATE FUNCTION cf_bound_ddl() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -216,6 +262,8 @@ DECLARE
     a record;
     trig text;
     why text;
+    base oid;
+    labels text[];
 BEGIN
     -- Its own trigger changes (a rename followed) run it again: not then.
     IF @extschema@.cf_bound_ddl_quiet(NULL) THEN
@@ -233,23 +281,40 @@ BEGIN
                 why := pg_catalog.format('column %I of %s was dropped', b.col, b.tab);
             ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
                 why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
-            ELSIF @extschema@.cf_bound_present(b.name) AND (SELECT pg_catalog.count(*) FROM pg_trigger t
-                    WHERE t.tgrelid = b.tab AND t.tgname IN (trig || '_row', trig || '_flush') AND t.tgenabled = 'A') <> 2 THEN
-                -- Without both triggers enabled always, writes would go
-                -- unseen (ALTER TABLE ... DISABLE TRIGGER, DROP TRIGGER). A
-                -- binding whose filter is missing (a restore making its
-                -- triggers) is used by nothing; cf_rebuild sets them right.
-                why := pg_catalog.format('its triggers on %s were disabled or dropped', b.tab);
+            ELSIF @extschema@.cf_bound_present(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
+                -- Without both triggers as cf_bind makes them, writes would
+                -- go unseen (DISABLE TRIGGER, DROP TRIGGER, CREATE OR REPLACE
+                -- TRIGGER). A binding whose filter is missing (a restore
+                -- making its triggers) is used by nothing; cf_rebuild sets
+                -- them right.
+                why := pg_catalog.format('its triggers on %s were disabled, dropped or replaced', b.tab);
             ELSIF a.attname <> b.col THEN
                 -- Renamed: the row trigger names the column it reads. (The
                 -- row first: changing the triggers runs this function again.)
                 UPDATE @extschema@.cuckoo_bindings v SET col = a.attname WHERE v.name = b.name;
                 PERFORM @extschema@.cf_bound_ddl_quiet(true);
                 EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig || '_row', b.tab);
-                EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
-                                          trig || '_row', b.tab, b.name, a.attname);
-                EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', b.tab, trig || '_row');
+                PERFORM @extschema@.cf_bound_triggers(b.name, b.tab, a.attname);
                 PERFORM @extschema@.cf_bound_ddl_quiet(false);
+            ELSIF b.enum_labels IS NOT NULL AND @extschema@.cf_bound_present(b.name) THEN
+                -- Keys of an enum column are its labels: a label renamed
+                -- (ALTER TYPE ... RENAME VALUE) changes the key of every row
+                -- holding it. Labels added change none.
+                base := a.atttypid;
+                WHILE (SELECT t.typtype FROM pg_type t WHERE t.oid = base) = 'd' LOOP
+                    base := (SELECT t.typbasetype FROM pg_type t WHERE t.oid = base);
+                END LOOP;
+                labels := (SELECT pg_catalog.array_agg(e.oid::text || ':' || e.enumlabel ORDER BY e.oid)
+                             FROM pg_enum e WHERE e.enumtypid = base);
+                IF labels IS DISTINCT FROM b.enum_labels THEN
+                    IF labels @> b.enum_labels THEN
+                        UPDATE @extschema@.cuckoo_bindings v SET enum_labels = labels WHERE v.name = b.name;
+                    ELSE
+                        RAISE NOTICE 'cuckoo: filter "%" bound to column % of % is dropped until it is rebuilt: a label of type % was renamed', b.name, b.col, b.tab, base::regtype
+                            USING HINT = pg_catalog.format('Meanwhile pre-screens treat every key as present. Rebuild it with SELECT cf_rebuild(%L).', b.name);
+                        PERFORM @extschema@.cf_bound_reset(b.name, NULL, NULL, NULL, NULL);
+                    END IF;
+                END IF;
             END IF;
         END IF;
         IF why IS NOT NULL THEN
@@ -275,7 +340,37 @@ CREATE FUNCTION cf_bound_ddl_quiet(quiet boolean) RETURNS boolean
 REVOKE ALL ON FUNCTION cf_bound_ddl_quiet(boolean) FROM PUBLIC;
 CREATE FUNCTION cf_bound_key_ok(name text, typ oid) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_key_ok' LANGUAGE C STABLE STRICT PARALLEL SAFE;
-CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER')
+CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end
+    WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TRIGGER', 'ALTER TRIGGER')
     EXECUTE FUNCTION cf_bound_ddl();
 CREATE EVENT TRIGGER cuckoo_bound_drop ON sql_drop
     EXECUTE FUNCTION cf_bound_ddl();
+
+-- A bound table rewritten with new values of its bound column (ALTER TABLE
+-- ... ALTER COLUMN ... TYPE, maybe with USING, which fires no row trigger):
+-- the binding's filter is dropped before the rewrite, until cf_rebuild
+-- (probes answer "maybe" meanwhile), with a NOTICE. Rewrites that keep the
+-- column's values (SET LOGGED, SET ACCESS METHOD, a column added with a
+-- volatile default, another column's type changed) change nothing. Runs as
+-- the extension's owner, as cf_bound_ddl does.
+CREATE FUNCTION cf_bound_rewrite() RETURNS event_trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    b record;
+BEGIN
+    IF pg_catalog.pg_event_trigger_table_rewrite_reason() & 4 = 0 THEN
+        RETURN;
+    END IF;
+    FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
+              WHERE v.tab = pg_catalog.pg_event_trigger_table_rewrite_oid() ORDER BY v.name LOOP
+        IF @extschema@.cf_bound_present(b.name) AND @extschema@.cf_bound_altered(b.tab, b.attnum) THEN
+            RAISE NOTICE 'cuckoo: filter "%" bound to column % of % is dropped until it is rebuilt: the table is rewritten with new values of the column', b.name, b.col, b.tab
+                USING HINT = pg_catalog.format('Meanwhile pre-screens treat every key as present. Rebuild it with SELECT cf_rebuild(%L).', b.name);
+            PERFORM @extschema@.cf_bound_reset(b.name, NULL, NULL, NULL, NULL);
+        END IF;
+    END LOOP;
+END
+$fn$;
+REVOKE ALL ON FUNCTION cf_bound_rewrite() FROM PUBLIC;
+CREATE EVENT TRIGGER cuckoo_bound_rewrite ON table_rewrite
+    EXECUTE FUNCTION cf_bound_rewrite();

@@ -106,6 +106,13 @@ pub struct BoundSlot {
     pub saturated: AtomicU64,
     /// When deletes were last applied, in the caller's clock.
     pub last_apply: AtomicU64,
+    /// What identifies the contents the last fill made, for a filter that
+    /// is not durable (a durable filter's generation does): set by the
+    /// fill, 0 until then.
+    built: AtomicU64,
+    /// The identity the catalog confirmed as a committed fill's (0: none
+    /// yet): a cache of that check.
+    ready: AtomicU64,
 }
 
 #[repr(C)]
@@ -198,7 +205,18 @@ impl Area {
         if epoch == 0 {
             epoch = self.header.next_epoch.fetch_add(1, Ordering::Relaxed) as u32 as u64;
         }
-        for c in [&s.table, &s.pending, &s.dropped, &s.applied, &s.refused, &s.discarded, &s.saturated, &s.last_apply] {
+        for c in [
+            &s.table,
+            &s.pending,
+            &s.dropped,
+            &s.applied,
+            &s.refused,
+            &s.discarded,
+            &s.saturated,
+            &s.last_apply,
+            &s.built,
+            &s.ready,
+        ] {
             c.store(0, Ordering::Relaxed);
         }
         s.db.store(db as u64, Ordering::Relaxed);
@@ -213,6 +231,14 @@ impl Area {
         s.name_len.store(b.len().min(BOUND_NAME_BYTES) as u64, Ordering::Relaxed);
         s.epoch.store(epoch, Ordering::Release);
         Some((i, epoch as u32))
+    }
+
+    /// The slot of `name` in `db` and its epoch, if claimed.
+    pub fn find_epoch(&self, db: u32, name: &str) -> Option<(usize, u32)> {
+        let i = self.find(db, name)?;
+        let epoch = self.slots[i].epoch.load(Ordering::Acquire) as u32;
+        // Claimed by another binding between the two reads: none.
+        (epoch != 0 && self.slots[i].is(db, name)).then_some((i, epoch))
     }
 
     /// The slot of `name` in `db`, if claimed.
@@ -347,6 +373,26 @@ impl BoundSlot {
     pub fn table(&self) -> Option<(u32, i16)> {
         let t = self.table.load(Ordering::Acquire);
         (t != 0).then_some((t as u32, (t >> 32) as u16 as i16))
+    }
+
+    /// Records the identity of the contents a fill made (not durable filters).
+    pub fn set_built(&self, id: u64) {
+        self.built.store(id, Ordering::Release);
+    }
+
+    /// The identity of the contents the last fill made (0: none recorded).
+    pub fn built(&self) -> u64 {
+        self.built.load(Ordering::Acquire)
+    }
+
+    /// Records that the catalog confirmed `id` as a committed fill's.
+    pub fn set_ready(&self, id: u64) {
+        self.ready.store(id, Ordering::Release);
+    }
+
+    /// The identity last confirmed as a committed fill's (0: none).
+    pub fn ready(&self) -> u64 {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// The remover gate (see the module documentation).

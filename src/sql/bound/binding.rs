@@ -84,6 +84,42 @@ pub(super) fn target_of(name: &str) -> BoundTarget {
     }
 }
 
+/// Whether filter `name` (`durable` or not, of generation `gen`) holds the
+/// contents a committed fill made, so that a probe may trust a "no": its
+/// identity (a durable filter's generation, else the one the fill kept in
+/// the binding's slot) is the one the catalog's row records. A fill whose
+/// transaction was cancelled or failed, or a server that crashed in one,
+/// leaves a filter the catalog does not name: every key is then a maybe
+/// until `cf_rebuild`. The check is cached in the slot.
+pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> bool {
+    let Some(a) = super::shared::area_if_loaded() else { return false };
+    let db = crate::sql::named::call::current_db();
+    let slot = a.find_epoch(db, name);
+    let id = match (durable, slot) {
+        (true, _) => gen,
+        (false, Some((i, _))) => a.slot(i).built(),
+        (false, None) => 0,
+    };
+    if id == 0 {
+        return false;
+    }
+    // The slot read is the binding's only if it was not claimed again since.
+    if slot.is_some_and(|(i, epoch)| a.slot(i).ready() == id && a.current(i, epoch)) {
+        return true;
+    }
+    let ok = super::catalog::row(name).and_then(|r| r.built) == Some(id);
+    if ok {
+        if let Some((i, epoch)) = slot.filter(|&(i, epoch)| a.current(i, epoch)) {
+            a.slot(i).set_ready(id);
+            // Claimed again meanwhile: the cache may name another's contents.
+            if !a.current(i, epoch) {
+                a.slot(i).set_ready(0);
+            }
+        }
+    }
+    ok
+}
+
 /// The shared slot of binding `name` of this database (claimed if need be).
 pub(super) fn slot_of(name: &str) -> (usize, u32) {
     let db = crate::sql::named::call::current_db();

@@ -28,6 +28,11 @@ pub(super) fn one_text(q: &str) -> Option<String> {
 
 /// The schema-qualified name of `cuckoo_bindings` in this database.
 pub(super) fn bindings_table() -> String {
+    format!("{}.cuckoo_bindings", ext_schema())
+}
+
+/// The extension's schema in this database, quoted for SQL.
+pub(super) fn ext_schema() -> String {
     // Read-only SPI (Spi::get_one asks for a read-write connection, which a
     // parallel worker cannot have).
     let nsp = one_text(
@@ -45,7 +50,7 @@ pub(super) fn bindings_table() -> String {
         let c = std::ffi::CString::new(nsp).unwrap();
         std::ffi::CStr::from_ptr(pg_sys::quote_identifier(c.as_ptr())).to_string_lossy().into_owned()
     };
-    format!("{q}.cuckoo_bindings")
+    q
 }
 
 /// The namespace of the extension's functions in this backend's database
@@ -80,25 +85,44 @@ fn catalog_relid() -> Option<pg_sys::Oid> {
     }
 }
 
-/// What the catalog says of binding `name`: its table and column. Read under
-/// the latest snapshot (a binding committed after this transaction's
-/// snapshot was taken is seen: its triggers already fire here), or in
-/// parallel mode (a pre-screen in a parallel plan), where no new snapshot
-/// may be taken, under the query's own. A plain scan of the small catalog,
-/// without SPI, so that parallel workers may read it too.
+/// A binding's row in the catalog, as the backend needs it.
+pub(super) struct Row {
+    pub tab: pg_sys::Oid,
+    pub col: String,
+    /// What identifies the contents the last committed fill made (None: no
+    /// fill committed on this server since the row was written or restored).
+    pub built: Option<u64>,
+}
+
+/// What the catalog says of binding `name`: its table and column.
 pub(super) fn binding(name: &str) -> Option<(pg_sys::Oid, String)> {
+    row(name).map(|r| (r.tab, r.col))
+}
+
+/// Binding `name`'s row. Read under the latest snapshot (a binding
+/// committed after this transaction's snapshot was taken is seen: its
+/// triggers already fire here), or in parallel mode (a pre-screen in a
+/// parallel plan), where no new snapshot may be taken, under the query's
+/// own. A plain scan of the small catalog, without SPI, so that parallel
+/// workers may read it too.
+pub(super) fn row(name: &str) -> Option<Row> {
     let relid = catalog_relid()?;
     // SAFETY: the catalog is opened, scanned under a registered snapshot and
     // closed here; its first three columns are name text, tab regclass and
-    // col name (sql/src/bound.sql), checked before they are read.
+    // col name, and its column "built" is a bigint (sql/src/bound.sql),
+    // checked before they are read.
     unsafe {
         let rel = pg_sys::table_open(relid, pg_sys::AccessShareLock as i32);
         let td = (*rel).rd_att;
         let attrs = (*td).attrs.as_slice((*td).natts as usize);
+        let built_at = attrs.iter().position(|a| {
+            !a.attisdropped && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == b"built" && a.atttypid == pg_sys::INT8OID
+        });
         if attrs.len() < 3
             || attrs[0].atttypid != pg_sys::TEXTOID
             || attrs[1].atttypid != pg_sys::REGCLASSOID
             || attrs[2].atttypid != pg_sys::NAMEOID
+            || built_at.is_none()
         {
             pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
             fail(
@@ -107,6 +131,7 @@ pub(super) fn binding(name: &str) -> Option<(pg_sys::Oid, String)> {
                 Some("Update the extension (ALTER EXTENSION cuckoo UPDATE)."),
             );
         }
+        let built_at = built_at.unwrap_or(0);
         let snap = if pg_sys::IsInParallelMode() {
             pg_sys::RegisterSnapshot(pg_sys::GetActiveSnapshot())
         } else {
@@ -139,7 +164,8 @@ pub(super) fn binding(name: &str) -> Option<(pg_sys::Oid, String)> {
             if hit {
                 let tab = pg_sys::Oid::from(values[1].value() as u32);
                 let col = CStr::from_ptr(values[2].cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned();
-                out = Some((tab, col));
+                let built = (!nulls[built_at]).then(|| values[built_at].value() as i64 as u64);
+                out = Some(Row { tab, col, built });
                 break;
             }
         }

@@ -37,9 +37,27 @@ fn full_xid(xid: pg_sys::TransactionId) -> u64 {
     }
 }
 
+/// A new identity for the contents a fill makes in a filter that is not
+/// durable: random, never 0, and below 2^63 (stored as a bigint).
+fn new_identity() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: fills the 8 bytes given.
+    let ok = unsafe { pg_sys::pg_strong_random(b.as_mut_ptr().cast(), b.len()) };
+    let mut v = u64::from_le_bytes(b);
+    if !ok {
+        // SAFETY: reads the clock and this process's ID.
+        v = unsafe { (pg_sys::GetCurrentTimestamp() as u64).rotate_left(17) ^ pg_sys::MyProcPid as u64 };
+    }
+    (v >> 1).max(1)
+}
+
 /// Reads the table `relid` for binding `name` (bound to column `col`) and
-/// fills its filter; returns the row versions whose keys it holds now.
-pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
+/// fills its filter; returns the row versions whose keys it holds now, and
+/// what identifies the contents it made (a durable filter's generation,
+/// else a new random identity kept in the binding's slot): the catalog
+/// records it in the same transaction, and a probe trusts the filter only
+/// once the catalog's committed row names it (`binding::filter_ready`).
+pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> (i64, u64) {
     super::binding::forget(name);
     let target = target_of(name);
     // A fresh slot: deletes queued for the contents this fill replaces are
@@ -189,5 +207,13 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
     for chunk in deletes.chunks(MANY_MAX) {
         with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
     }
-    versions
+    let id = match target.identity() {
+        (true, gen) => gen,
+        (false, _) => {
+            let id = new_identity();
+            s.set_built(id);
+            id
+        }
+    };
+    (versions, id)
 }

@@ -40,6 +40,18 @@ pub fn init() {
         shared::init();
     }
     prescreen::init();
+    // SAFETY: set once, while the library loads, before any SQL runs.
+    unsafe { crate::sql::named::call::BOUND_RESERVED = Some(reserved) };
+}
+
+/// Whether filter `name` is bound to a table here (so that changes by name
+/// are refused), unless `cf_bound_reset` is dropping or making it again.
+fn reserved(name: &str) -> bool {
+    // SAFETY: backend-local.
+    if unsafe { (*std::ptr::addr_of!(trigger::REMAKING)).as_deref() } == Some(name) {
+        return false;
+    }
+    catalog::row(name).is_some()
 }
 
 /// The same, for a pre-screen's call at run time (also in a parallel
@@ -209,15 +221,149 @@ v1_functions! {
             let col = text(fcinfo, 2);
             require_owner(relid);
             catalog::require_bound(&name, relid, &col);
+            let (rows, id) = fill::fill(&name, relid, &col);
             // The column's number on this server (a restored row's may be
-            // another server's), for following renames.
-            let q = format!("UPDATE {} SET attnum = $2 WHERE name = $1 AND attnum <> $2", catalog::bindings_table());
+            // another server's), for following renames; what identifies the
+            // contents just made (probes trust them once this commits); an
+            // enum column's labels (a label renamed later changes its keys).
+            let q = format!(
+                "UPDATE {} SET attnum = $2, built = $3, enum_labels = (SELECT pg_catalog.array_agg(e.oid::text || ':' || e.enumlabel ORDER BY e.oid) FROM pg_catalog.pg_enum e WHERE e.enumtypid = $4) WHERE name = $1",
+                catalog::bindings_table()
+            );
             let attnum = catalog::column_number(relid, &col);
-            as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into(), attnum.into()]))
-                .unwrap_or_else(|e| {
-                    fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not update the binding: {e}"), None)
+            let base = pg_sys::getBaseType(pg_sys::get_atttype(relid, attnum));
+            as_catalog_owner(|| {
+                pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into(), attnum.into(), (id as i64).into(), base.into()])
+            })
+            .unwrap_or_else(|e| {
+                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not update the binding: {e}"), None)
+            });
+            pg_sys::Datum::from(rows)
+        }
+    }
+
+    /// `cf_bound_reset(name text, capacity bigint, fpp float8, durable
+    /// boolean, typ regtype) -> void`: drops binding `name`'s filter, and with
+    /// a capacity (not NULL) makes it again, empty, with those parameters,
+    /// for a fill to follow (cf_rebuild); without, the binding waits for
+    /// cf_rebuild (the DDL event trigger, when a change made its keys wrong).
+    /// Its slot is freed first: deletes queued for the old contents go, and
+    /// probes treat every key as present until a fill commits. For the owner
+    /// of the binding's table (a superuser if it was dropped).
+    fn cf_bound_reset(fcinfo) {
+        // SAFETY: name is checked not NULL; the other arguments are read
+        // only when capacity is not NULL, and then checked too.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            let args = (*fcinfo).args.as_slice(5);
+            if args[0].isnull {
+                fail(PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED, "cf_bound_reset(): name must not be NULL".into(), None);
+            }
+            let name = text(fcinfo, 0);
+            let Some(row) = catalog::row(&name) else {
+                fail(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("cuckoo filter \"{name}\" is not bound to a table"),
+                    None,
+                )
+            };
+            if pg_sys::get_rel_name(row.tab).is_null() {
+                if !pg_sys::superuser() {
+                    fail(PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE, "must be superuser".into(), None);
+                }
+            } else {
+                require_owner(row.tab);
+            }
+            let remake = (!args[1].isnull).then(|| {
+                if args[2].isnull || args[3].isnull || args[4].isnull {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                        "cf_bound_reset(): fpp, durable and typ must not be NULL with a capacity".into(),
+                        None,
+                    );
+                }
+                (
+                    args[1].value.value() as i64,
+                    f64::from_bits(args[2].value.value() as u64),
+                    args[3].value.value() != 0,
+                    pg_sys::Oid::from(args[4].value.value() as u32),
+                )
+            });
+            binding::forget(&name);
+            let db = crate::sql::named::call::current_db();
+            shared::with_lock(|a, lk| {
+                if let Some(i) = a.find(db, &name) {
+                    a.release(lk, i);
+                }
+            });
+            trigger::register_callbacks();
+            trigger::REMAKING = Some(name.clone());
+            let nsp = catalog::ext_schema();
+            let done = pgrx::spi::Spi::run_with_args(&format!("SELECT {nsp}.cf_drop($1)"), &[name.as_str().into()])
+                .and_then(|()| match remake {
+                    Some((cap, fpp, durable, typ)) => pgrx::spi::Spi::run_with_args(
+                        &format!("SELECT {nsp}.cf_create($1, $2, $3, $4, $5::pg_catalog.regtype)"),
+                        &[name.as_str().into(), cap.into(), fpp.into(), durable.into(), typ.into()],
+                    ),
+                    None => Ok(()),
                 });
-            pg_sys::Datum::from(fill::fill(&name, relid, &col))
+            trigger::REMAKING = None;
+            done.unwrap_or_else(|e| {
+                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not make the filter again: {e}"), None)
+            });
+            pg_sys::Datum::from(0usize)
+        }
+    }
+
+    /// `cf_bound_altered(tab oid, attnum int2) -> boolean`: whether column
+    /// `attnum` of `tab` was changed by this transaction (its `pg_attribute`
+    /// row is this transaction's, as after `ALTER COLUMN ... TYPE`): the
+    /// rewrite event trigger asks, since a rewrite for another column keeps
+    /// the bound column's values.
+    fn cf_bound_altered(fcinfo) {
+        // SAFETY: strict; oid and int2; a syscache lookup whose tuple is
+        // released here.
+        unsafe {
+            let args = (*fcinfo).args.as_slice(2);
+            let tab = pg_sys::Oid::from(args[0].value.value() as u32);
+            let attnum = args[1].value.value() as i16;
+            let tup = pg_sys::SearchSysCache2(
+                pg_sys::SysCacheIdentifier::ATTNUM as i32,
+                pg_sys::Datum::from(tab),
+                pg_sys::Datum::from(attnum),
+            );
+            let mine = !tup.is_null() && {
+                let h = (*tup).t_data;
+                let xmin = if (*h).t_infomask as u32 & pg_sys::HEAP_XMIN_FROZEN == pg_sys::HEAP_XMIN_FROZEN {
+                    pg_sys::FrozenTransactionId
+                } else {
+                    (*h).t_choice.t_heap.t_xmin
+                };
+                pg_sys::TransactionIdIsCurrentTransactionId(xmin)
+            };
+            if !tup.is_null() {
+                pg_sys::ReleaseSysCache(tup);
+            }
+            pg_sys::Datum::from(mine)
+        }
+    }
+
+    /// `cf_bound_ready(name text) -> boolean`: whether binding `name`'s
+    /// filter is present and holds what a committed fill made (else a probe
+    /// answers "maybe" for every key and `cuckoo_filters` says it needs a
+    /// rebuild).
+    fn cf_bound_ready(fcinfo) {
+        // SAFETY: strict; text.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            let name = text(fcinfo, 0);
+            let ready = shared::area_if_loaded().is_some()
+                && catalog::row(&name).is_some()
+                && crate::sql::named::call::BoundTarget::find(&name).is_some_and(|t| {
+                    let (durable, gen) = t.identity();
+                    binding::filter_ready(&name, durable, gen)
+                });
+            pg_sys::Datum::from(ready)
         }
     }
 
@@ -304,7 +450,7 @@ v1_functions! {
                 bc.allowed = may_read_slot(&text(fcinfo, 0));
                 bc.checked_for = me;
             }
-            let yes = !bc.allowed || bc.call.contains_bound(fcinfo);
+            let yes = !bc.allowed || bc.call.contains_bound(fcinfo, &binding::filter_ready);
             pg_sys::Datum::from(yes)
         }
     }

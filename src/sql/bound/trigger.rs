@@ -66,6 +66,11 @@ static mut CALLBACKS: bool = false;
 /// binding's triggers itself; cleared when the transaction ends.
 pub(super) static mut DDL_QUIET: bool = false;
 
+/// The binding whose filter `cf_bound_reset` is dropping or making again
+/// (the only change by name a bound filter allows); cleared when it returns
+/// and when the (sub)transaction ends.
+pub(super) static mut REMAKING: Option<String> = None;
+
 /// Registers the transaction callbacks once per backend.
 pub(super) fn register_callbacks() {
     // SAFETY: backend-local flag; the callbacks stay registered for the
@@ -87,11 +92,17 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
             forget_all();
             // SAFETY: backend-local.
-            unsafe { DDL_QUIET = false };
+            unsafe {
+                DDL_QUIET = false;
+                REMAKING = None;
+            }
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PREPARE => {
             // SAFETY: backend-local.
-            unsafe { DDL_QUIET = false };
+            unsafe {
+                DDL_QUIET = false;
+                REMAKING = None;
+            }
         }
         _ => {}
     }
@@ -111,7 +122,10 @@ unsafe extern "C-unwind" fn at_subxact(
     // aborted subtransaction are dropped when applied (its ID aborted).
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         // SAFETY: backend-local.
-        unsafe { DDL_QUIET = false };
+        unsafe {
+            DDL_QUIET = false;
+            REMAKING = None;
+        }
     }
 }
 

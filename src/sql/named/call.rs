@@ -187,6 +187,27 @@ pub(super) fn require_access(info: &EntryInfo, write: bool) {
             }),
         );
     }
+    if write {
+        refuse_if_bound(&info.name);
+    }
+}
+
+/// Set by `sql::bound`: whether filter `name` is bound to a table (and is
+/// not being made again by its binding in this transaction).
+pub(crate) static mut BOUND_RESERVED: Option<fn(&str) -> bool> = None;
+
+/// Refuses to create, change or drop filter `name` by name while it is bound
+/// to a table (55006): its contents follow the table, and only the binding's
+/// functions (`cf_unbind`, `cf_rebuild`) and triggers change them.
+pub(super) fn refuse_if_bound(name: &str) {
+    // SAFETY: BOUND_RESERVED is set once, in _PG_init.
+    if unsafe { *std::ptr::addr_of!(BOUND_RESERVED) }.is_some_and(|f| f(name)) {
+        fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+            format!("cuckoo filter \"{name}\" is bound to a table"),
+            Some("A bound filter changes only with its table: cf_rebuild() fills it again, cf_unbind() ends the binding."),
+        );
+    }
 }
 
 /// Waits, answering cancel requests, while `busy` holds. Never called pinned or
@@ -244,6 +265,9 @@ pub(crate) struct NamedCall {
     filter_key: KeyType,
     /// The call's pin (`pin::pin_of`), read when the call site is set up.
     pin: Option<i64>,
+    /// For a bound filter's probe (`contains_bound`): whether the resolved
+    /// filter's contents are a committed fill's (else every key is a maybe).
+    bound_ready: bool,
     /// The filter's tables (with a durable filter's units, for writers: see
     /// `region::durable`). Valid when `resolved`; used only while pinned and
     /// after `still_current`.
@@ -272,11 +296,17 @@ impl NamedCall {
     /// filter of argument 0, reached without a lookup grant (the caller
     /// checked the role's right to read the bound column). A filter that is
     /// missing or needs a reload answers true: "maybe", as a pre-screen that
-    /// cannot tell must.
+    /// cannot tell must; so does one whose contents `ready` (asked with the
+    /// name, whether the filter is durable and its generation, once per
+    /// filter resolved) does not confirm as a committed fill's.
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with non-null text and key arguments.
-    pub(crate) unsafe fn contains_bound(&mut self, fcinfo: pg_sys::FunctionCallInfo) -> bool {
+    pub(crate) unsafe fn contains_bound(
+        &mut self,
+        fcinfo: pg_sys::FunctionCallInfo,
+        ready: &dyn Fn(&str, bool, u64) -> bool,
+    ) -> bool {
         // SAFETY: REGION is written once, before any backend runs SQL.
         let Some(r) = (unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }) else { return true };
         // SAFETY: as documented.
@@ -298,7 +328,11 @@ impl NamedCall {
                 self.user = who;
                 self.name[..name.len()].copy_from_slice(name.as_bytes());
                 self.name_len = name.len();
+                self.bound_ready = ready(name, info.durable, info.gen);
                 self.resolved = true;
+            }
+            if !self.bound_ready {
+                return true;
             }
             // SAFETY: as documented; the hasher was resolved for this call site.
             let Some(h) = (unsafe { self.key.hash_arg_for(fcinfo, 1, self.seed, self.filter_key) }) else {
@@ -712,6 +746,11 @@ impl BoundTarget {
     /// The filter's owner.
     pub(crate) fn owner(&self) -> u32 {
         self.info.owner
+    }
+
+    /// Whether the filter is durable, and its generation (0 if not durable).
+    pub(crate) fn identity(&self) -> (bool, u64) {
+        (self.info.durable, self.info.gen)
     }
 
     /// Runs `op` on the filter as a writer, with its generation if durable

@@ -7,7 +7,7 @@ use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, session_limits, with_registry_lock};
 use super::call::{
-    database_exists, db, named_call, new_owner, pin_current, prepare_write, require_access, text_arg, wait_durable_open,
+    database_exists, db, named_call, new_owner, pin_current, prepare_write, refuse_if_bound, require_access, text_arg, wait_durable_open,
 };
 use super::citus;
 use super::errors::{fail, not_found, region_error};
@@ -202,6 +202,7 @@ v1_functions! {
         }
         .unwrap_or_else(|e| sizing_error(e));
         let tables = [TableSpec { params: sized.params, capacity: sized.capacity }];
+        refuse_if_bound(name);
         prepare_write(durable, c"cf_create()");
         citus::check_task_write(name);
         citus::check_change(name);
@@ -260,6 +261,7 @@ v1_functions! {
         // SAFETY: strict; text, cuckoofilter (validated when read), and bool
         // unless called through the 0.2.0 declaration.
         let (name, v, durable) = unsafe { (text_arg(fcinfo, 0), filter_arg_once(fcinfo, 1), bool_arg(fcinfo, 2)) };
+        refuse_if_bound(name);
         prepare_write(durable, c"cf_publish()");
         citus::check_task_write(name);
         citus::check_change(name);

@@ -86,6 +86,26 @@ SELECT cf_rebuild('bt_k') AS rows;
 SELECT cf_contains('bt_k', 424242::bigint) AS cleared, pending_deletes, dropped_deletes FROM cuckoo_filters WHERE name = 'bt_k';
 SELECT * FROM bt_missing;
 
+-- A bound filter changes only with its table: changes by name are refused.
+SELECT err($$SELECT cf_insert('bt_k', 1::bigint)$$);
+SELECT err($$SELECT cf_delete('bt_k', 10::bigint)$$);
+SELECT err($$SELECT cf_insert('bt_k', ARRAY[1, 2]::bigint[])$$);
+SELECT err($$SELECT cf_drop('bt_k')$$);
+SELECT err($$SELECT cf_create('bt_k', 10, 0.01)$$);
+SELECT err($$SELECT cf_publish('bt_k', cf_agg(g), false) FROM generate_series(1, 3) g$$);
+SELECT * FROM bt_missing;
+
+-- A cf_rebuild rolled back (cancelled, failed) leaves a filter that no
+-- probe trusts: every key is a maybe until a rebuild commits.
+SELECT cf_bound_ready('bt_k') AS ready, cf_bound_contains('bt_k', -5::bigint) AS absent_key;
+BEGIN;
+SELECT cf_rebuild('bt_k') > 0 AS rebuilt;
+ROLLBACK;
+SELECT state, cf_bound_ready('bt_k') AS ready, cf_bound_contains('bt_k', -5::bigint) AS absent_key FROM cuckoo_filters WHERE name = 'bt_k';
+SELECT * FROM bt_missing;
+SELECT cf_rebuild('bt_k') > 0 AS rebuilt;
+SELECT state, cf_bound_ready('bt_k') AS ready, cf_bound_contains('bt_k', -5::bigint) AS absent_key FROM cuckoo_filters WHERE name = 'bt_k';
+
 -- TRUNCATE leaves the keys (false positives) until a rebuild.
 CREATE TABLE bt2 (k text);
 INSERT INTO bt2 VALUES ('a'), ('b');
@@ -123,14 +143,28 @@ ALTER TABLE bt2 RENAME COLUMN k TO kk;
 INSERT INTO bt2 VALUES ('d');
 SELECT bound_column, cf_contains('bt2_k', 'd'::text) FROM cuckoo_filters WHERE name = 'bt2_k';
 ALTER TABLE bt2 RENAME COLUMN kk TO k;
+-- A type change that rewrites the column (its values may change, and no row
+-- trigger fires) drops the filter until cf_rebuild: probes answer maybe.
 ALTER TABLE bt2 ALTER COLUMN k TYPE varchar(10);
+SELECT state, bound_column, cf_bound_contains('bt2_k', 'zzz'::text) AS maybe FROM cuckoo_filters WHERE name = 'bt2_k';
+SELECT cf_rebuild('bt2_k');
 INSERT INTO bt2 VALUES ('e');
-SELECT bound_column, cf_contains('bt2_k', 'e'::text) FROM cuckoo_filters WHERE name = 'bt2_k';
+SELECT state, cf_contains('bt2_k', 'e'::text), cf_bound_contains('bt2_k', 'zzz'::text) AS absent FROM cuckoo_filters WHERE name = 'bt2_k';
+ALTER TABLE bt2 ALTER COLUMN k TYPE varchar(10) USING upper(k);
+SELECT state FROM cuckoo_filters WHERE name = 'bt2_k';
+SELECT cf_rebuild('bt2_k'), cf_bound_contains('bt2_k', 'E'::text) AS upper_e;
+-- A rewrite for another column keeps the filter.
+ALTER TABLE bt2 ADD COLUMN n int;
+ALTER TABLE bt2 ALTER COLUMN n TYPE bigint USING 1;
+SELECT state FROM cuckoo_filters WHERE name = 'bt2_k';
+ALTER TABLE bt2 DROP COLUMN n;
+-- Another key type: rebuilt with it.
 ALTER TABLE bt2 ALTER COLUMN k TYPE bigint USING length(k);
-SELECT count(*) AS bindings, (SELECT count(*) FROM cuckoo_filters WHERE name = 'bt2_k') AS filters,
+SELECT count(*) AS bindings, (SELECT state FROM cuckoo_filters WHERE name = 'bt2_k'),
        (SELECT count(*) FROM pg_trigger WHERE tgrelid = 'bt2'::regclass) AS triggers
 FROM cuckoo_bindings WHERE name = 'bt2_k';
 INSERT INTO bt2 VALUES (7);
+SELECT cf_rebuild('bt2_k'), cf_bound_contains('bt2_k', 7::bigint) AS seven, cf_bound_contains('bt2_k', 70::bigint) AS absent;
 CREATE TABLE bt3 (id int, k int);
 SELECT cf_bind('bt3_k', 'bt3', 'k');
 ALTER TABLE bt3 DROP COLUMN k;
@@ -145,8 +179,28 @@ ALTER TABLE bt3 DISABLE TRIGGER :"row_trigger";
 SELECT cf_bind('bt3_k', 'bt3', 'k');
 DROP TRIGGER :"row_trigger" ON bt3;
 SELECT count(*) AS bindings FROM cuckoo_bindings WHERE name = 'bt3_k';
+-- Replaced by hand (a WHEN clause that skips every row): it ends too.
+SELECT cf_bind('bt3_k', 'bt3', 'k');
+SELECT tgname AS row_trigger FROM pg_trigger WHERE tgrelid = 'bt3'::regclass AND tgname LIKE '%_row' \gset
+CREATE OR REPLACE TRIGGER :"row_trigger" AFTER INSERT OR UPDATE OR DELETE ON bt3 FOR EACH ROW WHEN (false) EXECUTE FUNCTION cf_bound_row('bt3_k', 'k');
+SELECT count(*) AS bindings FROM cuckoo_bindings WHERE name = 'bt3_k';
 DROP TABLE bt3;
-SELECT cf_bind('bt2_k', 'bt2', 'k');
+
+-- An enum column's keys are its labels: a label added changes nothing, a
+-- label renamed drops the filter until cf_rebuild (probes answer maybe).
+CREATE TYPE bt_mood AS ENUM ('sad', 'ok');
+CREATE TABLE bt4 (m bt_mood);
+INSERT INTO bt4 VALUES ('sad'), ('ok');
+SELECT cf_bind('bt4_m', 'bt4', 'm');
+ALTER TYPE bt_mood ADD VALUE 'happy';
+SELECT state, cf_bound_contains('bt4_m', 'happy'::bt_mood) AS happy FROM cuckoo_filters WHERE name = 'bt4_m';
+ALTER TYPE bt_mood RENAME VALUE 'sad' TO 'blue';
+SELECT state, cf_bound_contains('bt4_m', 'happy'::bt_mood) AS maybe FROM cuckoo_filters WHERE name = 'bt4_m';
+SELECT cf_rebuild('bt4_m');
+SELECT cf_bound_contains('bt4_m', 'blue'::bt_mood) AS blue, cf_bound_contains('bt4_m', 'happy'::bt_mood) AS happy;
+SELECT cf_unbind('bt4_m');
+DROP TABLE bt4;
+DROP TYPE bt_mood;
 
 -- Another role: cannot bind, rebuild or unbind a table it does not own,
 -- cannot write the catalog, and a trigger it makes by hand on its own table
