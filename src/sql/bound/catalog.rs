@@ -116,7 +116,9 @@ pub(super) fn row(name: &str) -> Option<Row> {
         let td = (*rel).rd_att;
         let attrs = (*td).attrs.as_slice((*td).natts as usize);
         let built_at = attrs.iter().position(|a| {
-            !a.attisdropped && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == b"built" && a.atttypid == pg_sys::INT8OID
+            !a.attisdropped
+                && CStr::from_ptr(a.attname.data.as_ptr()).to_bytes() == b"built"
+                && a.atttypid == pg_sys::INT8OID
         });
         if attrs.len() < 3
             || attrs[0].atttypid != pg_sys::TEXTOID

@@ -7,7 +7,8 @@ use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, session_limits, with_registry_lock};
 use super::call::{
-    database_exists, db, named_call, new_owner, pin_current, prepare_write, refuse_if_bound, require_access, text_arg, wait_durable_open,
+    database_exists, db, named_call, new_owner, pin_current, prepare_write, refuse_if_bound, require_access, text_arg,
+    wait_durable_open,
 };
 use super::citus;
 use super::errors::{fail, not_found, region_error};
