@@ -57,8 +57,10 @@ CREATE FUNCTION cuckoo_usage_rows() RETURNS TABLE (
 CREATE VIEW cuckoo_filters AS
     SELECT f.name, f.capacity, f.items, f.load_factor, f.bytes, f.fpp, f.inserts, f.lookups, f.deletes,
            f.failed_inserts, f.lookup_retries, f.kicks, f.owner, f.lookup_grantee, f.durable,
-           CASE WHEN b.name IS NOT NULL AND f.state = 'ready' AND NOT cf_bound_ready(b.name) THEN 'needs rebuild' ELSE f.state END AS state,
-           CASE WHEN b.name IS NOT NULL AND f.state = 'ready' AND NOT cf_bound_ready(b.name)
+           CASE WHEN b.name IS NOT NULL AND (f.state <> 'ready' OR NOT cf_bound_ready(b.name)) THEN 'needs rebuild' ELSE f.state END AS state,
+           CASE WHEN b.name IS NOT NULL AND f.state <> 'ready'
+                THEN pg_catalog.format('%s; it is bound to column %I of %s: rebuild it with SELECT cf_rebuild(%L)', f.reason, b.col::text, b.tab::text, b.name) COLLATE "default"
+                WHEN b.name IS NOT NULL AND NOT cf_bound_ready(b.name)
                 THEN pg_catalog.format('its contents are not those of a committed fill from %s (a cf_bind or cf_rebuild was cancelled, failed or cut by a crash): pre-screens treat every key as present until SELECT cf_rebuild(%L)', b.tab::text, b.name) COLLATE "default"
                 ELSE f.reason END AS reason,
            f.checkpoint_write_bytes, f.checkpoint_wal_bytes, f.disk_bytes, f.key_type, f.expansion, f.tables,

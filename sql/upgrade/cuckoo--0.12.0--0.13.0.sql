@@ -71,6 +71,8 @@ CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_bound_fill' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_reset(name text, capacity bigint, fpp float8, durable boolean, typ regtype) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+CREATE FUNCTION cf_bound_altered(tab oid, attnum int2) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_altered' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_bound_ready(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_ready' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_release(name text) RETURNS void
@@ -364,12 +366,13 @@ CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end
 CREATE EVENT TRIGGER cuckoo_bound_drop ON sql_drop
     EXECUTE FUNCTION cf_bound_ddl();
 
--- A bound table rewritten with new column values (ALTER TABLE ... ALTER
--- COLUMN ... TYPE ... USING, which fires no row trigger): its bindings'
--- filters are dropped before the rewrite, until cf_rebuild (probes answer
--- "maybe" meanwhile), with a NOTICE. Rewrites that keep every value
--- (SET LOGGED, SET ACCESS METHOD, a column added with a volatile default)
--- change nothing. Runs as the extension's owner, as cf_bound_ddl does.
+-- A bound table rewritten with new values of its bound column (ALTER TABLE
+-- ... ALTER COLUMN ... TYPE, maybe with USING, which fires no row trigger):
+-- the binding's filter is dropped before the rewrite, until cf_rebuild
+-- (probes answer "maybe" meanwhile), with a NOTICE. Rewrites that keep the
+-- column's values (SET LOGGED, SET ACCESS METHOD, a column added with a
+-- volatile default, another column's type changed) change nothing. Runs as
+-- the extension's owner, as cf_bound_ddl does.
 CREATE FUNCTION cf_bound_rewrite() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -380,8 +383,8 @@ BEGIN
     END IF;
     FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
               WHERE v.tab = pg_catalog.pg_event_trigger_table_rewrite_oid() ORDER BY v.name LOOP
-        IF @extschema@.cf_bound_present(b.name) THEN
-            RAISE NOTICE 'cuckoo: filter "%" bound to column % of % is dropped until it is rebuilt: the table is rewritten with new column values', b.name, b.col, b.tab
+        IF @extschema@.cf_bound_present(b.name) AND @extschema@.cf_bound_altered(b.tab, b.attnum) THEN
+            RAISE NOTICE 'cuckoo: filter "%" bound to column % of % is dropped until it is rebuilt: the table is rewritten with new values of the column', b.name, b.col, b.tab
                 USING HINT = pg_catalog.format('Meanwhile pre-screens treat every key as present. Rebuild it with SELECT cf_rebuild(%L).', b.name);
             PERFORM @extschema@.cf_bound_reset(b.name, NULL, NULL, NULL, NULL);
         END IF;
@@ -400,8 +403,10 @@ CREATE EVENT TRIGGER cuckoo_bound_rewrite ON table_rewrite
 CREATE OR REPLACE VIEW cuckoo_filters AS
     SELECT f.name, f.capacity, f.items, f.load_factor, f.bytes, f.fpp, f.inserts, f.lookups, f.deletes,
            f.failed_inserts, f.lookup_retries, f.kicks, f.owner, f.lookup_grantee, f.durable,
-           CASE WHEN b.name IS NOT NULL AND f.state = 'ready' AND NOT cf_bound_ready(b.name) THEN 'needs rebuild' ELSE f.state END AS state,
-           CASE WHEN b.name IS NOT NULL AND f.state = 'ready' AND NOT cf_bound_ready(b.name)
+           CASE WHEN b.name IS NOT NULL AND (f.state <> 'ready' OR NOT cf_bound_ready(b.name)) THEN 'needs rebuild' ELSE f.state END AS state,
+           CASE WHEN b.name IS NOT NULL AND f.state <> 'ready'
+                THEN pg_catalog.format('%s; it is bound to column %I of %s: rebuild it with SELECT cf_rebuild(%L)', f.reason, b.col::text, b.tab::text, b.name) COLLATE "default"
+                WHEN b.name IS NOT NULL AND NOT cf_bound_ready(b.name)
                 THEN pg_catalog.format('its contents are not those of a committed fill from %s (a cf_bind or cf_rebuild was cancelled, failed or cut by a crash): pre-screens treat every key as present until SELECT cf_rebuild(%L)', b.tab::text, b.name) COLLATE "default"
                 ELSE f.reason END AS reason,
            f.checkpoint_write_bytes, f.checkpoint_wal_bytes, f.disk_bytes, f.key_type, f.expansion, f.tables,

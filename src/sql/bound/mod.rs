@@ -502,6 +502,17 @@ v1_functions! {
                     None,
                 )
             };
+            // Only a role that may read the bound column (or owns the table)
+            // locks it for this.
+            if !pg_sys::pg_class_ownercheck(tab, pg_sys::GetUserId())
+                && !catalog::may_read(tab, catalog::column_number(tab, &col))
+            {
+                fail(
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    format!("permission denied to apply the deletes of cuckoo filter \"{name}\""),
+                    Some("Only a role that may read the bound column, or the table's owner, may apply them."),
+                );
+            }
             let rel = pg_sys::table_open(tab, pg_sys::AccessShareLock as i32);
             let n = binding::with_loaded(&name, &col, |b| apply::maybe_apply(b, rel, true)).unwrap_or(0);
             pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
