@@ -66,6 +66,15 @@ pub struct PendingDelete {
     pub fxid: u64,
 }
 
+/// Why no slot was claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotRefused {
+    /// Every slot is taken.
+    Full,
+    /// The filter's owner holds `held` slots, its cap.
+    RoleCap { held: usize },
+}
+
 /// What to do with a pending delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -113,6 +122,8 @@ pub struct BoundSlot {
     /// The identity the catalog confirmed as a committed fill's (0: none
     /// yet): a cache of that check.
     ready: AtomicU64,
+    /// The role that owns the binding's filter (for the cap per role).
+    owner: AtomicU64,
 }
 
 #[repr(C)]
@@ -195,11 +206,34 @@ impl Area {
 
     /// The slot of the binding `name` of database `db`, claimed if it has none
     /// (`None`: every slot is taken). Returns its index and epoch.
-    pub fn slot_for(&self, _lk: &QueueLocked, db: u32, name: &str) -> Option<(usize, u32)> {
+    pub fn slot_for(&self, lk: &QueueLocked, db: u32, name: &str) -> Option<(usize, u32)> {
+        self.slot_for_owner(lk, db, name, 0, None).ok()
+    }
+
+    /// The same for a binding whose filter role `owner` owns, claimed only
+    /// while that role holds fewer than `cap` slots (when given).
+    pub fn slot_for_owner(
+        &self,
+        _lk: &QueueLocked,
+        db: u32,
+        name: &str,
+        owner: u32,
+        cap: Option<usize>,
+    ) -> Result<(usize, u32), SlotRefused> {
         if let Some(i) = self.find(db, name) {
-            return Some((i, self.slots[i].epoch.load(Ordering::Relaxed) as u32));
+            return Ok((i, self.slots[i].epoch.load(Ordering::Relaxed) as u32));
         }
-        let i = self.slots.iter().position(|s| s.epoch.load(Ordering::Relaxed) == 0)?;
+        if let Some(cap) = cap {
+            let held = self
+                .slots
+                .iter()
+                .filter(|s| s.epoch.load(Ordering::Relaxed) != 0 && s.owner.load(Ordering::Relaxed) == owner as u64)
+                .count();
+            if held >= cap {
+                return Err(SlotRefused::RoleCap { held });
+            }
+        }
+        let i = self.slots.iter().position(|s| s.epoch.load(Ordering::Relaxed) == 0).ok_or(SlotRefused::Full)?;
         let s = &self.slots[i];
         let mut epoch = self.header.next_epoch.fetch_add(1, Ordering::Relaxed) as u32 as u64;
         if epoch == 0 {
@@ -229,8 +263,9 @@ impl Area {
             w.store(v, Ordering::Relaxed);
         }
         s.name_len.store(b.len().min(BOUND_NAME_BYTES) as u64, Ordering::Relaxed);
+        s.owner.store(owner as u64, Ordering::Relaxed);
         s.epoch.store(epoch, Ordering::Release);
-        Some((i, epoch as u32))
+        Ok((i, epoch as u32))
     }
 
     /// The slot of `name` in `db` and its epoch, if claimed.

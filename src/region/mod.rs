@@ -33,8 +33,8 @@ pub use saved::{decode as decode_saved, FileKind};
 /// pending deletes, and the copy cap with its remover gate.
 pub mod binding {
     pub use super::bound::{
-        may_remove, versions_to_copy, Area, BoundSlot, PendingDelete, QueueLocked, Removing, Verdict, BOUND_NAME_BYTES,
-        COPY_CAP,
+        may_remove, versions_to_copy, Area, BoundSlot, PendingDelete, QueueLocked, Removing, SlotRefused, Verdict,
+        BOUND_NAME_BYTES, COPY_CAP,
     };
 }
 

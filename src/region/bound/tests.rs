@@ -37,6 +37,32 @@ fn slots_are_found_claimed_and_released() {
 }
 
 #[test]
+fn a_role_holds_at_most_its_cap_of_slots_and_fill_identities_reset_on_claim() {
+    let a = area(4, 8);
+    // SAFETY: single-threaded test.
+    let lk = unsafe { QueueLocked::assume() };
+    let (x, _) = a.slot_for_owner(&lk, 1, "x", 10, Some(2)).unwrap();
+    a.slot_for_owner(&lk, 2, "y", 10, Some(2)).unwrap();
+    assert_eq!(a.slot_for_owner(&lk, 1, "z", 10, Some(2)), Err(SlotRefused::RoleCap { held: 2 }));
+    // A slot it holds is found whatever the cap; other roles are not capped by it.
+    assert!(a.slot_for_owner(&lk, 1, "x", 10, Some(0)).is_ok());
+    let (w, _) = a.slot_for_owner(&lk, 1, "w", 11, Some(2)).unwrap();
+    assert_eq!(a.slot_for_owner(&lk, 1, "v", 12, None).map(|_| ()), Ok(()));
+    assert_eq!(a.slot_for_owner(&lk, 1, "u", 13, None), Err(SlotRefused::Full));
+    // Released, the role may claim again; a claim forgets the identities.
+    a.slot(x).set_built(7);
+    a.slot(x).set_ready(7);
+    a.release(&lk, x);
+    let (z, _) = a.slot_for_owner(&lk, 1, "z", 10, Some(2)).unwrap();
+    assert_eq!(z, x);
+    assert_eq!((a.slot(z).built(), a.slot(z).ready()), (0, 0));
+    assert_ne!(w, z);
+    let (i, e) = a.find_epoch(1, "z").unwrap();
+    assert!(i == z && a.current(i, e));
+    assert_eq!(a.find_epoch(1, "x"), None);
+}
+
+#[test]
 fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
     let a = area(2, 5);
     // SAFETY: single-threaded test.

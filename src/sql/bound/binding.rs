@@ -12,7 +12,7 @@ use pgrx::prelude::*;
 
 use super::shared::{area, with_lock};
 use crate::filter::{vec_filled, Full};
-use crate::region::binding::versions_to_copy;
+use crate::region::binding::{versions_to_copy, SlotRefused};
 use crate::region::wal::MANY_MAX;
 use crate::region::Tally;
 use crate::sql::batch::{batch_record, log_refused};
@@ -120,15 +120,22 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> bool {
     ok
 }
 
-/// The shared slot of binding `name` of this database (claimed if need be).
-pub(super) fn slot_of(name: &str) -> (usize, u32) {
+/// The shared slot of binding `name` of this database (claimed if need be,
+/// for its filter's owner `owner`, within the cap per role).
+pub(super) fn slot_of(name: &str, owner: u32) -> (usize, u32) {
     let db = crate::sql::named::call::current_db();
-    match with_lock(|a, lk| a.slot_for(lk, db, name)) {
-        Some(s) => s,
-        None => fail(
+    let cap = super::shared::role_cap();
+    match with_lock(|a, lk| a.slot_for_owner(lk, db, name, owner, cap)) {
+        Ok(s) => s,
+        Err(SlotRefused::Full) => fail(
             PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
             format!("no slot is free for cuckoo filter \"{name}\" bound to a table"),
             Some("Raise cuckoo.max_bound_filters (a restart is needed), or unbind filters no longer used."),
+        ),
+        Err(SlotRefused::RoleCap { held }) => fail(
+            PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+            format!("the owner of cuckoo filter \"{name}\" has {held} bound filters in use, its limit"),
+            Some("cuckoo.max_bound_filters_per_role caps them; unbind filters no longer used."),
         ),
     }
 }
@@ -158,7 +165,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
             Some(i) => i,
             None => {
                 let target = BoundTarget::find(name)?;
-                let (slot, epoch) = slot_of(name);
+                let (slot, epoch) = slot_of(name, target.owner());
                 bs.push(Binding {
                     name: name.to_string(),
                     col: col.to_string(),

@@ -63,13 +63,12 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> (i64, u64) {
     // A fresh slot: deletes queued for the contents this fill replaces are
     // dropped with the old epoch.
     let db = crate::sql::named::call::current_db();
-    let (slot, epoch) = with_lock(|a, lk| {
+    with_lock(|a, lk| {
         if let Some(i) = a.find(db, name) {
             a.release(lk, i);
         }
-        a.slot_for(lk, db, name)
-    })
-    .unwrap_or_else(|| super::binding::slot_of(name));
+    });
+    let (slot, epoch) = super::binding::slot_of(name, target.owner());
     let mut keys: Vec<u64> = Vec::new();
     let mut deletes: Vec<(u64, u64)> = Vec::new();
     // SAFETY: the relation is opened and closed here; tuples are read under

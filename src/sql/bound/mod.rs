@@ -70,8 +70,12 @@ fn may_read_slot(name: &str) -> bool {
         None if unsafe { !pg_sys::IsInParallelMode() } => {
             let Some((tab, col)) = catalog::binding(name) else { return false };
             let attnum = catalog::column_number(tab, &col);
-            if let Some((i, _)) = shared::with_lock(|a, lk| a.slot_for(lk, db, name)) {
-                a.slot(i).set_table(tab.to_u32(), attnum);
+            // A slot only for a filter there is, within its owner's cap.
+            if let Some(t) = crate::sql::named::call::BoundTarget::find(name) {
+                let cap = shared::role_cap();
+                if let Ok((i, _)) = shared::with_lock(|a, lk| a.slot_for_owner(lk, db, name, t.owner(), cap)) {
+                    a.slot(i).set_table(tab.to_u32(), attnum);
+                }
             }
             (tab, attnum)
         }

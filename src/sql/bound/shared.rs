@@ -14,6 +14,9 @@ use crate::region::binding::{Area, QueueLocked};
 /// `cuckoo.max_bound_filters`: bindings that can be in use at once, over every
 /// database.
 static MAX_BOUND: GucSetting<i32> = GucSetting::<i32>::new(64);
+/// `cuckoo.max_bound_filters_per_role`: slots the bindings of one role's
+/// filters may hold at once, over every database (-1: no cap).
+static MAX_BOUND_PER_ROLE: GucSetting<i32> = GucSetting::<i32>::new(-1);
 /// `cuckoo.pending_deletes`: deletes the shared queue holds, over every binding.
 static PENDING_DELETES: GucSetting<i32> = GucSetting::<i32>::new(262_144);
 
@@ -34,6 +37,16 @@ pub fn init() {
         1,
         65_536,
         GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"cuckoo.max_bound_filters_per_role",
+        c"Most bound filters (cf_bind) of one role in use at once, over every database; -1: no limit.",
+        c"Counts the slots of cuckoo.max_bound_filters that bindings of the role's filters hold; checked when a binding takes a slot (cf_bind, cf_rebuild, its table's first write or probe after a restart), so that one role cannot take every slot.",
+        &MAX_BOUND_PER_ROLE,
+        -1,
+        65_536,
+        GucContext::Suset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -127,4 +140,10 @@ pub fn with_lock<T>(f: impl FnOnce(&Area, &QueueLocked) -> T) -> T {
         pg_sys::LWLockRelease(LOCK);
         out
     }
+}
+
+/// The cap on the slots one role's bindings hold, if any.
+pub(super) fn role_cap() -> Option<usize> {
+    let c = MAX_BOUND_PER_ROLE.get();
+    (c >= 0).then_some(c as usize)
 }

@@ -202,6 +202,17 @@ SELECT cf_unbind('bt4_m');
 DROP TABLE bt4;
 DROP TYPE bt_mood;
 
+-- One role's bindings hold at most cuckoo.max_bound_filters_per_role of the
+-- shared slots (bt_k and bt2_k hold two).
+CREATE TABLE bt5 (k int);
+SET cuckoo.max_bound_filters_per_role = 2;
+SELECT err($$SELECT cf_bind('bt5_k', 'bt5', 'k')$$);
+SELECT count(*) AS left_behind FROM cuckoo_bindings WHERE name = 'bt5_k';
+RESET cuckoo.max_bound_filters_per_role;
+SELECT cf_bind('bt5_k', 'bt5', 'k');
+SELECT cf_unbind('bt5_k');
+DROP TABLE bt5;
+
 -- Another role: cannot bind, rebuild or unbind a table it does not own,
 -- cannot write the catalog, and a trigger it makes by hand on its own table
 -- cannot reach someone else's binding.
