@@ -47,6 +47,42 @@ pub mod named;
 pub mod planner;
 pub mod value;
 
+// The planner that runs after our planner hooks when no other hook was
+// installed before them, called by its symbol: an ERROR it raises must reach
+// PostgreSQL's handler as the longjmp it is (through the hook's frame, which
+// holds nothing to drop), not as a Rust panic.
+unsafe extern "C-unwind" {
+    #[link_name = "standard_planner"]
+    fn raw_standard_planner(
+        parse: *mut pgrx::pg_sys::Query,
+        query_string: *const std::ffi::c_char,
+        cursor_options: std::ffi::c_int,
+        bound_params: pgrx::pg_sys::ParamListInfo,
+    ) -> *mut pgrx::pg_sys::PlannedStmt;
+}
+
+/// Calls the planner hook that was installed before one of ours (`prev`), or
+/// PostgreSQL's own planner if there was none (`citus::hook`,
+/// `bound::prescreen`).
+///
+/// # Safety
+/// The arguments are a planner hook's own, passed on.
+pub(crate) unsafe fn call_planner(
+    prev: pgrx::pg_sys::planner_hook_type,
+    parse: *mut pgrx::pg_sys::Query,
+    query_string: *const std::ffi::c_char,
+    cursor_options: std::ffi::c_int,
+    bound_params: pgrx::pg_sys::ParamListInfo,
+) -> *mut pgrx::pg_sys::PlannedStmt {
+    // SAFETY: as documented.
+    unsafe {
+        match prev {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    }
+}
+
 /// What the filter core does on a pending interrupt or a failed allocation
 /// (`filter::host`): this backend's cancel, `statement_timeout` and
 /// termination end a long build, union or decode; memory that cannot be had

@@ -169,18 +169,6 @@ fn load() -> Option<Cache> {
     Some(Cache { bindings: if func == pg_sys::InvalidOid { Vec::new() } else { bindings }, func, catalog })
 }
 
-// The planner that runs after this hook, called by its symbol (see
-// `citus::hook`).
-unsafe extern "C-unwind" {
-    #[link_name = "standard_planner"]
-    fn raw_standard_planner(
-        parse: *mut pg_sys::Query,
-        query_string: *const std::ffi::c_char,
-        cursor_options: std::ffi::c_int,
-        bound_params: pg_sys::ParamListInfo,
-    ) -> *mut pg_sys::PlannedStmt;
-}
-
 unsafe fn next_planner(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
@@ -188,12 +176,7 @@ unsafe fn next_planner(
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
     // SAFETY: the planner's own arguments, passed on.
-    unsafe {
-        match PREV_PLANNER {
-            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
-        }
-    }
+    unsafe { crate::sql::call_planner(PREV_PLANNER, parse, query_string, cursor_options, bound_params) }
 }
 
 /// The hook: plans the query with pre-screens added (if any apply) and

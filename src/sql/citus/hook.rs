@@ -25,19 +25,6 @@ pub fn init() {
     }
 }
 
-// The planner that runs after this hook, called by its symbol: an ERROR it
-// raises must reach PostgreSQL's handler as the longjmp it is (through this
-// hook's frame, which holds nothing to drop), not as a Rust panic.
-unsafe extern "C-unwind" {
-    #[link_name = "standard_planner"]
-    fn raw_standard_planner(
-        parse: *mut pg_sys::Query,
-        query_string: *const std::ffi::c_char,
-        cursor_options: std::ffi::c_int,
-        bound_params: pg_sys::ParamListInfo,
-    ) -> *mut pg_sys::PlannedStmt;
-}
-
 /// The hook: rewrites (guarded, so that its errors are PostgreSQL errors),
 /// then calls the next planner (Citus's) directly; a plan whose lookups were
 /// pinned lists the cluster's record among the relations it depends on.
@@ -55,10 +42,7 @@ unsafe extern "C-unwind" fn planner(
     unsafe {
         super::rewrite::rewrite_query(parse);
         let record = crate::sql::named::pin::pin_query(parse);
-        let plan = match PREV_PLANNER {
-            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-            None => raw_standard_planner(parse, query_string, cursor_options, bound_params),
-        };
+        let plan = crate::sql::call_planner(PREV_PLANNER, parse, query_string, cursor_options, bound_params);
         if record != pg_sys::InvalidOid && !plan.is_null() && !pg_sys::list_member_oid((*plan).relationOids, record) {
             (*plan).relationOids = pg_sys::lappend_oid((*plan).relationOids, record);
         }
