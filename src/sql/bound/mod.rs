@@ -41,7 +41,7 @@ pub fn init() {
     }
     prescreen::init();
     // SAFETY: set once, while the library loads, before any SQL runs.
-    unsafe { crate::sql::named::call::BOUND_RESERVED = Some(reserved) };
+    unsafe { crate::sql::named::errors::BOUND_RESERVED = Some(reserved) };
 }
 
 /// Whether filter `name` is bound to a table here (so that changes by name

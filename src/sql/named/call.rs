@@ -188,25 +188,7 @@ pub(super) fn require_access(info: &EntryInfo, write: bool) {
         );
     }
     if write {
-        refuse_if_bound(&info.name);
-    }
-}
-
-/// Set by `sql::bound`: whether filter `name` is bound to a table (and is
-/// not being made again by its binding in this transaction).
-pub(crate) static mut BOUND_RESERVED: Option<fn(&str) -> bool> = None;
-
-/// Refuses to create, change or drop filter `name` by name while it is bound
-/// to a table (55006): its contents follow the table, and only the binding's
-/// functions (`cf_unbind`, `cf_rebuild`) and triggers change them.
-pub(super) fn refuse_if_bound(name: &str) {
-    // SAFETY: BOUND_RESERVED is set once, in _PG_init.
-    if unsafe { *std::ptr::addr_of!(BOUND_RESERVED) }.is_some_and(|f| f(name)) {
-        fail(
-            PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
-            format!("cuckoo filter \"{name}\" is bound to a table"),
-            Some("A bound filter changes only with its table: cf_rebuild() fills it again, cf_unbind() ends the binding."),
-        );
+        super::errors::refuse_if_bound(&info.name);
     }
 }
 

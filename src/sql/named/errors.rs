@@ -129,3 +129,26 @@ pub(super) fn closed_error() -> ! {
         Some("It starts with the server and restarts within a second after an error; see the server log. It needs a free max_worker_processes slot."),
     )
 }
+
+/// Set by `sql::bound`: whether filter `name` is bound to a table (and is
+/// not being made again by its binding in this transaction).
+pub(crate) static mut BOUND_RESERVED: Option<fn(&str) -> bool> = None;
+
+/// Refuses to create, change or drop filter `name` by name while it is bound
+/// to a table (55006): its contents follow the table, and only the binding's
+/// functions (`cf_unbind`, `cf_rebuild`) and triggers change them.
+pub(crate) fn refuse_if_bound(name: &str) {
+    if is_bound(name) {
+        fail(
+            PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+            format!("cuckoo filter \"{name}\" is bound to a table"),
+            Some("A bound filter changes only with its table: cf_rebuild() fills it again, cf_unbind() ends the binding."),
+        );
+    }
+}
+
+/// Whether filter `name` is bound to a table (see [`BOUND_RESERVED`]).
+pub(crate) fn is_bound(name: &str) -> bool {
+    // SAFETY: BOUND_RESERVED is set once, in _PG_init.
+    unsafe { *std::ptr::addr_of!(BOUND_RESERVED) }.is_some_and(|f| f(name))
+}

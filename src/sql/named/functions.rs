@@ -7,11 +7,10 @@ use pgrx::prelude::*;
 
 use super::attach::{my_slot, region, session_limits, with_registry_lock};
 use super::call::{
-    database_exists, db, named_call, new_owner, pin_current, prepare_write, refuse_if_bound, require_access, text_arg,
-    wait_durable_open,
+    database_exists, db, named_call, new_owner, pin_current, prepare_write, require_access, text_arg, wait_durable_open,
 };
 use super::citus;
-use super::errors::{fail, not_found, region_error};
+use super::errors::{fail, not_found, refuse_if_bound, region_error};
 use super::log::{flush_at_commit_to_now, log, log_content};
 use super::reload::needs_reload;
 use crate::filter::v2::DenseHeader;

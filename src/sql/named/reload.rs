@@ -44,8 +44,7 @@ pub mod reason {
 
 /// The error for a filter whose contents were lost.
 pub(super) fn needs_reload(info: &EntryInfo) -> ! {
-    // SAFETY: BOUND_RESERVED is set once, in _PG_init.
-    let bound = unsafe { *std::ptr::addr_of!(super::call::BOUND_RESERVED) }.is_some_and(|f| f(&info.name));
+    let bound = super::errors::is_bound(&info.name);
     fail(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("cuckoo filter \"{}\" needs a reload: {}", info.name, reason::text(info.reload_reason)),
