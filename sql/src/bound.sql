@@ -80,7 +80,8 @@ CREATE FUNCTION cf_apply_deletes(name text) RETURNS bigint
 COMMENT ON FUNCTION cf_apply_deletes(text) IS 'applies the queued deletes of a bound cuckoo filter that are safe now (their transactions committed, and no snapshot can still see the deleted rows); returns the keys removed';
 
 -- The two triggers of binding `name` on `tab` (row triggers hash each row's
--- key; the statement trigger hands them to the filter), made or made again
+-- key; the statement trigger hands them to the filter, and after a TRUNCATE
+-- empties it as of the transaction's commit), made or made again
 -- as cf_bind makes them. ENABLE ALWAYS: they fire for logical
 -- replication's apply and under session_replication_role = replica too.
 -- Runs with the caller's rights (CREATE TRIGGER checks them).
@@ -91,7 +92,7 @@ DECLARE
 BEGIN
     EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
                               trig || '_row', cf_bound_triggers.tab, cf_bound_triggers.name, cf_bound_triggers.col);
-    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
+    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
                               trig || '_flush', cf_bound_triggers.tab);
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, trig || '_row');
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, trig || '_flush');
@@ -115,7 +116,7 @@ CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS 
                             || pg_catalog.convert_to($3::text, pg_catalog.getdatabaseencoding()) || '\x00'::bytea)
          OR (t.tgname = 'cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_flush'
              AND t.tgfoid = '@extschema@.cf_bound_flush()'::regprocedure
-             AND t.tgtype = 28 AND t.tgnargs = 0))
+             AND t.tgtype = 60 AND t.tgnargs = 0))
 $fn$;
 
 -- cf_bind(name, tab, col, fpp, durable): makes the named filter `name`
@@ -345,6 +346,10 @@ CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end
     EXECUTE FUNCTION cf_bound_ddl();
 CREATE EVENT TRIGGER cuckoo_bound_drop ON sql_drop
     EXECUTE FUNCTION cf_bound_ddl();
+-- As the tables' triggers: they fire under session_replication_role =
+-- replica too (else DDL made then would go unseen).
+ALTER EVENT TRIGGER cuckoo_bound_alter ENABLE ALWAYS;
+ALTER EVENT TRIGGER cuckoo_bound_drop ENABLE ALWAYS;
 
 -- A bound table rewritten with new values of its bound column (ALTER TABLE
 -- ... ALTER COLUMN ... TYPE, maybe with USING, which fires no row trigger):
@@ -374,3 +379,4 @@ $fn$;
 REVOKE ALL ON FUNCTION cf_bound_rewrite() FROM PUBLIC;
 CREATE EVENT TRIGGER cuckoo_bound_rewrite ON table_rewrite
     EXECUTE FUNCTION cf_bound_rewrite();
+ALTER EVENT TRIGGER cuckoo_bound_rewrite ENABLE ALWAYS;

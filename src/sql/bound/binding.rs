@@ -58,13 +58,41 @@ pub(super) struct Binding {
     pub slot: usize,
     pub epoch: u32,
     columns: Vec<Column>,
+    /// The name of the binding's row trigger (`cf_bound_triggers` makes it):
+    /// only that trigger may write the binding (another one naming it, on
+    /// the same table, would queue each delete twice).
+    pub row_trigger: String,
     pub inserts: Vec<u64>,
     pub deletes: Vec<(u64, u64)>,
+}
+
+/// The name `cf_bound_triggers` gives binding `name`'s row trigger:
+/// `cuckoo_` and the first 16 hex digits of the name's MD5, then `_row`.
+fn row_trigger_name(name: &str) -> String {
+    let c = std::ffi::CString::new(name).unwrap_or_default();
+    // SAFETY: md5(text) of a fresh text datum; its result is a text.
+    unsafe {
+        let t = pg_sys::cstring_to_text(c.as_ptr());
+        let d = pg_sys::OidFunctionCall1Coll(
+            pg_sys::Oid::from(pg_sys::F_MD5_TEXT),
+            pg_sys::InvalidOid,
+            pg_sys::Datum::from(t),
+        );
+        let hex = pg_sys::text_to_cstring(d.cast_mut_ptr());
+        let s = CStr::from_ptr(hex).to_string_lossy().into_owned();
+        pg_sys::pfree(hex.cast());
+        format!("cuckoo_{}_row", &s[..16.min(s.len())])
+    }
 }
 
 thread_local! {
     pub(super) static BINDINGS: RefCell<Vec<Binding>> = const { RefCell::new(Vec::new()) };
 }
+
+/// The binding whose filter `fill::remake` is dropping or making again (the
+/// only change by name a bound filter allows); cleared when it returns and
+/// when the (sub)transaction ends (`trigger`'s callbacks).
+pub(super) static mut REMAKING: Option<String> = None;
 
 /// The memory every binding's hashers keep: this backend's life.
 fn hasher_context() -> pg_sys::MemoryContext {
@@ -173,6 +201,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                     slot,
                     epoch,
                     columns: Vec::new(),
+                    row_trigger: row_trigger_name(name),
                     inserts: Vec::new(),
                     deletes: Vec::new(),
                 });
@@ -242,8 +271,13 @@ impl Binding {
     /// the queue.
     pub(super) fn flush(&mut self) {
         if !self.inserts.is_empty() {
-            let hs = std::mem::take(&mut self.inserts);
+            // Kept until added: a flush that fails (a full filter) inside a
+            // subtransaction that is caught leaves them for the next flush
+            // (they may be an outer statement's rows; a key added twice is
+            // only a false positive).
+            let hs = self.inserts.clone();
             add_versions(self, &hs);
+            self.inserts.clear();
         }
         if !self.deletes.is_empty() {
             let ds = std::mem::take(&mut self.deletes);

@@ -54,15 +54,20 @@ pub(super) fn ext_schema() -> String {
 }
 
 /// The namespace of the extension's functions in this backend's database
-/// (set by the first of them called here), where the catalog is.
+/// (set by the last of them called here), where the catalog is.
 static mut NAMESPACE: pg_sys::Oid = pg_sys::InvalidOid;
+/// The function `NAMESPACE` was last read from.
+static mut NOTED_FN: pg_sys::Oid = pg_sys::InvalidOid;
 
-/// Notes where the extension's objects are, from one of its functions.
+/// Notes where the extension's objects are, from one of its functions (read
+/// again when another function calls: after the extension is dropped and
+/// made again, in another schema maybe, its functions are new).
 pub(super) fn note_function(fn_oid: pg_sys::Oid) {
     // SAFETY: backend-local; a syscache lookup of the calling function.
     unsafe {
-        if NAMESPACE == pg_sys::InvalidOid {
+        if NOTED_FN != fn_oid {
             NAMESPACE = pg_sys::get_func_namespace(fn_oid);
+            NOTED_FN = fn_oid;
         }
     }
 }
@@ -71,15 +76,22 @@ pub(super) fn note_function(fn_oid: pg_sys::Oid) {
 fn catalog_relid() -> Option<pg_sys::Oid> {
     // SAFETY: backend-local; syscache lookups.
     unsafe {
-        if NAMESPACE == pg_sys::InvalidOid {
-            // Not in parallel mode only: SPI there could need a snapshot.
-            if pg_sys::IsInParallelMode() {
-                return None;
+        if NAMESPACE != pg_sys::InvalidOid {
+            let r = pg_sys::get_relname_relid(c"cuckoo_bindings".as_ptr(), NAMESPACE);
+            if r != pg_sys::InvalidOid {
+                return Some(r);
             }
-            let nsp =
-                one_text("SELECT e.extnamespace::text FROM pg_catalog.pg_extension e WHERE e.extname = 'cuckoo'")?;
-            NAMESPACE = pg_sys::Oid::from(nsp.parse::<u32>().ok()?);
         }
+        // Not known, or no longer there (the extension was dropped, or made
+        // again elsewhere): asked again. Not in parallel mode: SPI there
+        // could need a snapshot.
+        if pg_sys::IsInParallelMode() {
+            return None;
+        }
+        NAMESPACE = pg_sys::InvalidOid;
+        NOTED_FN = pg_sys::InvalidOid;
+        let nsp = one_text("SELECT e.extnamespace::text FROM pg_catalog.pg_extension e WHERE e.extname = 'cuckoo'")?;
+        NAMESPACE = pg_sys::Oid::from(nsp.parse::<u32>().ok()?);
         let r = pg_sys::get_relname_relid(c"cuckoo_bindings".as_ptr(), NAMESPACE);
         (r != pg_sys::InvalidOid).then_some(r)
     }
@@ -106,7 +118,22 @@ pub(super) fn binding(name: &str) -> Option<(pg_sys::Oid, String)> {
 /// own. A plain scan of the small catalog, without SPI, so that parallel
 /// workers may read it too.
 pub(super) fn row(name: &str) -> Option<Row> {
-    let relid = catalog_relid()?;
+    let mut out = None;
+    scan(|n, r| {
+        if n == name {
+            out = Some(r);
+            true
+        } else {
+            false
+        }
+    });
+    out
+}
+
+/// Reads the catalog's rows (as [`row`] says) and gives each to `each`, until
+/// it returns true.
+fn scan(mut each: impl FnMut(&str, Row) -> bool) {
+    let Some(relid) = catalog_relid() else { return };
     // SAFETY: the catalog is opened, scanned under a registered snapshot and
     // closed here; its first three columns are name text, tab regclass and
     // col name, and its column "built" is a bigint (sql/src/bound.sql),
@@ -139,7 +166,7 @@ pub(super) fn row(name: &str) -> Option<Row> {
         } else {
             pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot())
         };
-        let scan = pg_sys::heap_beginscan(
+        let hscan = pg_sys::heap_beginscan(
             rel,
             snap,
             0,
@@ -150,9 +177,8 @@ pub(super) fn row(name: &str) -> Option<Row> {
         let n = (*td).natts as usize;
         let mut values = vec![pg_sys::Datum::from(0usize); n];
         let mut nulls = vec![false; n];
-        let mut out = None;
         loop {
-            let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            let tup = pg_sys::heap_getnext(hscan, pg_sys::ScanDirection::ForwardScanDirection);
             if tup.is_null() {
                 break;
             }
@@ -161,20 +187,18 @@ pub(super) fn row(name: &str) -> Option<Row> {
                 continue;
             }
             let t = pg_sys::text_to_cstring(values[0].cast_mut_ptr());
-            let hit = CStr::from_ptr(t).to_bytes() == name.as_bytes();
+            let name = CStr::from_ptr(t).to_string_lossy().into_owned();
             pg_sys::pfree(t.cast());
-            if hit {
-                let tab = pg_sys::Oid::from(values[1].value() as u32);
-                let col = CStr::from_ptr(values[2].cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned();
-                let built = (!nulls[built_at]).then(|| values[built_at].value() as i64 as u64);
-                out = Some(Row { tab, col, built });
+            let tab = pg_sys::Oid::from(values[1].value() as u32);
+            let col = CStr::from_ptr(values[2].cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned();
+            let built = (!nulls[built_at]).then(|| values[built_at].value() as i64 as u64);
+            if each(&name, Row { tab, col, built }) {
                 break;
             }
         }
-        pg_sys::heap_endscan(scan);
+        pg_sys::heap_endscan(hscan);
         pg_sys::UnregisterSnapshot(snap);
         pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
-        out
     }
 }
 
@@ -223,4 +247,38 @@ pub(super) fn may_read(tab: pg_sys::Oid, attnum: i16) -> bool {
             || pg_sys::pg_attribute_aclcheck(tab, attnum, me, pg_sys::ACL_SELECT as pg_sys::AclMode)
                 == pg_sys::AclResult::ACLCHECK_OK
     }
+}
+
+/// Runs `f` as role `role` (its privileges, and the owner of what it
+/// creates), restoring the caller's role after (also on error, by the
+/// transaction's cleanup), as PostgreSQL's own maintenance commands do.
+pub(super) fn as_role<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
+    let (mut user, mut ctx) = (pg_sys::InvalidOid, 0);
+    // SAFETY: saves and switches the current user for the duration of `f`.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut ctx);
+        pg_sys::SetUserIdAndSecContext(role, ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+    }
+    let out = f();
+    // SAFETY: restores what was saved above.
+    unsafe { pg_sys::SetUserIdAndSecContext(user, ctx) };
+    out
+}
+
+/// Runs `f` as the bootstrap superuser: the catalog's rows are written only
+/// through the checks of the functions that call this.
+pub(super) fn as_catalog_owner<T>(f: impl FnOnce() -> T) -> T {
+    as_role(pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID), f)
+}
+
+/// The names of the bindings of table `relid`.
+pub(super) fn bindings_of(relid: pg_sys::Oid) -> Vec<String> {
+    let mut out = Vec::new();
+    scan(|name, row| {
+        if row.tab == relid {
+            out.push(name.to_string());
+        }
+        false
+    });
+    out
 }

@@ -52,12 +52,12 @@ fn new_identity() -> u64 {
 }
 
 /// Reads the table `relid` for binding `name` (bound to column `col`) and
-/// fills its filter; returns the row versions whose keys it holds now, and
-/// what identifies the contents it made (a durable filter's generation,
-/// else a new random identity kept in the binding's slot): the catalog
-/// records it in the same transaction, and a probe trusts the filter only
-/// once the catalog's committed row names it (`binding::filter_ready`).
-pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> (i64, u64) {
+/// fills its filter; returns the row versions whose keys it holds now. What
+/// identifies the contents it made (a durable filter's generation, else a new
+/// random identity kept in the binding's slot) goes into the catalog row in
+/// the same transaction: a probe trusts the filter only once the catalog's
+/// committed row names it (`binding::filter_ready`).
+pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
     super::binding::forget(name);
     let target = target_of(name);
     // A fresh slot: deletes queued for the contents this fill replaces are
@@ -89,6 +89,30 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> (i64, u64) {
                 None,
             )
         };
+        // Writers are kept out by the caller's lock (cf_bind, cf_rebuild):
+        // without it a delete's trigger and this scan could both queue the
+        // same version's delete.
+        if !pg_sys::CheckRelationLockedByMe(rel, pg_sys::ShareRowExclusiveLock as i32, true) {
+            fail(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!(
+                    "cannot fill cuckoo filter \"{name}\" without a SHARE ROW EXCLUSIVE lock on \"{}\"",
+                    relation_name(rel)
+                ),
+                Some("Use cf_bind() or cf_rebuild(), which take it."),
+            );
+        }
+        // An enum column's keys are its labels: a label renamed by a
+        // transaction still running would be hashed as it was, and its
+        // event trigger would not see this binding's new contents. The
+        // type's share lock waits for such a rename (which holds an
+        // exclusive one) and keeps the next out until this one commits; the
+        // labels are then read afresh.
+        let base = pg_sys::getBaseType(typid);
+        if pg_sys::get_typtype(base) == pg_sys::TYPTYPE_ENUM as std::ffi::c_char {
+            pg_sys::LockDatabaseObject(pg_sys::TypeRelationId, base, 0, pg_sys::ShareLock as i32);
+            pg_sys::AcceptInvalidationMessages();
+        }
         let mcxt = pg_sys::CurrentMemoryContext;
         let mut hasher: KeyHasher = std::mem::zeroed();
         hasher.resolve_type(typid, collation, mcxt);
@@ -206,13 +230,86 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> (i64, u64) {
     for chunk in deletes.chunks(MANY_MAX) {
         with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
     }
+    record_identity(name, slot, &target);
+    versions
+}
+
+/// Drops binding `name`'s filter and, with `make` (capacity, false-positive
+/// rate, durable, key type), makes it again, empty, through `cf_drop` and
+/// `cf_create` (which refuse a bound name but during this call), as the
+/// current role. Frees the binding's slot first: deletes queued for the old
+/// contents go, and probes answer "maybe" until a fill or a `TRUNCATE`
+/// records the new contents in the catalog. The caller registered the
+/// transaction callbacks (which clear the flag if this fails).
+pub(super) fn remake(name: &str, make: Option<(i64, f64, bool, pg_sys::Oid)>) {
+    super::binding::forget(name);
+    let db = crate::sql::named::call::current_db();
+    with_lock(|a, lk| {
+        if let Some(i) = a.find(db, name) {
+            a.release(lk, i);
+        }
+    });
+    // SAFETY: backend-local.
+    unsafe { super::binding::REMAKING = Some(name.to_string()) };
+    let nsp = super::catalog::ext_schema();
+    let done =
+        pgrx::spi::Spi::run_with_args(&format!("SELECT {nsp}.cf_drop($1)"), &[name.into()]).and_then(|()| match make {
+            Some((cap, fpp, durable, typ)) => pgrx::spi::Spi::run_with_args(
+                &format!("SELECT {nsp}.cf_create($1, $2, $3, $4, $5::pg_catalog.regtype)"),
+                &[name.into(), cap.into(), fpp.into(), durable.into(), typ.into()],
+            ),
+            None => Ok(()),
+        });
+    // SAFETY: backend-local.
+    unsafe { super::binding::REMAKING = None };
+    done.unwrap_or_else(|e| {
+        fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not make the filter again: {e}"), None)
+    });
+}
+
+/// What identifies the contents just made for binding `name` in `slot`
+/// (`target`'s generation if durable, else a new identity kept in the slot),
+/// recorded in the catalog row in this transaction: probes trust them once it
+/// commits.
+fn record_identity(name: &str, slot: usize, target: &crate::sql::named::call::BoundTarget) -> u64 {
     let id = match target.identity() {
         (true, gen) => gen,
         (false, _) => {
             let id = new_identity();
-            s.set_built(id);
+            super::shared::area().slot(slot).set_built(id);
             id
         }
     };
-    (versions, id)
+    let q = format!("UPDATE {} SET built = $2 WHERE name = $1", super::catalog::bindings_table());
+    super::catalog::as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.into(), (id as i64).into()]))
+        .unwrap_or_else(|e| {
+            fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not update the binding: {e}"), None)
+        });
+    id
+}
+
+/// `TRUNCATE` of bound table `relid` (its statement trigger): each of its
+/// bindings whose filter is there gets an empty one in its place, made as
+/// the filter's owner with its parameters, and recorded in the catalog in
+/// this transaction. Committed, probes trust the empty filter (the table is
+/// empty for every snapshot then: `TRUNCATE` is not MVCC-safe); rolled back,
+/// the catalog still names the old contents, which are gone, so every key is
+/// a maybe until `cf_rebuild`. No snapshot can probe meanwhile: `TRUNCATE`
+/// holds the table's `ACCESS EXCLUSIVE` lock, which every query over it
+/// waits for.
+pub(super) fn truncated(relid: pg_sys::Oid) {
+    for name in super::catalog::bindings_of(relid) {
+        let Some(old) = crate::sql::named::call::BoundTarget::find(&name) else { continue };
+        let (fpp, durable) = old.params();
+        let owner = pg_sys::Oid::from(old.owner());
+        let Some(col) = super::catalog::row(&name).map(|r| r.col) else { continue };
+        let attnum = super::catalog::column_number(relid, &col);
+        // SAFETY: a syscache lookup of a column of the locked table.
+        let typ = unsafe { pg_sys::get_atttype(relid, attnum) };
+        super::catalog::as_role(owner, || remake(&name, Some((1024, fpp, durable, typ))));
+        let target = target_of(&name);
+        let (slot, _) = super::binding::slot_of(&name, target.owner());
+        super::shared::area().slot(slot).set_table(relid.to_u32(), attnum);
+        record_identity(&name, slot, &target);
+    }
 }

@@ -40,6 +40,7 @@ pub fn init() {
         shared::init();
     }
     prescreen::init();
+    trigger::init();
     // SAFETY: set once, while the library loads, before any SQL runs.
     unsafe { crate::sql::named::errors::BOUND_RESERVED = Some(reserved) };
 }
@@ -48,7 +49,7 @@ pub fn init() {
 /// are refused), unless `cf_bound_reset` is dropping or making it again.
 fn reserved(name: &str) -> bool {
     // SAFETY: backend-local.
-    if unsafe { (*std::ptr::addr_of!(trigger::REMAKING)).as_deref() } == Some(name) {
+    if unsafe { (*std::ptr::addr_of!(binding::REMAKING)).as_deref() } == Some(name) {
         return false;
     }
     catalog::row(name).is_some()
@@ -119,26 +120,6 @@ fn require_owner(relid: pg_sys::Oid) {
     }
 }
 
-/// Runs `f` as the bootstrap superuser (the catalog's rows are written only
-/// through the checks of the functions below), restoring the caller's role
-/// after (also on error, by the transaction's cleanup).
-fn as_catalog_owner<T>(f: impl FnOnce() -> T) -> T {
-    let (mut user, mut ctx) = (pg_sys::InvalidOid, 0);
-    // SAFETY: saves and switches the current user for the duration of `f`, as
-    // PostgreSQL's own maintenance commands do.
-    unsafe {
-        pg_sys::GetUserIdAndSecContext(&mut user, &mut ctx);
-        pg_sys::SetUserIdAndSecContext(
-            pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID),
-            ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32,
-        );
-    }
-    let out = f();
-    // SAFETY: restores what was saved above.
-    unsafe { pg_sys::SetUserIdAndSecContext(user, ctx) };
-    out
-}
-
 v1_functions! {
     /// `cf_bound_register(name text, tab regclass, col text, fpp float8,
     /// durable boolean) -> void`: records a binding (cf_bind calls it), for a
@@ -168,7 +149,7 @@ v1_functions! {
             );
             let me = pg_sys::GetUserId();
             let attnum = catalog::column_number(relid, &col);
-            as_catalog_owner(|| {
+            catalog::as_catalog_owner(|| {
                 pgrx::spi::Spi::run_with_args(
                     &q,
                     &[
@@ -205,7 +186,7 @@ v1_functions! {
             };
             require_owner(tab);
             let q = format!("DELETE FROM {} WHERE name = $1", catalog::bindings_table());
-            as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into()])).unwrap_or_else(|e| {
+            catalog::as_catalog_owner(|| pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into()])).unwrap_or_else(|e| {
                 fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not remove the binding: {e}"), None)
             });
             pg_sys::Datum::from(0usize)
@@ -225,19 +206,19 @@ v1_functions! {
             let col = text(fcinfo, 2);
             require_owner(relid);
             catalog::require_bound(&name, relid, &col);
-            let (rows, id) = fill::fill(&name, relid, &col);
+            let rows = fill::fill(&name, relid, &col);
             // The column's number on this server (a restored row's may be
             // another server's), for following renames; what identifies the
             // contents just made (probes trust them once this commits); an
             // enum column's labels (a label renamed later changes its keys).
             let q = format!(
-                "UPDATE {} SET attnum = $2, built = $3, enum_labels = (SELECT pg_catalog.array_agg(e.oid::text || ':' || e.enumlabel ORDER BY e.oid) FROM pg_catalog.pg_enum e WHERE e.enumtypid = $4) WHERE name = $1",
+                "UPDATE {} SET attnum = $2, enum_labels = (SELECT pg_catalog.array_agg(e.oid::text || ':' || e.enumlabel ORDER BY e.oid) FROM pg_catalog.pg_enum e WHERE e.enumtypid = $3) WHERE name = $1",
                 catalog::bindings_table()
             );
             let attnum = catalog::column_number(relid, &col);
             let base = pg_sys::getBaseType(pg_sys::get_atttype(relid, attnum));
-            as_catalog_owner(|| {
-                pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into(), attnum.into(), (id as i64).into(), base.into()])
+            catalog::as_catalog_owner(|| {
+                pgrx::spi::Spi::run_with_args(&q, &[name.as_str().into(), attnum.into(), base.into()])
             })
             .unwrap_or_else(|e| {
                 fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not update the binding: {e}"), None)
@@ -293,28 +274,8 @@ v1_functions! {
                     pg_sys::Oid::from(args[4].value.value() as u32),
                 )
             });
-            binding::forget(&name);
-            let db = crate::sql::named::call::current_db();
-            shared::with_lock(|a, lk| {
-                if let Some(i) = a.find(db, &name) {
-                    a.release(lk, i);
-                }
-            });
             trigger::register_callbacks();
-            trigger::REMAKING = Some(name.clone());
-            let nsp = catalog::ext_schema();
-            let done = pgrx::spi::Spi::run_with_args(&format!("SELECT {nsp}.cf_drop($1)"), &[name.as_str().into()])
-                .and_then(|()| match remake {
-                    Some((cap, fpp, durable, typ)) => pgrx::spi::Spi::run_with_args(
-                        &format!("SELECT {nsp}.cf_create($1, $2, $3, $4, $5::pg_catalog.regtype)"),
-                        &[name.as_str().into(), cap.into(), fpp.into(), durable.into(), typ.into()],
-                    ),
-                    None => Ok(()),
-                });
-            trigger::REMAKING = None;
-            done.unwrap_or_else(|e| {
-                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not make the filter again: {e}"), None)
-            });
+            fill::remake(&name, remake);
             pg_sys::Datum::from(0usize)
         }
     }

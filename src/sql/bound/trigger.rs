@@ -60,16 +60,57 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
     }
 }
 
+static mut PREV_FINISH: pg_sys::ExecutorFinish_hook_type = None;
+
+/// From `_PG_init`: the executor hook that hands a statement's keys to the
+/// filters when it finishes.
+pub(super) fn init() {
+    // SAFETY: _PG_init runs once per process before any query; the previous
+    // hook is kept and called.
+    unsafe {
+        PREV_FINISH = pg_sys::ExecutorFinish_hook;
+        pg_sys::ExecutorFinish_hook = Some(finish);
+    }
+}
+
+// PostgreSQL's own ExecutorFinish, called by its symbol: an ERROR it raises
+// (an AFTER trigger's) reaches PostgreSQL's handler as the longjmp it is,
+// through this hook's frame, which holds nothing to drop.
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ExecutorFinish"]
+    fn raw_standard_executor_finish(query_desc: *mut pg_sys::QueryDesc);
+}
+
+/// The hook: once a statement's `AFTER` triggers have fired, keys still
+/// buffered go to their filters. Rows written through a partitioned or
+/// inheritance parent fire the bound table's row triggers but not its
+/// statement trigger; without this, their keys would wait for the commit,
+/// and the writing transaction's next statements would miss them.
+unsafe extern "C-unwind" fn finish(query_desc: *mut pg_sys::QueryDesc) {
+    // SAFETY: the executor's own argument, passed on.
+    unsafe {
+        match PREV_FINISH {
+            Some(prev) => prev(query_desc),
+            None => raw_standard_executor_finish(query_desc),
+        }
+        flush_buffered();
+    }
+}
+
+/// Flushes this backend's buffered keys and deletes, if any.
+#[pg_guard]
+unsafe extern "C-unwind" fn flush_buffered() {
+    let any = BINDINGS.with(|bs| bs.borrow().iter().any(|b| !b.inserts.is_empty() || !b.deletes.is_empty()));
+    if any {
+        flush_all(None);
+    }
+}
+
 static mut CALLBACKS: bool = false;
 
 /// Set by `cf_bound_ddl_quiet` while the DDL event trigger changes a
 /// binding's triggers itself; cleared when the transaction ends.
 pub(super) static mut DDL_QUIET: bool = false;
-
-/// The binding whose filter `cf_bound_reset` is dropping or making again
-/// (the only change by name a bound filter allows); cleared when it returns
-/// and when the (sub)transaction ends.
-pub(super) static mut REMAKING: Option<String> = None;
 
 /// Registers the transaction callbacks once per backend.
 pub(super) fn register_callbacks() {
@@ -94,14 +135,14 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             // SAFETY: backend-local.
             unsafe {
                 DDL_QUIET = false;
-                REMAKING = None;
+                super::binding::REMAKING = None;
             }
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PREPARE => {
             // SAFETY: backend-local.
             unsafe {
                 DDL_QUIET = false;
-                REMAKING = None;
+                super::binding::REMAKING = None;
             }
         }
         _ => {}
@@ -124,7 +165,7 @@ unsafe extern "C-unwind" fn at_subxact(
         // SAFETY: backend-local.
         unsafe {
             DDL_QUIET = false;
-            REMAKING = None;
+            super::binding::REMAKING = None;
         }
     }
 }
@@ -187,7 +228,15 @@ v1_functions! {
             };
             register_callbacks();
             let rel = (*td).tg_relation;
+            let tgname = CStr::from_ptr((*(*td).tg_trigger).tgname).to_bytes();
             let full = with_binding(name, col, |b| {
+                if tgname != b.row_trigger.as_bytes() {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                        format!("trigger \"{}\" is not the row trigger of cuckoo filter \"{name}\"", String::from_utf8_lossy(tgname)),
+                        Some("Bound filters are kept only by the triggers cf_bind() makes."),
+                    );
+                }
                 let seed = b.target.seed;
                 let c = b.column(rel);
                 let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
@@ -217,17 +266,22 @@ v1_functions! {
         }
     }
 
-    /// `cf_bound_flush()`: the `AFTER INSERT OR UPDATE OR DELETE ... FOR EACH
-    /// STATEMENT` trigger of a bound table: the statement's keys go to the
-    /// filter, its deletes to the queue, and deletes that became safe are
-    /// applied.
+    /// `cf_bound_flush()`: the `AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    /// ... FOR EACH STATEMENT` trigger of a bound table: the statement's keys
+    /// go to the filter, its deletes to the queue, and deletes that became
+    /// safe are applied; after a `TRUNCATE`, the filter is emptied as of the
+    /// transaction's commit (`fill::truncated`).
     fn cf_bound_flush(fcinfo) {
         // SAFETY: called by the trigger manager with a TriggerData context.
         unsafe {
             crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let td = trigger_data(fcinfo, "cf_bound_flush()");
             register_callbacks();
-            flush_all(Some((*td).tg_relation));
+            if (*td).tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_TRUNCATE {
+                super::fill::truncated((*(*td).tg_relation).rd_id);
+            } else {
+                flush_all(Some((*td).tg_relation));
+            }
             pg_sys::Datum::from(0usize)
         }
     }

@@ -730,6 +730,11 @@ impl BoundTarget {
         self.info.owner
     }
 
+    /// The filter's false-positive rate and whether it is durable.
+    pub(crate) fn params(&self) -> (f64, bool) {
+        (self.info.fpp, self.info.durable)
+    }
+
     /// Whether the filter is durable, and its generation (0 if not durable).
     pub(crate) fn identity(&self) -> (bool, u64) {
         (self.info.durable, self.info.gen)
