@@ -106,22 +106,30 @@ def reader(port, seed, rounds, errors, stats, standby=False):
                     c.run("SELECT pg_sleep(0.05)")
                 c.run("COMMIT")
                 r += 1
-            except pg8000.exceptions.DatabaseError as e:
+            except (pg8000.exceptions.DatabaseError, pg8000.exceptions.InterfaceError, OSError) as e:
                 # A standby may cancel a query whose snapshot conflicts with a
-                # replayed delete (as it does for pruned heap pages): retried.
-                if standby and "conflict with recovery" in str(e):
+                # replayed delete (as it does for pruned heap pages), or end
+                # the session if it is idle in its transaction then: retried.
+                lost = not isinstance(e, pg8000.exceptions.DatabaseError)
+                if standby and (lost or "conflict with recovery" in str(e)):
                     stats["conflicts"] += 1
                     try:
                         c.run("ROLLBACK")
                     except Exception:  # noqa: BLE001
-                        c.close()
+                        try:
+                            c.close()
+                        except Exception:  # noqa: BLE001
+                            pass
                         c = pg8000.native.Connection("postgres", host="127.0.0.1", port=port, database="postgres")
                     continue
                 raise
     except Exception as e:  # noqa: BLE001
         errors.append(f"{'standby ' if standby else ''}reader {seed}: {e}")
     finally:
-        c.close()
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def check(n, what, db="postgres"):
