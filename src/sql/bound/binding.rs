@@ -135,8 +135,11 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> bool {
     if slot.is_some_and(|(i, epoch)| a.slot(i).ready() == id && a.current(i, epoch)) {
         return true;
     }
-    let ok = super::catalog::row(name).and_then(|r| r.built) == Some(id);
-    if ok {
+    let row = super::catalog::row(name);
+    let ok = row.as_ref().and_then(|r| r.built) == Some(id);
+    // A row this transaction wrote (its cf_rebuild or TRUNCATE, not
+    // committed) holds for this transaction only: not cached for others.
+    if ok && !row.is_some_and(|r| r.mine) {
         if let Some((i, epoch)) = slot.filter(|&(i, epoch)| a.current(i, epoch)) {
             a.slot(i).set_ready(id);
             // Claimed again meanwhile: the cache may name another's contents.

@@ -12,8 +12,40 @@ use pgrx::spi::Spi;
 
 use crate::sql::named::errors::fail;
 
+/// Runs `f` (this module's SQL, and what runs it) with `search_path` set to
+/// `pg_catalog, pg_temp` (functions and operators only from `pg_catalog`),
+/// restored after (also on error, by the transaction's cleanup): the
+/// caller's path must not choose the operators of queries that may run as
+/// another role (`as_role`), as SECURITY DEFINER functions pin theirs.
+pub(super) fn with_safe_path<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: a GUC nest level opened and closed around `f`, as
+    // PostgreSQL's own functions with a SET clause do.
+    let level = unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let out = f();
+    // SAFETY: closes the level opened above.
+    unsafe { pg_sys::AtEOXact_GUC(true, level) };
+    out
+}
+
 /// The first column of the first row of read-only query `q`, as text.
 pub(super) fn one_text(q: &str) -> Option<String> {
+    with_safe_path(|| one_text_as_is(q))
+}
+
+fn one_text_as_is(q: &str) -> Option<String> {
     Spi::connect(|c| {
         let t = c.select(q, Some(1), &[])?;
         let mut out = None;
@@ -104,6 +136,9 @@ pub(super) struct Row {
     /// What identifies the contents the last committed fill made (None: no
     /// fill committed on this server since the row was written or restored).
     pub built: Option<u64>,
+    /// Whether this transaction wrote the row (not committed yet: only this
+    /// transaction may rely on it).
+    pub mine: bool,
 }
 
 /// What the catalog says of binding `name`: its table and column.
@@ -192,7 +227,8 @@ fn scan(mut each: impl FnMut(&str, Row) -> bool) {
             let tab = pg_sys::Oid::from(values[1].value() as u32);
             let col = CStr::from_ptr(values[2].cast_mut_ptr::<std::ffi::c_char>()).to_string_lossy().into_owned();
             let built = (!nulls[built_at]).then(|| values[built_at].value() as i64 as u64);
-            if each(&name, Row { tab, col, built }) {
+            let mine = pg_sys::TransactionIdIsCurrentTransactionId((*(*tup).t_data).t_choice.t_heap.t_xmin);
+            if each(&name, Row { tab, col, built, mine }) {
                 break;
             }
         }
@@ -254,12 +290,17 @@ pub(super) fn may_read(tab: pg_sys::Oid, attnum: i16) -> bool {
 /// transaction's cleanup), as PostgreSQL's own maintenance commands do.
 pub(super) fn as_role<T>(role: pg_sys::Oid, f: impl FnOnce() -> T) -> T {
     let (mut user, mut ctx) = (pg_sys::InvalidOid, 0);
-    // SAFETY: saves and switches the current user for the duration of `f`.
+    // SAFETY: saves and switches the current user for the duration of `f`,
+    // as a restricted operation (no SET ROLE, no temporary objects), with
+    // the search path pinned (`with_safe_path`).
     unsafe {
         pg_sys::GetUserIdAndSecContext(&mut user, &mut ctx);
-        pg_sys::SetUserIdAndSecContext(role, ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32);
+        pg_sys::SetUserIdAndSecContext(
+            role,
+            ctx | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
+        );
     }
-    let out = f();
+    let out = with_safe_path(f);
     // SAFETY: restores what was saved above.
     unsafe { pg_sys::SetUserIdAndSecContext(user, ctx) };
     out

@@ -252,14 +252,15 @@ pub(super) fn remake(name: &str, make: Option<(i64, f64, bool, pg_sys::Oid)>) {
     // SAFETY: backend-local.
     unsafe { super::binding::REMAKING = Some(name.to_string()) };
     let nsp = super::catalog::ext_schema();
-    let done =
+    let done = super::catalog::with_safe_path(|| {
         pgrx::spi::Spi::run_with_args(&format!("SELECT {nsp}.cf_drop($1)"), &[name.into()]).and_then(|()| match make {
             Some((cap, fpp, durable, typ)) => pgrx::spi::Spi::run_with_args(
                 &format!("SELECT {nsp}.cf_create($1, $2, $3, $4, $5::pg_catalog.regtype)"),
                 &[name.into(), cap.into(), fpp.into(), durable.into(), typ.into()],
             ),
             None => Ok(()),
-        });
+        })
+    });
     // SAFETY: backend-local.
     unsafe { super::binding::REMAKING = None };
     done.unwrap_or_else(|e| {

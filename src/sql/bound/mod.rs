@@ -415,6 +415,9 @@ v1_functions! {
                 bc.allowed = may_read_slot(&text(fcinfo, 0));
                 bc.checked_for = me;
             }
+            // Keys this backend buffered (rows its statement wrote that a
+            // PL/pgSQL expression evaluated without a query now probes).
+            trigger::flush_buffered();
             let yes = !bc.allowed || bc.call.contains_bound(fcinfo, &binding::filter_ready);
             pg_sys::Datum::from(yes)
         }

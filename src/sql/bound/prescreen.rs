@@ -153,17 +153,19 @@ fn load() -> Option<Cache> {
         "SELECT b.name, b.tab::oid, b.attnum, a.atttypid FROM {ext}.cuckoo_bindings b \
          JOIN pg_catalog.pg_attribute a ON a.attrelid = b.tab AND a.attnum = b.attnum AND a.attname = b.col AND NOT a.attisdropped"
     );
-    let bindings = Spi::connect(|c| {
-        let mut out = Vec::new();
-        for r in c.select(&q, None, &[])? {
-            let (Some(name), Some(tab), Some(attnum), Some(typid)) =
-                (r.get::<String>(1)?, r.get::<pg_sys::Oid>(2)?, r.get::<i16>(3)?, r.get::<pg_sys::Oid>(4)?)
-            else {
-                continue;
-            };
-            out.push(Bound { name, tab, attnum, typid });
-        }
-        Ok::<_, pgrx::spi::Error>(out)
+    let bindings = super::catalog::with_safe_path(|| {
+        Spi::connect(|c| {
+            let mut out = Vec::new();
+            for r in c.select(&q, None, &[])? {
+                let (Some(name), Some(tab), Some(attnum), Some(typid)) =
+                    (r.get::<String>(1)?, r.get::<pg_sys::Oid>(2)?, r.get::<i16>(3)?, r.get::<pg_sys::Oid>(4)?)
+                else {
+                    continue;
+                };
+                out.push(Bound { name, tab, attnum, typid });
+            }
+            Ok::<_, pgrx::spi::Error>(out)
+        })
     })
     .ok()?;
     Some(Cache { bindings: if func == pg_sys::InvalidOid { Vec::new() } else { bindings }, func, catalog })

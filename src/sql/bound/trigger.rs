@@ -60,14 +60,17 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
     }
 }
 
+static mut PREV_START: pg_sys::ExecutorStart_hook_type = None;
 static mut PREV_FINISH: pg_sys::ExecutorFinish_hook_type = None;
 
-/// From `_PG_init`: the executor hook that hands a statement's keys to the
-/// filters when it finishes.
+/// From `_PG_init`: the executor hooks that hand buffered keys to the
+/// filters before a query runs and when a statement finishes.
 pub(super) fn init() {
     // SAFETY: _PG_init runs once per process before any query; the previous
-    // hook is kept and called.
+    // hooks are kept and called.
     unsafe {
+        PREV_START = pg_sys::ExecutorStart_hook;
+        pg_sys::ExecutorStart_hook = Some(start);
         PREV_FINISH = pg_sys::ExecutorFinish_hook;
         pg_sys::ExecutorFinish_hook = Some(finish);
     }
@@ -79,6 +82,23 @@ pub(super) fn init() {
 unsafe extern "C-unwind" {
     #[link_name = "standard_ExecutorFinish"]
     fn raw_standard_executor_finish(query_desc: *mut pg_sys::QueryDesc);
+    #[link_name = "standard_ExecutorStart"]
+    fn raw_standard_executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int);
+}
+
+/// The hook: before any query runs (a trigger's query, the statement after
+/// a `COPY` through a parent, a cached plan), keys this backend buffered go
+/// to their filters, so that a query that can see the rows finds their keys.
+/// (Before parallel workers start: they share no buffer.)
+unsafe extern "C-unwind" fn start(query_desc: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
+    // SAFETY: the executor's own arguments, passed on.
+    unsafe {
+        flush_buffered();
+        match PREV_START {
+            Some(prev) => prev(query_desc, eflags),
+            None => raw_standard_executor_start(query_desc, eflags),
+        }
+    }
 }
 
 /// The hook: once a statement's `AFTER` triggers have fired, keys still
@@ -97,10 +117,17 @@ unsafe extern "C-unwind" fn finish(query_desc: *mut pg_sys::QueryDesc) {
     }
 }
 
-/// Flushes this backend's buffered keys and deletes, if any.
+/// Flushes this backend's buffered keys and deletes, if any (not from
+/// within a flush, whose own work may run a query; not in parallel mode,
+/// where nothing may be written and nothing is buffered).
 #[pg_guard]
-unsafe extern "C-unwind" fn flush_buffered() {
-    let any = BINDINGS.with(|bs| bs.borrow().iter().any(|b| !b.inserts.is_empty() || !b.deletes.is_empty()));
+pub(super) unsafe extern "C-unwind" fn flush_buffered() {
+    // SAFETY: a read of this process's state.
+    if unsafe { pg_sys::IsInParallelMode() } {
+        return;
+    }
+    let any = BINDINGS
+        .with(|bs| bs.try_borrow().is_ok_and(|bs| bs.iter().any(|b| !b.inserts.is_empty() || !b.deletes.is_empty())));
     if any {
         flush_all(None);
     }

@@ -139,6 +139,14 @@ RESET ROLE;
 SELECT state, owner, cf_bound_contains('bt2_k', 'a'::text) AS a, cf_bound_contains('bt2_k', 'z'::text) AS z FROM cuckoo_filters WHERE name = 'bt2_k';
 DROP OWNED BY bound_truncater;
 DROP ROLE bound_truncater;
+-- A TRUNCATE rolled back after a probe in its own transaction: the probe
+-- trusted the empty filter for that transaction only.
+BEGIN;
+TRUNCATE bt2;
+SELECT cf_bound_contains('bt2_k', 'a'::text) AS own_view;
+ROLLBACK;
+SELECT state, cf_bound_contains('bt2_k', 'a'::text) AS a FROM cuckoo_filters WHERE name = 'bt2_k';
+SELECT cf_rebuild('bt2_k');
 -- The same for a durable filter.
 CREATE TABLE bt6 (k int);
 INSERT INTO bt6 VALUES (1), (2);
@@ -255,8 +263,59 @@ BEGIN;
 INSERT INTO bp VALUES (5, 4242);
 SELECT cf_bound_contains('bp1_k', 4242) AS in_own_transaction;
 COMMIT;
+-- COPY through the parent (no statement of its own fires on the
+-- partition): a cached plan run next finds the key.
+SET plan_cache_mode = force_generic_plan;
+PREPARE bp_q(int) AS SELECT count(*) FROM (VALUES ($1)) o(k) WHERE EXISTS (SELECT 1 FROM bp1 i WHERE i.k = o.k);
+BEGIN;
+COPY bp FROM STDIN;
+6	4343
+\.
+EXECUTE bp_q(4343);
+SELECT cf_bound_contains('bp1_k', 4343) AS after_copy;
+COMMIT;
+DEALLOCATE bp_q;
+RESET plan_cache_mode;
+-- An AFTER ROW trigger that fires after the binding's own sees the row's
+-- key, in a query and in an expression.
+CREATE FUNCTION bp_check() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  RAISE NOTICE 'key %: query %, expression %', NEW.k,
+    (SELECT count(*) FROM bp1 WHERE cf_bound_contains('bp1_k', k) AND k = NEW.k),
+    cf_bound_contains('bp1_k', NEW.k);
+  RETURN NULL;
+END $f$;
+CREATE TRIGGER zz_check AFTER INSERT ON bp1 FOR EACH ROW EXECUTE FUNCTION bp_check();
+INSERT INTO bp1 VALUES (7, 5454);
+DROP TRIGGER zz_check ON bp1;
+DROP FUNCTION bp_check();
 SELECT cf_unbind('bp1_k');
 DROP TABLE bp;
+
+-- The binding's internal queries run as other roles with their operators
+-- taken from pg_catalog, never from the caller's search_path: a role whose
+-- own "=" would run as a superuser gets nothing.
+CREATE ROLE bound_evil;
+CREATE SCHEMA bound_evil AUTHORIZATION bound_evil;
+CREATE TABLE bound_evil.t (k int);
+ALTER TABLE bound_evil.t OWNER TO bound_evil;
+SET ROLE bound_evil;
+INSERT INTO bound_evil.t VALUES (1);
+SELECT cf_bind('evil_k', 'bound_evil.t', 'k');
+CREATE FUNCTION bound_evil.eq(a text, b text) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+  IF current_user <> 'bound_evil' THEN RAISE EXCEPTION 'ran as %', current_user; END IF;
+  RETURN pg_catalog.texteq(a, b);
+END $f$;
+CREATE OPERATOR bound_evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = bound_evil.eq);
+SET search_path = bound_evil, pg_catalog;
+TRUNCATE bound_evil.t;
+SELECT public.cf_rebuild('evil_k');
+SELECT public.cf_unbind('evil_k');
+RESET search_path;
+RESET ROLE;
+DROP SCHEMA bound_evil CASCADE;
+DROP ROLE bound_evil;
 
 -- One role's bindings hold at most cuckoo.max_bound_filters_per_role of the
 -- shared slots (bt_k and bt2_k hold two).
