@@ -63,6 +63,10 @@ pub(super) struct Binding {
     /// the same table, would queue each delete twice).
     pub row_trigger: String,
     pub inserts: Vec<u64>,
+    /// The subtransaction that buffered each of `inserts` (its keys go when
+    /// it aborts: its rows never existed for anyone; they pass to its
+    /// parent when it commits).
+    pub insert_subs: Vec<pg_sys::SubTransactionId>,
     pub deletes: Vec<(u64, u64)>,
 }
 
@@ -118,9 +122,12 @@ pub(super) fn target_of(name: &str) -> BoundTarget {
 /// the binding's slot) is the one the catalog's row records. A fill whose
 /// transaction was cancelled or failed, or a server that crashed in one,
 /// leaves a filter the catalog does not name: every key is then a maybe
-/// until `cf_rebuild`. The check is cached in the slot.
-pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> bool {
-    let Some(a) = super::shared::area_if_loaded() else { return false };
+/// until `cf_rebuild`. The check is cached in the slot. Also says whether the
+/// answer lasts: not when it rests on a catalog row this transaction wrote
+/// (its own rebuild or `TRUNCATE`), which a rollback to a savepoint may
+/// undo while the filter stays.
+pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> (bool, bool) {
+    let Some(a) = super::shared::area_if_loaded() else { return (false, true) };
     let db = crate::sql::named::call::current_db();
     let slot = a.find_epoch(db, name);
     let id = match (durable, slot) {
@@ -129,17 +136,18 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> bool {
         (false, None) => 0,
     };
     if id == 0 {
-        return false;
+        return (false, true);
     }
     // The slot read is the binding's only if it was not claimed again since.
     if slot.is_some_and(|(i, epoch)| a.slot(i).ready() == id && a.current(i, epoch)) {
-        return true;
+        return (true, true);
     }
     let row = super::catalog::row(name);
     let ok = row.as_ref().and_then(|r| r.built) == Some(id);
     // A row this transaction wrote (its cf_rebuild or TRUNCATE, not
     // committed) holds for this transaction only: not cached for others.
-    if ok && !row.is_some_and(|r| r.mine) {
+    let mine = row.is_some_and(|r| r.mine);
+    if ok && !mine {
         if let Some((i, epoch)) = slot.filter(|&(i, epoch)| a.current(i, epoch)) {
             a.slot(i).set_ready(id);
             // Claimed again meanwhile: the cache may name another's contents.
@@ -148,7 +156,7 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> bool {
             }
         }
     }
-    ok
+    (ok, !mine)
 }
 
 /// The shared slot of binding `name` of this database (claimed if need be,
@@ -206,6 +214,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                     columns: Vec::new(),
                     row_trigger: row_trigger_name(name),
                     inserts: Vec::new(),
+                    insert_subs: Vec::new(),
                     deletes: Vec::new(),
                 });
                 bs.len() - 1
@@ -281,6 +290,7 @@ impl Binding {
             let hs = self.inserts.clone();
             add_versions(self, &hs);
             self.inserts.clear();
+            self.insert_subs.clear();
         }
         if !self.deletes.is_empty() {
             let ds = std::mem::take(&mut self.deletes);
@@ -415,7 +425,37 @@ pub(super) fn forget_all() {
         if let Ok(mut bs) = bs.try_borrow_mut() {
             for b in bs.iter_mut() {
                 b.inserts.clear();
+                b.insert_subs.clear();
                 b.deletes.clear();
+            }
+        }
+    });
+}
+
+/// A subtransaction ended: the keys it buffered go if it aborted (its rows
+/// never existed for anyone, and a flush that failed for them must not fail
+/// every later statement), or pass to its parent if it committed. Keys of
+/// outer statements (rows written through a parent, whose flush an inner
+/// statement attempted) stay.
+pub(super) fn end_subxact(my: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, committed: bool) {
+    BINDINGS.with(|bs| {
+        if let Ok(mut bs) = bs.try_borrow_mut() {
+            for b in bs.iter_mut() {
+                if committed {
+                    for s in b.insert_subs.iter_mut().filter(|s| **s == my) {
+                        *s = parent;
+                    }
+                } else if b.insert_subs.contains(&my) {
+                    let (mut keys, mut subs) = (Vec::new(), Vec::new());
+                    for (&k, &s) in b.inserts.iter().zip(&b.insert_subs) {
+                        if s != my {
+                            keys.push(k);
+                            subs.push(s);
+                        }
+                    }
+                    b.inserts = keys;
+                    b.insert_subs = subs;
+                }
             }
         }
     });

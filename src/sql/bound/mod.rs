@@ -326,7 +326,7 @@ v1_functions! {
                 && catalog::row(&name).is_some()
                 && crate::sql::named::call::BoundTarget::find(&name).is_some_and(|t| {
                     let (durable, gen) = t.identity();
-                    binding::filter_ready(&name, durable, gen)
+                    binding::filter_ready(&name, durable, gen).0
                 });
             pg_sys::Datum::from(ready)
         }

@@ -179,21 +179,26 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
 #[pg_guard]
 unsafe extern "C-unwind" fn at_subxact(
     event: pg_sys::SubXactEvent::Type,
-    _my: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
+    my: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
     _arg: *mut std::ffi::c_void,
 ) {
-    // Buffered keys are kept: they may be an outer (sub)transaction's (a
-    // partition written through its parent fires no statement trigger of
-    // its own; another trigger may catch an error in a subtransaction), and
-    // an aborted row's key is only a false positive. Buffered deletes of an
-    // aborted subtransaction are dropped when applied (its ID aborted).
-    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        // SAFETY: backend-local.
-        unsafe {
-            DDL_QUIET = false;
-            super::binding::REMAKING = None;
+    // Buffered keys of an aborted subtransaction go, others stay: they may
+    // be an outer (sub)transaction's (a partition written through its
+    // parent fires no statement trigger of its own; another trigger may
+    // catch an error in a subtransaction). Buffered deletes of an aborted
+    // subtransaction are dropped when applied (its ID aborted).
+    match event {
+        pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
+            super::binding::end_subxact(my, parent, false);
+            // SAFETY: backend-local.
+            unsafe {
+                DDL_QUIET = false;
+                super::binding::REMAKING = None;
+            }
         }
+        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => super::binding::end_subxact(my, parent, true),
+        _ => {}
     }
 }
 
@@ -280,6 +285,7 @@ v1_functions! {
                 }
                 if let Some(h) = new {
                     b.inserts.push(h);
+                    b.insert_subs.push(pg_sys::GetCurrentSubTransactionId());
                 }
                 if let Some(h) = old {
                     b.deletes.push((h, current_fxid()));

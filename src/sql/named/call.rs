@@ -248,8 +248,14 @@ pub(crate) struct NamedCall {
     /// The call's pin (`pin::pin_of`), read when the call site is set up.
     pin: Option<i64>,
     /// For a bound filter's probe (`contains_bound`): whether the resolved
-    /// filter's contents are a committed fill's (else every key is a maybe).
+    /// filter's contents are a committed fill's (else every key is a maybe),
+    /// and whether that answer must be asked again at each call (it rests on
+    /// this transaction's own uncommitted change, which a rollback to a
+    /// savepoint may undo), with the filter's durability and generation.
     bound_ready: bool,
+    bound_recheck: bool,
+    bound_durable: bool,
+    bound_gen: u64,
     /// The filter's tables (with a durable filter's units, for writers: see
     /// `region::durable`). Valid when `resolved`; used only while pinned and
     /// after `still_current`.
@@ -280,14 +286,15 @@ impl NamedCall {
     /// missing or needs a reload answers true: "maybe", as a pre-screen that
     /// cannot tell must; so does one whose contents `ready` (asked with the
     /// name, whether the filter is durable and its generation, once per
-    /// filter resolved) does not confirm as a committed fill's.
+    /// filter resolved, or at every call while it says its answer does not
+    /// last) does not confirm as a committed fill's.
     ///
     /// # Safety
     /// `fcinfo` is a valid frame with non-null text and key arguments.
     pub(crate) unsafe fn contains_bound(
         &mut self,
         fcinfo: pg_sys::FunctionCallInfo,
-        ready: &dyn Fn(&str, bool, u64) -> bool,
+        ready: &dyn Fn(&str, bool, u64) -> (bool, bool),
     ) -> bool {
         // SAFETY: REGION is written once, before any backend runs SQL.
         let Some(r) = (unsafe { (*std::ptr::addr_of!(REGION)).as_ref() }) else { return true };
@@ -310,8 +317,13 @@ impl NamedCall {
                 self.user = who;
                 self.name[..name.len()].copy_from_slice(name.as_bytes());
                 self.name_len = name.len();
-                self.bound_ready = ready(name, info.durable, info.gen);
+                let (ok, lasting) = ready(name, info.durable, info.gen);
+                (self.bound_ready, self.bound_recheck) = (ok, !lasting);
+                (self.bound_durable, self.bound_gen) = (info.durable, info.gen);
                 self.resolved = true;
+            } else if self.bound_recheck {
+                let (ok, lasting) = ready(name, self.bound_durable, self.bound_gen);
+                (self.bound_ready, self.bound_recheck) = (ok, !lasting);
             }
             if !self.bound_ready {
                 return true;

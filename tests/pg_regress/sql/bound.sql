@@ -147,6 +147,31 @@ SELECT cf_bound_contains('bt2_k', 'a'::text) AS own_view;
 ROLLBACK;
 SELECT state, cf_bound_contains('bt2_k', 'a'::text) AS a FROM cuckoo_filters WHERE name = 'bt2_k';
 SELECT cf_rebuild('bt2_k');
+-- Rolled back to a savepoint: a call site that probed inside it (a
+-- PL/pgSQL expression, kept for the transaction) asks again.
+CREATE FUNCTION bt2_probe(k text) RETURNS boolean LANGUAGE plpgsql AS $f$ BEGIN RETURN cf_bound_contains('bt2_k', k); END $f$;
+BEGIN;
+SAVEPOINT s;
+TRUNCATE bt2;
+SELECT bt2_probe('a') AS inside;
+ROLLBACK TO s;
+SELECT bt2_probe('a') AS after_rollback_to, (SELECT count(*) FROM bt2 WHERE k = 'a') AS rows_a;
+COMMIT;
+DROP FUNCTION bt2_probe(text);
+SELECT cf_rebuild('bt2_k');
+-- A statement whose keys cannot be added (a filter that may not grow)
+-- fails; rolled back, its keys go with its rows (they are not tried again
+-- before every later statement), and the transaction goes on.
+BEGIN;
+SET LOCAL cuckoo.max_bytes_per_role = 1;
+SAVEPOINT s;
+SELECT err($$INSERT INTO bt2 SELECT 'g' || g FROM generate_series(1, 5000) g$$);
+ROLLBACK TO s;
+SELECT count(*) AS rows_now FROM bt2;
+SET LOCAL cuckoo.max_bytes_per_role = -1;
+INSERT INTO bt2 VALUES ('after');
+COMMIT;
+SELECT cf_bound_contains('bt2_k', 'after'::text) AS after, (SELECT count(*) FROM bt2) AS rows;
 -- The same for a durable filter.
 CREATE TABLE bt6 (k int);
 INSERT INTO bt6 VALUES (1), (2);
