@@ -23,7 +23,7 @@ import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
-from cluster import BASE_CONF, PGBIN, Failure, Node  # noqa: E402
+from cluster import PGBIN, Failure, Node, pg_upgrade  # noqa: E402
 
 import pg8000.native  # noqa: E402
 
@@ -240,15 +240,7 @@ def main(argv):
         p.stop()
         new = Node("bound_upgraded")
         nodes.append(new)
-        new.tg.init(allow_streaming=True)
-        new.tg.append_conf(BASE_CONF + "max_prepared_transactions = 20\n")
-        with tempfile.TemporaryDirectory() as d:
-            os.chmod(d, 0o700)
-            res = subprocess.run([os.path.join(PGBIN, "pg_upgrade"), "-b", PGBIN, "-B", PGBIN, "-d", p.data, "-D", new.data,
-                                  "-p", str(p.port), "-P", str(new.port), "-U", "postgres"], cwd=d, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise Failure(f"pg_upgrade failed: {res.stdout[-2000:]} {res.stderr[-2000:]}")
-        new.start()
+        pg_upgrade(p, new, "max_prepared_transactions = 20\n")
         state = new.one("SELECT state FROM cuckoo_filters WHERE name = 'bt_k'")
         all_maybe = new.one("SELECT bool_and(cf_bound_contains('bt_k', k)) FROM probe")
         if state != "needs rebuild" or not all_maybe:

@@ -319,6 +319,21 @@ class Node:
         return self.one("SELECT count(*) FILTER (WHERE x) FROM unnest(cf_contains(:n, CAST(:k AS bigint[]))) x", n=name, k=list(keys))
 
 
+def pg_upgrade(old, new, extra=""):
+    """Makes `new` (a Node not yet initialised) by pg_upgrade of the stopped
+    node `old`, with BASE_CONF plus `extra`, and starts it."""
+    import tempfile
+    new.tg.init(allow_streaming=True)
+    new.tg.append_conf(BASE_CONF + extra)
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o700)
+        res = subprocess.run([os.path.join(PGBIN, "pg_upgrade"), "-b", PGBIN, "-B", PGBIN, "-d", old.data, "-D", new.data,
+                              "-p", str(old.port), "-P", str(new.port), "-U", "postgres"], cwd=d, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise Failure(f"pg_upgrade failed: {res.stdout[-2000:]} {res.stderr[-2000:]}")
+    new.start()
+
+
 def _alive(pid):
     try:
         os.kill(pid, 0)

@@ -404,16 +404,8 @@ def case_8():
     # pg_upgrade into a new cluster.
     old.stop()
     new = node(Node("p8new"))
-    new.tg.init(allow_streaming=True)
-    from cluster import BASE_CONF
-    new.tg.append_conf(BASE_CONF)
-    with tempfile.TemporaryDirectory() as d:
-        os.chmod(d, 0o700)
-        res = subprocess.run([os.path.join(PGBIN, "pg_upgrade"), "-b", PGBIN, "-B", PGBIN, "-d", old.data, "-D", new.data,
-                              "-p", str(old.port), "-P", str(new.port), "-U", "postgres"], cwd=d, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise Failure(f"pg_upgrade failed: {res.stdout[-2000:]} {res.stderr[-2000:]}")
-    new.start()
+    from cluster import pg_upgrade
+    pg_upgrade(old, new)
     listed = new.sql("SELECT name, state, reason FROM cuckoo_filters ORDER BY name")
     if [x[:2] for x in listed] != [["f", "needs reload"], ["g", "needs reload"]] or "cf_restore_saved" not in listed[0][2]:
         raise Failure(f"after pg_upgrade the saved filters are listed as {listed}")
