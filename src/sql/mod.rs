@@ -83,6 +83,32 @@ pub(crate) unsafe fn call_planner(
     }
 }
 
+/// Runs `f` with setting `name` at `value` in a GUC nest level of its own,
+/// as a function's SET clause does: restored after, and on error by the
+/// transaction's abort (`citus` turns Citus settings on this way; `bound`
+/// pins `search_path`).
+pub(crate) fn with_setting<T>(name: &std::ffi::CStr, value: &std::ffi::CStr, f: impl FnOnce() -> T) -> T {
+    // SAFETY: a GUC nest level opened here and closed after `f`.
+    let level = unsafe {
+        let level = pgrx::pg_sys::NewGUCNestLevel();
+        pgrx::pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pgrx::pg_sys::GucContext::PGC_USERSET,
+            pgrx::pg_sys::GucSource::PGC_S_SESSION,
+            pgrx::pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        level
+    };
+    let out = f();
+    // SAFETY: closes the level opened above.
+    unsafe { pgrx::pg_sys::AtEOXact_GUC(true, level) };
+    out
+}
+
 /// What the filter core does on a pending interrupt or a failed allocation
 /// (`filter::host`): this backend's cancel, `statement_timeout` and
 /// termination end a long build, union or decode; memory that cannot be had

@@ -18,26 +18,7 @@ use crate::sql::named::errors::fail;
 /// caller's path must not choose the operators of queries that may run as
 /// another role (`as_role`), as SECURITY DEFINER functions pin theirs.
 pub(super) fn with_safe_path<T>(f: impl FnOnce() -> T) -> T {
-    // SAFETY: a GUC nest level opened and closed around `f`, as
-    // PostgreSQL's own functions with a SET clause do.
-    let level = unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        level
-    };
-    let out = f();
-    // SAFETY: closes the level opened above.
-    unsafe { pg_sys::AtEOXact_GUC(true, level) };
-    out
+    crate::sql::with_setting(c"search_path", c"pg_catalog, pg_temp", f)
 }
 
 /// The first column of the first row of read-only query `q`, as text.

@@ -283,24 +283,7 @@ fn nested_allowed<T>(f: impl FnOnce() -> T) -> T {
 
 /// Runs `f` with Citus's boolean setting `setting` on, restored after.
 pub(super) fn with_citus_setting<T>(setting: &CStr, f: impl FnOnce() -> T) -> T {
-    // SAFETY: a GUC nest level as a function's SET clause makes one; on error
-    // the transaction's abort unwinds it.
-    unsafe {
-        let level = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            setting.as_ptr(),
-            c"on".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        let out = f();
-        pg_sys::AtEOXact_GUC(true, level);
-        out
-    }
+    crate::sql::with_setting(setting, c"on", f)
 }
 
 /// Runs `f` as the owner of the extension's tables (who alone may write the
