@@ -39,7 +39,7 @@ COMMENT ON TABLE cuckoo_bindings IS 'named cuckoo filters bound to a table colum
 -- What the triggers and cf_bind() call (src/sql/bound/).
 CREATE FUNCTION cf_bound_row() RETURNS trigger
     AS 'MODULE_PATHNAME', 'cf_bound_row' LANGUAGE C;
-COMMENT ON FUNCTION cf_bound_row() IS 'the row trigger of a table bound to a cuckoo filter (cf_bind): hashes each written row''s key';
+COMMENT ON FUNCTION cf_bound_row() IS 'the row triggers of a table bound to a cuckoo filter (cf_bind): hash each written row''s key (BEFORE: each new version''s, early; AFTER: the rest)';
 CREATE FUNCTION cf_bound_flush() RETURNS trigger
     AS 'MODULE_PATHNAME', 'cf_bound_flush' LANGUAGE C;
 COMMENT ON FUNCTION cf_bound_flush() IS 'the statement trigger of a table bound to a cuckoo filter (cf_bind): adds the statement''s keys and queues its deletes';
@@ -79,10 +79,15 @@ CREATE FUNCTION cf_apply_deletes(name text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_apply_deletes' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 COMMENT ON FUNCTION cf_apply_deletes(text) IS 'applies the queued deletes of a bound cuckoo filter that are safe now (their transactions committed, and no snapshot can still see the deleted rows); returns the keys removed';
 
--- The two triggers of binding `name` on `tab` (row triggers hash each row's
--- key; the statement trigger hands them to the filter, and after a TRUNCATE
--- empties it as of the transaction's commit), made or made again
--- as cf_bind makes them. ENABLE ALWAYS: they fire for logical
+-- The three triggers of binding `name` on `tab`, made or made again as
+-- cf_bind makes them: the AFTER row trigger hashes each written row's key
+-- (the new version's to add, the old one's to delete); the statement
+-- trigger hands them to the filter, and after a TRUNCATE empties it as of
+-- the transaction's commit; the BEFORE row trigger (its name sorts after
+-- most others') buffers each new version's key before the row is written,
+-- so that a query the writing statement runs (a RETURNING function, a
+-- data-modifying WITH, another AFTER trigger) finds it, and the AFTER
+-- trigger does not add it again. ENABLE ALWAYS: they fire for logical
 -- replication's apply and under session_replication_role = replica too.
 -- Runs with the caller's rights (CREATE TRIGGER checks them).
 CREATE FUNCTION cf_bound_triggers(name text, tab regclass, col name) RETURNS void
@@ -94,8 +99,11 @@ BEGIN
                               trig || '_row', cf_bound_triggers.tab, cf_bound_triggers.name, cf_bound_triggers.col);
     EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.cf_bound_flush()',
                               trig || '_flush', cf_bound_triggers.tab);
+    EXECUTE pg_catalog.format('CREATE OR REPLACE TRIGGER %I BEFORE INSERT OR UPDATE ON %s FOR EACH ROW EXECUTE FUNCTION @extschema@.cf_bound_row(%L, %L)',
+                              'zz_' || trig || '_new', cf_bound_triggers.tab, cf_bound_triggers.name, cf_bound_triggers.col);
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, trig || '_row');
     EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, trig || '_flush');
+    EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', cf_bound_triggers.tab, 'zz_' || trig || '_new');
 END
 $fn$;
 
@@ -105,7 +113,7 @@ $fn$;
 -- another function), disabled or dropped would let writes go unseen.
 CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS boolean
     LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT pg_catalog.count(*) = 2 FROM pg_catalog.pg_trigger t
+    SELECT pg_catalog.count(*) = 3 FROM pg_catalog.pg_trigger t
      WHERE t.tgrelid = $2
        AND t.tgenabled = 'A' AND t.tgqual IS NULL AND t.tgattr = ''::int2vector
        AND t.tgconstraint = 0 AND NOT t.tgisinternal
@@ -116,7 +124,12 @@ CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS 
                             || pg_catalog.convert_to($3::text, pg_catalog.getdatabaseencoding()) || '\x00'::bytea)
          OR (t.tgname = 'cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_flush'
              AND t.tgfoid = '@extschema@.cf_bound_flush()'::regprocedure
-             AND t.tgtype = 60 AND t.tgnargs = 0))
+             AND t.tgtype = 60 AND t.tgnargs = 0)
+         OR (t.tgname = 'zz_cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_new'
+             AND t.tgfoid = '@extschema@.cf_bound_row()'::regprocedure
+             AND t.tgtype = 23 AND t.tgnargs = 2
+             AND t.tgargs = pg_catalog.convert_to($1, pg_catalog.getdatabaseencoding()) || '\x00'::bytea
+                            || pg_catalog.convert_to($3::text, pg_catalog.getdatabaseencoding()) || '\x00'::bytea))
 $fn$;
 
 -- cf_bind(name, tab, col, fpp, durable): makes the named filter `name`
@@ -200,6 +213,7 @@ BEGIN
     IF b.tab IS NOT NULL AND EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
         EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_row', b.tab);
         EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_flush', b.tab);
+        EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', 'zz_' || trig || '_new', b.tab);
     END IF;
     PERFORM @extschema@.cf_drop(cf_unbind.name);
 END
@@ -283,18 +297,19 @@ BEGIN
             ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
                 why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
             ELSIF @extschema@.cf_bound_present(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
-                -- Without both triggers as cf_bind makes them, writes would
+                -- Without the triggers as cf_bind makes them, writes would
                 -- go unseen (DISABLE TRIGGER, DROP TRIGGER, CREATE OR REPLACE
                 -- TRIGGER). A binding whose filter is missing (a restore
                 -- making its triggers) is used by nothing; cf_rebuild sets
                 -- them right.
                 why := pg_catalog.format('its triggers on %s were disabled, dropped or replaced', b.tab);
             ELSIF a.attname <> b.col THEN
-                -- Renamed: the row trigger names the column it reads. (The
+                -- Renamed: the row triggers name the column they read. (The
                 -- row first: changing the triggers runs this function again.)
                 UPDATE @extschema@.cuckoo_bindings v SET col = a.attname WHERE v.name = b.name;
                 PERFORM @extschema@.cf_bound_ddl_quiet(true);
                 EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', trig || '_row', b.tab);
+                EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', 'zz_' || trig || '_new', b.tab);
                 PERFORM @extschema@.cf_bound_triggers(b.name, b.tab, a.attname);
                 PERFORM @extschema@.cf_bound_ddl_quiet(false);
             ELSIF b.enum_labels IS NOT NULL AND @extschema@.cf_bound_present(b.name) THEN
@@ -327,6 +342,7 @@ BEGIN
             IF EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = b.tab) THEN
                 EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_row', b.tab);
                 EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', trig || '_flush', b.tab);
+                EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', 'zz_' || trig || '_new', b.tab);
             END IF;
             PERFORM @extschema@.cf_drop(b.name);
         END IF;

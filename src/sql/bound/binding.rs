@@ -5,6 +5,7 @@
 //! cap, by the remover gate's rules: `region::binding`).
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
@@ -62,17 +63,38 @@ pub(super) struct Binding {
     /// only that trigger may write the binding (another one naming it, on
     /// the same table, would queue each delete twice).
     pub row_trigger: String,
+    /// The name of the binding's `BEFORE` row trigger.
+    pub early_trigger: String,
     pub inserts: Vec<u64>,
     /// The subtransaction that buffered each of `inserts` (its keys go when
     /// it aborts: its rows never existed for anyone; they pass to its
     /// parent when it commits).
     pub insert_subs: Vec<pg_sys::SubTransactionId>,
     pub deletes: Vec<(u64, u64)>,
+    /// New versions' keys the `BEFORE` trigger buffered (with their
+    /// subtransaction), in order, that no `AFTER` trigger has matched yet:
+    /// the `AFTER` trigger of the same version finds its key here and does
+    /// not add a second copy (a statement's `AFTER` row triggers fire in the
+    /// order its rows were written, so it is mostly the first).
+    pub early: VecDeque<(u64, pg_sys::SubTransactionId)>,
+    /// Keys the `BEFORE` trigger buffered that no `AFTER` trigger matched
+    /// when their statement ended: versions never written (a row skipped,
+    /// an `INSERT ... ON CONFLICT DO NOTHING` that met its conflict, a key a
+    /// later `BEFORE` trigger changed). Their copies are queued for deletion
+    /// at commit (`unmatched_deletes`). Matching is only a saving: a
+    /// version that finds no match adds its own copy, and a copy queued for
+    /// deletion is one that no version took.
+    pub unmatched: Vec<(u64, pg_sys::SubTransactionId)>,
 }
 
-/// The name `cf_bound_triggers` gives binding `name`'s row trigger:
-/// `cuckoo_` and the first 16 hex digits of the name's MD5, then `_row`.
-fn row_trigger_name(name: &str) -> String {
+/// How far from either end of `Binding::early` an `AFTER` trigger looks for
+/// its key (rows skipped before it; a statement run by a trigger).
+const EARLY_LOOK: usize = 16;
+
+/// The names `cf_bound_triggers` gives binding `name`'s row triggers:
+/// `cuckoo_` and the first 16 hex digits of the name's MD5, then `_row` (the
+/// `AFTER` one); `zz_`, the same, then `_new` (the `BEFORE` one).
+fn row_trigger_names(name: &str) -> (String, String) {
     let c = std::ffi::CString::new(name).unwrap_or_default();
     // SAFETY: md5(text) of a fresh text datum; its result is a text.
     unsafe {
@@ -85,7 +107,8 @@ fn row_trigger_name(name: &str) -> String {
         let hex = pg_sys::text_to_cstring(d.cast_mut_ptr());
         let s = CStr::from_ptr(hex).to_string_lossy().into_owned();
         pg_sys::pfree(hex.cast());
-        format!("cuckoo_{}_row", &s[..16.min(s.len())])
+        let hex = &s[..16.min(s.len())];
+        (format!("cuckoo_{hex}_row"), format!("zz_cuckoo_{hex}_new"))
     }
 }
 
@@ -164,7 +187,11 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> (bool, bool) 
 pub(super) fn slot_of(name: &str, owner: u32) -> (usize, u32) {
     let db = crate::sql::named::call::current_db();
     let cap = super::shared::role_cap();
-    match with_lock(|a, lk| a.slot_for_owner(lk, db, name, owner, cap)) {
+    let mut got = with_lock(|a, lk| a.slot_for_owner(lk, db, name, owner, cap));
+    if got.is_err() && release_dropped_databases() > 0 {
+        got = with_lock(|a, lk| a.slot_for_owner(lk, db, name, owner, cap));
+    }
+    match got {
         Ok(s) => s,
         Err(SlotRefused::Full) => fail(
             PgSqlErrorCode::ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
@@ -177,6 +204,19 @@ pub(super) fn slot_of(name: &str, owner: u32) -> (usize, u32) {
             Some("cuckoo.max_bound_filters_per_role caps them; unbind filters no longer used."),
         ),
     }
+}
+
+/// Frees the slots of bindings whose database was dropped (nothing can use
+/// them again; `DROP DATABASE` runs no trigger that could). Returns how many.
+fn release_dropped_databases() -> usize {
+    let a = area();
+    let gone: Vec<(usize, u32)> = a
+        .claimed()
+        .into_iter()
+        .filter(|(_, db, _)| !crate::sql::named::call::database_exists(*db))
+        .filter_map(|(_, db, n)| a.find_epoch(db, &n))
+        .collect();
+    with_lock(|a, lk| gone.iter().filter(|&&(i, epoch)| a.current(i, epoch)).map(|&(i, _)| a.release(lk, i)).count())
 }
 
 /// Runs `f` on this backend's state of binding `name` (bound to column `col`),
@@ -205,6 +245,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
             None => {
                 let target = BoundTarget::find(name)?;
                 let (slot, epoch) = slot_of(name, target.owner());
+                let (row_trigger, early_trigger) = row_trigger_names(name);
                 bs.push(Binding {
                     name: name.to_string(),
                     col: col.to_string(),
@@ -212,10 +253,13 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                     slot,
                     epoch,
                     columns: Vec::new(),
-                    row_trigger: row_trigger_name(name),
+                    row_trigger,
+                    early_trigger,
                     inserts: Vec::new(),
                     insert_subs: Vec::new(),
                     deletes: Vec::new(),
+                    early: VecDeque::new(),
+                    unmatched: Vec::new(),
                 });
                 bs.len() - 1
             }
@@ -277,6 +321,62 @@ impl Binding {
             self.columns.push(Column { relid, tupdesc, attnum, typid, hasher });
             self.columns.last_mut().unwrap()
         }
+    }
+
+    /// Buffers the key `h` of a new version, from the `BEFORE` trigger.
+    pub(super) fn buffer_early(&mut self, h: u64) {
+        // SAFETY: reads this backend's subtransaction.
+        let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+        self.inserts.push(h);
+        self.insert_subs.push(sub);
+        self.early.push_back((h, sub));
+    }
+
+    /// Buffers the key `h` of a new version, from the `AFTER` trigger,
+    /// unless the `BEFORE` trigger of the same statement (and so of the same
+    /// subtransaction) buffered it already.
+    pub(super) fn buffer_new(&mut self, h: u64) {
+        // SAFETY: reads this backend's subtransaction.
+        let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+        let key = (h, sub);
+        if let Some(i) = self.early.iter().take(EARLY_LOOK).position(|e| *e == key) {
+            // Those before it in this statement are rows never written (or,
+            // for a statement a trigger ran, the outer statement's rows:
+            // those then add their own copies).
+            self.unmatched.extend(self.early.drain(..i));
+            self.early.pop_front();
+            return;
+        }
+        if let Some(j) = self.early.iter().rev().take(EARLY_LOOK).position(|e| *e == key) {
+            // A statement run by a trigger (its rows come last).
+            self.early.remove(self.early.len() - 1 - j);
+            return;
+        }
+        self.inserts.push(h);
+        self.insert_subs.push(sub);
+    }
+
+    /// The statement writing the bound table ended: keys its `AFTER`
+    /// triggers did not match are of versions never written.
+    pub(super) fn statement_ended(&mut self) {
+        self.unmatched.extend(self.early.drain(..));
+    }
+
+    /// At commit: the copies the `BEFORE` trigger added for versions never
+    /// written are queued for deletion as the transaction's own deletes
+    /// (applied once it committed and no snapshot predates it). Each queued
+    /// delete matches a copy buffered and not matched, so every written
+    /// version keeps its copy.
+    pub(super) fn unmatched_deletes(&mut self) {
+        self.statement_ended();
+        if self.unmatched.is_empty() {
+            return;
+        }
+        // SAFETY: the transaction is still in progress (its pre-commit).
+        let fxid = unsafe { pg_sys::GetTopFullTransactionId().value };
+        let ds: Vec<(u64, u64)> = self.unmatched.drain(..).map(|(h, _)| (h, fxid)).collect();
+        let (slot, epoch) = (self.slot, self.epoch);
+        with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
     }
 
     /// Flushes the statement's keys: inserts into the filter, deletes into
@@ -427,6 +527,8 @@ pub(super) fn forget_all() {
                 b.inserts.clear();
                 b.insert_subs.clear();
                 b.deletes.clear();
+                b.early.clear();
+                b.unmatched.clear();
             }
         }
     });
@@ -441,6 +543,18 @@ pub(super) fn end_subxact(my: pg_sys::SubTransactionId, parent: pg_sys::SubTrans
     BINDINGS.with(|bs| {
         if let Ok(mut bs) = bs.try_borrow_mut() {
             for b in bs.iter_mut() {
+                // Keys the BEFORE trigger buffered follow their copies: gone
+                // with them, or their parent's.
+                if committed {
+                    b.early
+                        .iter_mut()
+                        .chain(b.unmatched.iter_mut())
+                        .filter(|(_, s)| *s == my)
+                        .for_each(|e| e.1 = parent);
+                } else {
+                    b.early.retain(|&(_, s)| s != my);
+                    b.unmatched.retain(|&(_, s)| s != my);
+                }
                 if committed {
                     for s in b.insert_subs.iter_mut().filter(|s| **s == my) {
                         *s = parent;

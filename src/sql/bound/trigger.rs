@@ -1,14 +1,18 @@
 //! The triggers that keep a bound filter in step with its table: the row
-//! trigger (`cf_bound_row`) that hashes each written row's key, the statement
+//! triggers (`cf_bound_row`, `BEFORE` and `AFTER`) that hash each written
+//! row's key, the statement
 //! trigger (`cf_bound_flush`) that hands the statement's keys to the filter
 //! and its deletes to the queue, and the transaction callbacks that do the
 //! same before a commit or a `PREPARE TRANSACTION` (for writers that fire
 //! row triggers only, as logical replication's apply does) and forget them
 //! on an abort.
 //!
-//! A row version's key is in the filter before its transaction can commit:
-//! inserts are flushed at the end of each statement, and at the latest just
-//! before the commit record. A deleted version's key is queued with the ID
+//! A row version's key is in the filter before its transaction can commit,
+//! and before the writing statement's own queries can see the row: new
+//! versions' keys are buffered before the row is written (the `BEFORE`
+//! trigger; the `AFTER` one adds those it changed), and flushed before any
+//! query starts, at the end of each statement, and at the latest just before
+//! the commit record. A deleted version's key is queued with the ID
 //! of the (sub)transaction that deleted it (`apply` takes it out later). An
 //! `UPDATE` whose new version's key hashes as the old one's changes nothing.
 //! Keys buffered when the transaction aborts belong to rows that never
@@ -52,6 +56,7 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
                     // SAFETY: rel is the open relation of the firing trigger.
                     let relid = unsafe { (*rel).rd_id }.to_u32();
                     if area().slot(b.slot).table().map(|(t, _)| t) == Some(relid) {
+                        b.statement_ended();
                         apply::maybe_apply(b, rel, false);
                     }
                 }
@@ -156,7 +161,10 @@ pub(super) fn register_callbacks() {
 #[pg_guard]
 unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     match event {
-        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => flush_all(None),
+        pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
+            flush_all(None);
+            BINDINGS.with(|bs| bs.borrow_mut().iter_mut().for_each(|b| b.unmatched_deletes()));
+        }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
             forget_all();
             // SAFETY: backend-local.
@@ -235,18 +243,32 @@ unsafe fn trigger_args(td: *mut pg_sys::TriggerData) -> Vec<String> {
 
 v1_functions! {
     /// `cf_bound_row()`: the `AFTER INSERT OR UPDATE OR DELETE ... FOR EACH
-    /// ROW` trigger of a bound table, with the binding's name and column as
+    /// ROW` trigger of a bound table, and its `BEFORE INSERT OR UPDATE ...
+    /// FOR EACH ROW` trigger, with the binding's name and column as
     /// arguments.
+    ///
+    /// The `BEFORE` one buffers each new version's key before the row is
+    /// written: the row becomes visible to the writing statement's own
+    /// queries (a `RETURNING` function, a data-modifying `WITH`, an `AFTER`
+    /// trigger that fires first) before the `AFTER` triggers fire, and the
+    /// executor hook or a probe hands buffered keys to the filter first. The
+    /// `AFTER` one sees the version as written (a later `BEFORE` trigger or
+    /// a generated column may have changed its key): it buffers the key
+    /// unless the `BEFORE` one did, and queues the old version's for
+    /// deletion.
     fn cf_bound_row(fcinfo) {
         // SAFETY: called by the trigger manager with a TriggerData context.
         unsafe {
             crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let td = trigger_data(fcinfo, "cf_bound_row()");
             let ev = (*td).tg_event;
-            if ev & pg_sys::TRIGGER_EVENT_ROW == 0 || ev & pg_sys::TRIGGER_EVENT_TIMINGMASK != pg_sys::TRIGGER_EVENT_AFTER {
+            let timing = ev & pg_sys::TRIGGER_EVENT_TIMINGMASK;
+            let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
+            let before = timing == pg_sys::TRIGGER_EVENT_BEFORE && op != pg_sys::TRIGGER_EVENT_DELETE;
+            if ev & pg_sys::TRIGGER_EVENT_ROW == 0 || !(before || timing == pg_sys::TRIGGER_EVENT_AFTER) {
                 fail(
                     PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
-                    "cf_bound_row() must be an AFTER ... FOR EACH ROW trigger".into(),
+                    "cf_bound_row() must be an AFTER ... FOR EACH ROW or BEFORE INSERT OR UPDATE ... FOR EACH ROW trigger".into(),
                     None,
                 );
             }
@@ -262,7 +284,8 @@ v1_functions! {
             let rel = (*td).tg_relation;
             let tgname = CStr::from_ptr((*(*td).tg_trigger).tgname).to_bytes();
             let full = with_binding(name, col, |b| {
-                if tgname != b.row_trigger.as_bytes() {
+                let own = if before { &b.early_trigger } else { &b.row_trigger };
+                if tgname != own.as_bytes() {
                     fail(
                         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
                         format!("trigger \"{}\" is not the row trigger of cuckoo filter \"{name}\"", String::from_utf8_lossy(tgname)),
@@ -271,7 +294,6 @@ v1_functions! {
                 }
                 let seed = b.target.seed;
                 let c = b.column(rel);
-                let op = ev & pg_sys::TRIGGER_EVENT_OPMASK;
                 let (old, new) = match op {
                     pg_sys::TRIGGER_EVENT_INSERT => (None, key_of(c, (*td).tg_trigslot, seed)),
                     pg_sys::TRIGGER_EVENT_DELETE => (key_of(c, (*td).tg_trigslot, seed), None),
@@ -283,9 +305,14 @@ v1_functions! {
                 if old.is_some() && old == new {
                     return false;
                 }
+                if before {
+                    if let Some(h) = new {
+                        b.buffer_early(h);
+                    }
+                    return b.inserts.len() >= MANY_MAX;
+                }
                 if let Some(h) = new {
-                    b.inserts.push(h);
-                    b.insert_subs.push(pg_sys::GetCurrentSubTransactionId());
+                    b.buffer_new(h);
                 }
                 if let Some(h) = old {
                     b.deletes.push((h, current_fxid()));
@@ -294,6 +321,11 @@ v1_functions! {
             });
             if full == Some(true) {
                 with_binding(name, col, |b| b.flush());
+            }
+            if before {
+                // The row goes on as it is.
+                let tuple = if op == pg_sys::TRIGGER_EVENT_UPDATE { (*td).tg_newtuple } else { (*td).tg_trigtuple };
+                return pg_sys::Datum::from(tuple);
             }
             pg_sys::Datum::from(0usize)
         }

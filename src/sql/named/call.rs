@@ -39,7 +39,7 @@ fn pin_current_writer(r: &Region, index: usize, seq: u64) -> Option<Pin<'_>> {
 
 /// Whether database `db` exists (a filter of a dropped one can never be
 /// reached again; the next create or publish drops it).
-pub(super) fn database_exists(db: u32) -> bool {
+pub(crate) fn database_exists(db: u32) -> bool {
     // SAFETY: a syscache probe by OID.
     unsafe {
         pg_sys::SearchSysCacheExists(

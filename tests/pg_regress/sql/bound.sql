@@ -15,7 +15,7 @@ SELECT name, items, key_type, durable, bound_table, bound_column, pending_delete
 -- missing: rows whose key the filter does not have (must be 0 everywhere).
 CREATE VIEW bt_missing AS SELECT count(*) AS missing FROM bt WHERE k IS NOT NULL AND NOT cf_contains('bt_k', k);
 SELECT * FROM bt_missing;
-SELECT tgname ~ '^cuckoo_[0-9a-f]{16}_(row|flush)$' AS named, tgenabled, tgtype FROM pg_trigger WHERE tgrelid = 'bt'::regclass ORDER BY tgname;
+SELECT tgname ~ '^(cuckoo_[0-9a-f]{16}_(row|flush)|zz_cuckoo_[0-9a-f]{16}_new)$' AS named, tgenabled, tgtype FROM pg_trigger WHERE tgrelid = 'bt'::regclass ORDER BY tgname;
 
 -- Inserts, COPY and upserts add keys before the statement ends.
 INSERT INTO bt VALUES (6001, 60010, 'new');
@@ -28,6 +28,61 @@ SELECT cf_contains('bt_k', 60020::bigint) AND cf_contains('bt_k', 60030::bigint)
 INSERT INTO bt VALUES (6001, 60011, 'upsert') ON CONFLICT (id) DO UPDATE SET k = excluded.k;
 INSERT INTO bt VALUES (6004, 60040, 'upsert') ON CONFLICT (id) DO NOTHING;
 SELECT cf_contains('bt_k', 60011::bigint) AS upserted, cf_contains('bt_k', 60040::bigint) AS upsert_inserted;
+SELECT * FROM bt_missing;
+
+-- The writing statement's own queries find the keys of the rows it wrote
+-- (a RETURNING expression, a data-modifying WITH, an AFTER trigger that
+-- fires before the binding's): the BEFORE trigger buffers them.
+INSERT INTO bt VALUES (6101, 61010, 'returning') RETURNING cf_bound_contains('bt_k', k) AS returning_sees;
+WITH ins AS (INSERT INTO bt VALUES (6102, 61020, 'with') RETURNING k)
+SELECT cf_bound_contains('bt_k', k) AS with_sees FROM ins;
+CREATE FUNCTION bt_sees() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT (SELECT cf_bound_contains('bt_k', NEW.k)) THEN
+        RAISE EXCEPTION 'key % of a written row missing', NEW.k;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER aa_sees AFTER INSERT OR UPDATE ON bt FOR EACH ROW EXECUTE FUNCTION bt_sees();
+INSERT INTO bt VALUES (6103, 61030, 'trigger');
+UPDATE bt SET k = 61031 WHERE id = 6103;
+INSERT INTO bt VALUES (6103, 61032, 'upsert') ON CONFLICT (id) DO UPDATE SET k = excluded.k;
+DROP TRIGGER aa_sees ON bt;
+-- A key buffered for a row never written (a conflict, DO NOTHING) leaves
+-- like a deleted row's once its transaction committed; not one that a
+-- written row has too. Within a savepoint rolled back, keys go with it.
+SELECT pending_deletes AS pending_before FROM cuckoo_filters WHERE name = 'bt_k' \gset
+INSERT INTO bt VALUES (1, 61040, 'conflict') ON CONFLICT (id) DO NOTHING;
+INSERT INTO bt VALUES (2, 61050, 'conflict'), (6105, 61050, 'written') ON CONFLICT (id) DO NOTHING;
+SELECT pending_deletes - :pending_before AS unwritten_queued FROM cuckoo_filters WHERE name = 'bt_k';
+BEGIN;
+SAVEPOINT s;
+INSERT INTO bt VALUES (6106, 61060, 'rolled back');
+ROLLBACK TO s;
+INSERT INTO bt VALUES (6106, 61060, 'again');
+COMMIT;
+SELECT cf_apply_deletes('bt_k') >= 2 AS applied;
+SELECT cf_contains('bt_k', 61040::bigint) AS unwritten_left, cf_contains('bt_k', 61050::bigint) AS written_kept,
+       cf_contains('bt_k', 61060::bigint) AS again_kept;
+SELECT * FROM bt_missing;
+-- Matching the BEFORE trigger's keys is only a saving: many rows skipped
+-- in a row, and a statement that a trigger runs on the same table, keep
+-- every written row's key.
+INSERT INTO bt SELECT g, g * 10 + 3, 'skipped' FROM generate_series(1, 40) g
+UNION ALL SELECT 6200 + g, 62000 + g, 'written' FROM generate_series(1, 5) g ON CONFLICT (id) DO NOTHING;
+CREATE FUNCTION bt_nest() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.note = 'nest' THEN
+        INSERT INTO bt VALUES (NEW.id + 1, NEW.k + 1, 'nested'), (NEW.id + 2, NEW.k + 2, 'nested');
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER a_nest BEFORE INSERT ON bt FOR EACH ROW EXECUTE FUNCTION bt_nest();
+INSERT INTO bt VALUES (6300, 63000, 'nest'), (6310, 63100, 'nest'), (6320, 63200, 'plain');
+DROP TRIGGER a_nest ON bt;
+SELECT cf_apply_deletes('bt_k') >= 40 AS applied;
+SELECT count(*) AS written_kept FROM bt WHERE id > 6200 AND id < 6400 AND cf_contains('bt_k', k);
+SELECT count(*) FILTER (WHERE cf_contains('bt_k', g * 10 + 3)) < 5 AS skipped_mostly_gone FROM generate_series(1, 40) g;
 SELECT * FROM bt_missing;
 
 -- A delete leaves only once applied; an update that keeps the key changes
@@ -343,7 +398,19 @@ DROP SCHEMA bound_evil CASCADE;
 DROP ROLE bound_evil;
 
 -- One role's bindings hold at most cuckoo.max_bound_filters_per_role of the
--- shared slots (bt_k and bt2_k hold two).
+-- shared slots (bt_k and bt2_k hold two; a dropped database's bindings hold
+-- none: their slots are freed when one is wanted).
+SELECT current_database() AS regress_db \gset
+CREATE DATABASE cuckoo_bound_gone;
+\c cuckoo_bound_gone
+SET client_min_messages = warning;
+CREATE EXTENSION cuckoo;
+CREATE TABLE gone (k int);
+SELECT cf_bind('gone_k', 'gone', 'k');
+INSERT INTO gone VALUES (1);
+\c :regress_db
+\set VERBOSITY terse
+DROP DATABASE cuckoo_bound_gone;
 CREATE TABLE bt5 (k int);
 SET cuckoo.max_bound_filters_per_role = 2;
 SELECT err($$SELECT cf_bind('bt5_k', 'bt5', 'k')$$);
