@@ -57,6 +57,23 @@ CREATE FUNCTION cf_bound_ready(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_ready' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_release(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_release' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- The rows a table holds by its statistics (a partitioned table: its
+-- leaves'), for sizing its filter.
+CREATE FUNCTION cf_bound_rows_estimate(tab regclass) RETURNS float8
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+    SELECT COALESCE(pg_catalog.sum(GREATEST(c.reltuples, 0)), 0)::float8
+      FROM pg_catalog.pg_partition_tree($1) p JOIN pg_catalog.pg_class c ON c.oid = p.relid
+     WHERE p.isleaf
+$fn$;
+-- The tables an ALTER TABLE command attached as partitions, and adding
+-- their rows' keys to a binding of a table they are now partitions of (the
+-- DDL event trigger's).
+CREATE FUNCTION cf_bound_attached(command pg_ddl_command) RETURNS text[]
+    AS 'MODULE_PATHNAME', 'cf_bound_attached' LANGUAGE C STABLE STRICT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION cf_bound_attached(pg_ddl_command) FROM PUBLIC;
+CREATE FUNCTION cf_bound_fill_attached(name text, part regclass) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'cf_bound_fill_attached' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION cf_bound_fill_attached(text, regclass) FROM PUBLIC;
 CREATE FUNCTION cf_bound_present(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_present' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cuckoo_bound_rows() RETURNS TABLE (
@@ -113,7 +130,17 @@ $fn$;
 -- another function), disabled or dropped would let writes go unseen.
 CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS boolean
     LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT pg_catalog.count(*) = 3 FROM pg_catalog.pg_trigger t
+    -- Every partition (at every level) of a partitioned table has the two
+    -- row triggers, cloned from the table's, enabled always.
+    SELECT NOT EXISTS (
+        SELECT 1 FROM pg_catalog.pg_partition_tree($2) p
+         WHERE p.level > 0
+           AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger t
+                 WHERE t.tgrelid = p.relid AND t.tgenabled = 'A' AND t.tgparentid <> 0
+                   AND t.tgfoid = '@extschema@.cf_bound_row()'::regprocedure
+                   AND t.tgname IN ('cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_row',
+                                    'zz_cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_new')) <> 2)
+    AND (SELECT pg_catalog.count(*) = 3 FROM pg_catalog.pg_trigger t
      WHERE t.tgrelid = $2
        AND t.tgenabled = 'A' AND t.tgqual IS NULL AND t.tgattr = ''::int2vector
        AND t.tgconstraint = 0 AND NOT t.tgisinternal
@@ -129,7 +156,7 @@ CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS 
              AND t.tgfoid = '@extschema@.cf_bound_row()'::regprocedure
              AND t.tgtype = 23 AND t.tgnargs = 2
              AND t.tgargs = pg_catalog.convert_to($1, pg_catalog.getdatabaseencoding()) || '\x00'::bytea
-                            || pg_catalog.convert_to($3::text, pg_catalog.getdatabaseencoding()) || '\x00'::bytea))
+                            || pg_catalog.convert_to($3::text, pg_catalog.getdatabaseencoding()) || '\x00'::bytea)))
 $fn$;
 
 -- cf_bind(name, tab, col, fpp, durable): makes the named filter `name`
@@ -152,10 +179,7 @@ BEGIN
     IF NOT pg_has_role(rel.relowner, 'USAGE') THEN
         RAISE EXCEPTION 'must be owner of table %', cf_bind.tab USING ERRCODE = 'insufficient_privilege';
     END IF;
-    IF rel.relkind = 'p' THEN
-        RAISE EXCEPTION 'cannot bind a cuckoo filter to partitioned table %', cf_bind.tab
-            USING ERRCODE = 'feature_not_supported', HINT = 'Bind it to each partition, or to a table that is not partitioned.';
-    ELSIF rel.relkind <> 'r' THEN
+    IF rel.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION 'cannot bind a cuckoo filter to %: it is not a table', cf_bind.tab USING ERRCODE = 'wrong_object_type';
     ELSIF rel.relpersistence = 't' THEN
         RAISE EXCEPTION 'cannot bind a cuckoo filter to temporary table %', cf_bind.tab USING ERRCODE = 'feature_not_supported';
@@ -179,7 +203,7 @@ BEGIN
     END IF;
     -- A filter of that name (the caller's: cf_drop checks) is taken over.
     PERFORM @extschema@.cf_drop(cf_bind.name);
-    cap := GREATEST(1024, (GREATEST(rel.reltuples, 0) * 1.25)::bigint);
+    cap := GREATEST(1024, (@extschema@.cf_bound_rows_estimate(cf_bind.tab) * 1.25)::bigint);
     PERFORM @extschema@.cf_create(cf_bind.name, cap, cf_bind.fpp, cf_bind.durable, att.atttypid::regtype);
     -- Its triggers before the catalog row: the DDL event trigger ends a
     -- binding whose triggers are not as they should be. No other session
@@ -244,7 +268,7 @@ BEGIN
         RAISE EXCEPTION 'column "%" of relation %, to which cuckoo filter "%" is bound, does not exist', b.col, b.tab, cf_rebuild.name
             USING ERRCODE = 'undefined_column';
     END IF;
-    cap := GREATEST(1024, (GREATEST((SELECT c.reltuples FROM pg_class c WHERE c.oid = b.tab), 0) * 1.25)::bigint);
+    cap := GREATEST(1024, (@extschema@.cf_bound_rows_estimate(b.tab) * 1.25)::bigint);
     -- The filter goes first (probes answer "maybe" until the fill commits:
     -- a cancelled or failed rebuild leaves a filter the catalog does not
     -- name), then its triggers are made again as cf_bind makes them (a
@@ -266,10 +290,12 @@ COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from 
 -- no longer hashes as the filter's keys, or a trigger of the binding
 -- disabled, dropped or replaced, ends the binding (triggers, catalog row and
 -- filter go). (A table rewritten with new column values: cf_bound_rewrite.)
--- Runs as the extension's owner (it writes the catalog and may drop another
--- role's filter), for every ALTER TABLE, ALTER TYPE, CREATE TRIGGER, ALTER
--- TRIGGER and drop; it only reads the catalogs and acts on bindings whose
--- table, column, type or triggers changed.
+-- A table attached as a partition of a bound partitioned table gets its
+-- rows' keys. Runs as the extension's owner (it writes the catalog and may
+-- drop another role's filter), for every ALTER TABLE, ALTER TYPE, CREATE
+-- TRIGGER, ALTER TRIGGER, CREATE FOREIGN TABLE and drop; it only reads the
+-- catalogs and acts on bindings whose table, partitions, column, type or
+-- triggers changed.
 CREATE FUNCTION cf_bound_ddl() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -279,10 +305,33 @@ DECLARE
     why text;
     base oid;
     labels text[];
+    part oid;
 BEGIN
     -- Its own trigger changes (a rename followed) run it again: not then.
     IF @extschema@.cf_bound_ddl_quiet(NULL) THEN
         RETURN;
+    END IF;
+    -- A table attached as a partition of a bound partitioned table (at any
+    -- level): its rows, which no trigger of the binding saw, get their keys
+    -- before the command's transaction can commit. (Found by name among the
+    -- table's partitions: two of one name in two schemas are both read, the
+    -- other's keys added twice, false positives. A partition detached keeps
+    -- its keys in the filter: false positives too.)
+    IF TG_EVENT = 'ddl_command_end' THEN
+        FOR part IN SELECT DISTINCT i.inhrelid
+                      FROM pg_catalog.pg_event_trigger_ddl_commands() c
+                     CROSS JOIN LATERAL pg_catalog.unnest(@extschema@.cf_bound_attached(c.command)) n(relname)
+                      JOIN pg_catalog.pg_inherits i ON i.inhparent = c.objid
+                      JOIN pg_catalog.pg_class r ON r.oid = i.inhrelid AND r.relname = n.relname
+                     WHERE c.command_tag = 'ALTER TABLE' LOOP
+            FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
+                      WHERE v.tab IN (SELECT anc.relid FROM pg_catalog.pg_partition_ancestors(part) anc WHERE anc.relid <> part)
+                      ORDER BY v.name LOOP
+                IF @extschema@.cf_bound_present(b.name) THEN
+                    PERFORM @extschema@.cf_bound_fill_attached(b.name, part);
+                END IF;
+            END LOOP;
+        END LOOP;
     END IF;
     FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v ORDER BY v.name LOOP
         trig := 'cuckoo_' || pg_catalog.left(pg_catalog.md5(b.name), 16);
@@ -296,6 +345,11 @@ BEGIN
                 why := pg_catalog.format('column %I of %s was dropped', b.col, b.tab);
             ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
                 why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
+            ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree(b.tab) p JOIN pg_class c ON c.oid = p.relid
+                           WHERE p.isleaf AND c.relkind <> 'r') THEN
+                -- A foreign table made a partition: writes elsewhere would
+                -- go unseen.
+                why := pg_catalog.format('a partition of %s is not a table of this server', b.tab);
             ELSIF @extschema@.cf_bound_present(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
                 -- Without the triggers as cf_bind makes them, writes would
                 -- go unseen (DISABLE TRIGGER, DROP TRIGGER, CREATE OR REPLACE
@@ -358,7 +412,7 @@ REVOKE ALL ON FUNCTION cf_bound_ddl_quiet(boolean) FROM PUBLIC;
 CREATE FUNCTION cf_bound_key_ok(name text, typ oid) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_key_ok' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE EVENT TRIGGER cuckoo_bound_alter ON ddl_command_end
-    WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TRIGGER', 'ALTER TRIGGER')
+    WHEN TAG IN ('ALTER TABLE', 'ALTER TYPE', 'CREATE TRIGGER', 'ALTER TRIGGER', 'CREATE FOREIGN TABLE')
     EXECUTE FUNCTION cf_bound_ddl();
 CREATE EVENT TRIGGER cuckoo_bound_drop ON sql_drop
     EXECUTE FUNCTION cf_bound_ddl();
@@ -382,8 +436,11 @@ BEGIN
     IF pg_catalog.pg_event_trigger_table_rewrite_reason() & 4 = 0 THEN
         RETURN;
     END IF;
+    -- (A partitioned table's partitions are rewritten one by one.)
     FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
-              WHERE v.tab = pg_catalog.pg_event_trigger_table_rewrite_oid() ORDER BY v.name LOOP
+              WHERE v.tab = pg_catalog.pg_event_trigger_table_rewrite_oid()
+                 OR v.tab IN (SELECT anc.relid FROM pg_catalog.pg_partition_ancestors(pg_catalog.pg_event_trigger_table_rewrite_oid()) anc)
+              ORDER BY v.name LOOP
         IF @extschema@.cf_bound_present(b.name) AND @extschema@.cf_bound_altered(b.tab, b.attnum) THEN
             RAISE NOTICE 'cuckoo: filter "%" bound to column % of % is dropped until it is rebuilt: the table is rewritten with new values of the column', b.name, b.col, b.tab
                 USING HINT = pg_catalog.format('Meanwhile pre-screens treat every key as present. Rebuild it with SELECT cf_rebuild(%L).', b.name);

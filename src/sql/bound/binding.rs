@@ -71,20 +71,31 @@ pub(super) struct Binding {
     /// parent when it commits).
     pub insert_subs: Vec<pg_sys::SubTransactionId>,
     pub deletes: Vec<(u64, u64)>,
-    /// New versions' keys the `BEFORE` trigger buffered (with their
-    /// subtransaction), in order, that no `AFTER` trigger has matched yet:
-    /// the `AFTER` trigger of the same version finds its key here and does
-    /// not add a second copy (a statement's `AFTER` row triggers fire in the
-    /// order its rows were written, so it is mostly the first).
-    pub early: VecDeque<(u64, pg_sys::SubTransactionId)>,
-    /// Keys the `BEFORE` trigger buffered that no `AFTER` trigger matched
-    /// when their statement ended: versions never written (a row skipped,
-    /// an `INSERT ... ON CONFLICT DO NOTHING` that met its conflict, a key a
-    /// later `BEFORE` trigger changed). Their copies are queued for deletion
-    /// at commit (`unmatched_deletes`). Matching is only a saving: a
-    /// version that finds no match adds its own copy, and a copy queued for
-    /// deletion is one that no version took.
-    pub unmatched: Vec<(u64, pg_sys::SubTransactionId)>,
+    /// New versions' keys the `BEFORE` trigger buffered, in order, that no
+    /// `AFTER` trigger has matched yet. They go to the filter only when a
+    /// probe may look before the `AFTER` triggers fire (`flush_early`): a
+    /// key of a version never written (a row skipped, an `INSERT ... ON
+    /// CONFLICT` that met its conflict, a key a later `BEFORE` trigger
+    /// changed) then costs nothing. The `AFTER` trigger of the same version
+    /// finds its key here (a statement's `AFTER` row triggers fire in the
+    /// order its rows were written, so it is mostly the first): added
+    /// already, it adds no second copy; else it buffers it as usual.
+    pub early: VecDeque<Early>,
+    /// Keys the `BEFORE` trigger added to the filter that no `AFTER` trigger
+    /// took (their statement ended, or their subtransaction aborted): their
+    /// copies are queued for deletion at commit (`unmatched_deletes`).
+    /// Matching is only a saving: a version that finds no match adds its
+    /// own copy, and only a copy that no version took is deleted.
+    pub unmatched: Vec<u64>,
+}
+
+/// A key the `BEFORE` trigger buffered: its hash, the subtransaction that
+/// buffered it, and whether it was added to the filter.
+#[derive(Clone, Copy)]
+pub(super) struct Early {
+    hash: u64,
+    sub: pg_sys::SubTransactionId,
+    added: bool,
 }
 
 /// How far from either end of `Binding::early` an `AFTER` trigger looks for
@@ -209,6 +220,10 @@ pub(super) fn slot_of(name: &str, owner: u32) -> (usize, u32) {
 /// Frees the slots of bindings whose database was dropped (nothing can use
 /// them again; `DROP DATABASE` runs no trigger that could). Returns how many.
 fn release_dropped_databases() -> usize {
+    // A database created since this backend last read the catalog must be
+    // seen.
+    // SAFETY: processes pending invalidations, outside any catalog scan.
+    unsafe { pg_sys::AcceptInvalidationMessages() };
     let a = area();
     let gone: Vec<(usize, u32)> = a
         .claimed()
@@ -289,8 +304,8 @@ impl Binding {
                 self.columns.remove(i);
             }
             // A trigger made by hand on another table may name this binding.
-            super::catalog::require_bound(&self.name, relid, &self.col);
-            area().slot(self.slot).set_table(relid.to_u32(), super::catalog::column_number(relid, &self.col));
+            let tab = super::catalog::require_bound(&self.name, relid, &self.col);
+            area().slot(self.slot).set_table(tab.to_u32(), super::catalog::column_number(tab, &self.col));
             let (attnum, typid, collation) = find_column(rel, &self.col).unwrap_or_else(|| {
                 fail(
                     PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
@@ -327,9 +342,15 @@ impl Binding {
     pub(super) fn buffer_early(&mut self, h: u64) {
         // SAFETY: reads this backend's subtransaction.
         let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
-        self.inserts.push(h);
-        self.insert_subs.push(sub);
-        self.early.push_back((h, sub));
+        self.early.push_back(Early { hash: h, sub, added: false });
+    }
+
+    /// Sets aside a key the `BEFORE` trigger buffered that no version took:
+    /// its copy, if it was added, is deleted at commit.
+    fn set_aside(&mut self, e: Early) {
+        if e.added {
+            self.unmatched.push(e.hash);
+        }
     }
 
     /// Buffers the key `h` of a new version, from the `AFTER` trigger,
@@ -338,28 +359,53 @@ impl Binding {
     pub(super) fn buffer_new(&mut self, h: u64) {
         // SAFETY: reads this backend's subtransaction.
         let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
-        let key = (h, sub);
-        if let Some(i) = self.early.iter().take(EARLY_LOOK).position(|e| *e == key) {
+        let is = |e: &Early| e.hash == h && e.sub == sub;
+        let found = if let Some(i) = self.early.iter().take(EARLY_LOOK).position(is) {
             // Those before it in this statement are rows never written (or,
             // for a statement a trigger ran, the outer statement's rows:
             // those then add their own copies).
-            self.unmatched.extend(self.early.drain(..i));
-            self.early.pop_front();
-            return;
-        }
-        if let Some(j) = self.early.iter().rev().take(EARLY_LOOK).position(|e| *e == key) {
+            for _ in 0..i {
+                let e = self.early.pop_front().expect("counted");
+                self.set_aside(e);
+            }
+            self.early.pop_front()
+        } else if let Some(j) = self.early.iter().rev().take(EARLY_LOOK).position(is) {
             // A statement run by a trigger (its rows come last).
-            self.early.remove(self.early.len() - 1 - j);
+            self.early.remove(self.early.len() - 1 - j)
+        } else {
+            None
+        };
+        if found.is_some_and(|e| e.added) {
             return;
         }
         self.inserts.push(h);
         self.insert_subs.push(sub);
     }
 
+    /// Adds the keys the `BEFORE` trigger buffered to the filter (a probe
+    /// may look before their `AFTER` triggers fire).
+    /// (Those not added yet are the last ones: keys come at the back, and
+    /// each flush adds all.)
+    pub(super) fn flush_early(&mut self) {
+        let hs: Vec<u64> = self.early.iter().rev().take_while(|e| !e.added).map(|e| e.hash).collect();
+        if hs.is_empty() {
+            return;
+        }
+        add_versions(self, &hs);
+        self.early.iter_mut().rev().take(hs.len()).for_each(|e| e.added = true);
+    }
+
+    /// Whether the `BEFORE` trigger buffered keys not added yet.
+    pub(super) fn early_waiting(&self) -> bool {
+        self.early.back().is_some_and(|e| !e.added)
+    }
+
     /// The statement writing the bound table ended: keys its `AFTER`
     /// triggers did not match are of versions never written.
     pub(super) fn statement_ended(&mut self) {
-        self.unmatched.extend(self.early.drain(..));
+        while let Some(e) = self.early.pop_front() {
+            self.set_aside(e);
+        }
     }
 
     /// At commit: the copies the `BEFORE` trigger added for versions never
@@ -374,7 +420,7 @@ impl Binding {
         }
         // SAFETY: the transaction is still in progress (its pre-commit).
         let fxid = unsafe { pg_sys::GetTopFullTransactionId().value };
-        let ds: Vec<(u64, u64)> = self.unmatched.drain(..).map(|(h, _)| (h, fxid)).collect();
+        let ds: Vec<(u64, u64)> = self.unmatched.drain(..).map(|h| (h, fxid)).collect();
         let (slot, epoch) = (self.slot, self.epoch);
         with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
     }
@@ -543,32 +589,28 @@ pub(super) fn end_subxact(my: pg_sys::SubTransactionId, parent: pg_sys::SubTrans
     BINDINGS.with(|bs| {
         if let Ok(mut bs) = bs.try_borrow_mut() {
             for b in bs.iter_mut() {
-                // Keys the BEFORE trigger buffered follow their copies: gone
-                // with them, or their parent's.
+                // Both buffers are in the order keys came, each tagged with
+                // the subtransaction then running: those of `my` (and of its
+                // subtransactions, retagged or gone as each ended) are the
+                // last ones, so the walk stops at the first of another.
                 if committed {
-                    b.early
-                        .iter_mut()
-                        .chain(b.unmatched.iter_mut())
-                        .filter(|(_, s)| *s == my)
-                        .for_each(|e| e.1 = parent);
-                } else {
-                    b.early.retain(|&(_, s)| s != my);
-                    b.unmatched.retain(|&(_, s)| s != my);
-                }
-                if committed {
-                    for s in b.insert_subs.iter_mut().filter(|s| **s == my) {
+                    for e in b.early.iter_mut().rev().take_while(|e| e.sub == my) {
+                        e.sub = parent;
+                    }
+                    for s in b.insert_subs.iter_mut().rev().take_while(|s| **s == my) {
                         *s = parent;
                     }
-                } else if b.insert_subs.contains(&my) {
-                    let (mut keys, mut subs) = (Vec::new(), Vec::new());
-                    for (&k, &s) in b.inserts.iter().zip(&b.insert_subs) {
-                        if s != my {
-                            keys.push(k);
-                            subs.push(s);
-                        }
+                } else {
+                    // A key the BEFORE trigger added stays in the filter for
+                    // a version that never was: its copy is deleted at commit.
+                    while b.early.back().is_some_and(|e| e.sub == my) {
+                        let e = b.early.pop_back().expect("checked");
+                        b.set_aside(e);
                     }
-                    b.inserts = keys;
-                    b.insert_subs = subs;
+                    while b.insert_subs.last() == Some(&my) {
+                        b.insert_subs.pop();
+                        b.inserts.pop();
+                    }
                 }
             }
         }

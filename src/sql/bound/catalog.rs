@@ -219,11 +219,36 @@ fn scan(mut each: impl FnMut(&str, Row) -> bool) {
     }
 }
 
+unsafe extern "C-unwind" {
+    /// PostgreSQL's list of a partition's ancestors, nearest first.
+    fn get_partition_ancestors(relid: pg_sys::Oid) -> *mut pg_sys::List;
+}
+
+/// Whether relation `relid` is a partition (at any level) of `ancestor`.
+pub(super) fn is_partition_of(relid: pg_sys::Oid, ancestor: pg_sys::Oid) -> bool {
+    // SAFETY: syscache and catalog lookups of an existing relation; the list
+    // holds OIDs and is freed after.
+    unsafe {
+        if !pg_sys::get_rel_relispartition(relid) {
+            return false;
+        }
+        let l = get_partition_ancestors(relid);
+        if l.is_null() {
+            return false;
+        }
+        let found = (0..(*l).length as usize).any(|i| (*(*l).elements.add(i)).oid_value == ancestor);
+        pg_sys::list_free(l);
+        found
+    }
+}
+
 /// Refuses a trigger or call on relation `relid` that names binding `name`
-/// with column `col`, unless the catalog binds `name` to that table and column.
-pub(super) fn require_bound(name: &str, relid: pg_sys::Oid, col: &str) {
+/// with column `col`, unless the catalog binds `name` to that table (or to a
+/// partitioned table `relid` is a partition of) and column. Returns the
+/// bound table.
+pub(super) fn require_bound(name: &str, relid: pg_sys::Oid, col: &str) -> pg_sys::Oid {
     match binding(name) {
-        Some((tab, c)) if tab == relid && c == col => {}
+        Some((tab, c)) if (tab == relid || is_partition_of(relid, tab)) && c == col => tab,
         _ => fail(
             PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
             format!("cuckoo filter \"{name}\" is not bound to column \"{col}\" of this table"),

@@ -71,10 +71,147 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
     let (slot, epoch) = super::binding::slot_of(name, target.owner());
     let mut keys: Vec<u64> = Vec::new();
     let mut deletes: Vec<(u64, u64)> = Vec::new();
+    for leaf in leaves_of(relid) {
+        scan_versions(name, leaf, col, &target, &mut keys, &mut deletes);
+    }
+    let versions = keys.len() as i64;
+    let copies = capped(keys);
+    let saturated = versions as u64 - copies.len() as u64;
+    for chunk in copies.chunks(MANY_MAX * 16) {
+        pgrx::check_for_interrupts!();
+        let done = target.write(c"filling a bound durable cuckoo filter", |chain, gen| {
+            let mut tally = Tally::default();
+            let refused = super::binding::insert_logged(chain, gen, chunk, &mut tally);
+            (refused, tally)
+        });
+        match done {
+            Some((refused, tally)) => {
+                target.count(&tally);
+                if refused > 0 {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
+                        format!("cuckoo filter \"{name}\" is full: {refused} keys of its table could not be added"),
+                        Some("Raise cuckoo.shared_memory or the caps on filter bytes, or bind with a higher false-positive rate."),
+                    );
+                }
+            }
+            None => fail(
+                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                format!("cuckoo filter \"{name}\" was dropped or replaced while it was filled"),
+                None,
+            ),
+        }
+    }
+    let s = super::shared::area().slot(slot);
+    s.set_table(relid.to_u32(), super::catalog::column_number(relid, col));
+    s.saturated.fetch_add(saturated, Ordering::Relaxed);
+    for chunk in deletes.chunks(MANY_MAX) {
+        with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
+    }
+    record_identity(name, slot, &target);
+    versions
+}
+
+/// A copy per version, up to the cap per key, sorted.
+fn capped(mut keys: Vec<u64>) -> Vec<u64> {
+    keys.sort_unstable();
+    let mut copies: Vec<u64> = crate::filter::vec_with_capacity(keys.len());
+    let mut i = 0;
+    while i < keys.len() {
+        let mut j = i;
+        while j < keys.len() && keys[j] == keys[i] {
+            j += 1;
+        }
+        for _ in 0..(j - i).min(COPY_CAP as usize) {
+            copies.push(keys[i]);
+        }
+        i = j;
+    }
+    copies
+}
+
+/// `ATTACH PARTITION` of table `part` (maybe itself partitioned) under the
+/// partitioned table that binding `name` follows (its event trigger, at the
+/// end of the command): the rows of its leaves, which no trigger of the
+/// binding saw, get their keys, and their deleted versions still visible
+/// their deletes, as a statement writing them would (the keys are logged
+/// and added before the command's transaction can commit; its lock on
+/// `part` keeps writers out meanwhile). Returns the versions read; 0 when
+/// the filter is missing (`cf_rebuild` then fills every partition).
+pub(super) fn fill_attached(name: &str, part: pg_sys::Oid, col: &str) -> i64 {
+    let Some(target) = crate::sql::named::call::BoundTarget::find(name) else { return 0 };
+    let mut keys: Vec<u64> = Vec::new();
+    let mut deletes: Vec<(u64, u64)> = Vec::new();
+    for leaf in leaves_of(part) {
+        scan_versions(name, leaf, col, &target, &mut keys, &mut deletes);
+    }
+    let versions = keys.len() as i64;
+    let copies = capped(keys);
+    super::binding::with_binding(name, col, |b| {
+        for chunk in copies.chunks(MANY_MAX) {
+            pgrx::check_for_interrupts!();
+            super::binding::add_versions(b, chunk);
+        }
+        let saturated = versions as u64 - copies.len() as u64;
+        super::shared::area().slot(b.slot).saturated.fetch_add(saturated, Ordering::Relaxed);
+        let (slot, epoch) = (b.slot, b.epoch);
+        for chunk in deletes.chunks(MANY_MAX) {
+            with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
+        }
+    });
+    versions
+}
+
+/// The tables whose rows a binding to `relid` holds: `relid`, or the leaf
+/// partitions of a partitioned table (at every level).
+pub(super) fn leaves_of(relid: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: a syscache lookup.
+    if unsafe { pg_sys::get_rel_relkind(relid) } != pg_sys::RELKIND_PARTITIONED_TABLE as std::ffi::c_char {
+        return vec![relid];
+    }
+    super::catalog::with_safe_path(|| {
+        pgrx::spi::Spi::connect(|c| {
+            let rows = c.select(
+                "SELECT relid FROM pg_catalog.pg_partition_tree($1) WHERE isleaf ORDER BY relid",
+                None,
+                &[relid.into()],
+            )?;
+            let mut out = Vec::new();
+            for r in rows {
+                if let Some(o) = r.get::<pg_sys::Oid>(1)? {
+                    out.push(o);
+                }
+            }
+            Ok::<_, pgrx::spi::Error>(out)
+        })
+    })
+    .unwrap_or_else(|e| {
+        fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not list partitions: {e}"), None)
+    })
+}
+
+/// Reads table `relid` (a heap table) for binding `name`: the key of every
+/// version some snapshot may still see goes to `keys`, and the delete of
+/// each such version already deleted to `deletes`.
+fn scan_versions(
+    name: &str,
+    relid: pg_sys::Oid,
+    col: &str,
+    target: &crate::sql::named::call::BoundTarget,
+    keys: &mut Vec<u64>,
+    deletes: &mut Vec<(u64, u64)>,
+) {
     // SAFETY: the relation is opened and closed here; tuples are read under
     // their buffer's share lock for the visibility test, as index builds do.
     unsafe {
         let rel = pg_sys::table_open(relid, pg_sys::AccessShareLock as i32);
+        if (*(*rel).rd_rel).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char {
+            fail(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("cannot bind a cuckoo filter to \"{}\": only heap tables (and partitioned tables whose partitions all are) can be bound", relation_name(rel)),
+                None,
+            );
+        }
         if (*rel).rd_tableam != pg_sys::GetHeapamTableAmRoutine() {
             fail(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -169,10 +306,10 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
             }
             let d = *(*slot_).tts_values.add(at);
             if let Some(h) = hasher.hash_datum_for(d, target.seed) {
-                crate::filter::push(&mut keys, h);
+                crate::filter::push(keys, h);
                 if let Some(x) = deleter {
                     if x != pg_sys::InvalidTransactionId {
-                        crate::filter::push(&mut deletes, (h, full_xid(x)));
+                        crate::filter::push(deletes, (h, full_xid(x)));
                     }
                 }
             }
@@ -182,56 +319,6 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
         pg_sys::ExecDropSingleTupleTableSlot(slot_);
         pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
     }
-    let versions = keys.len() as i64;
-    // A copy per version, up to the cap per key.
-    keys.sort_unstable();
-    let mut copies: Vec<u64> = crate::filter::vec_with_capacity(keys.len());
-    let mut i = 0;
-    while i < keys.len() {
-        let mut j = i;
-        while j < keys.len() && keys[j] == keys[i] {
-            j += 1;
-        }
-        for _ in 0..(j - i).min(COPY_CAP as usize) {
-            copies.push(keys[i]);
-        }
-        i = j;
-    }
-    drop(keys);
-    let saturated = versions as u64 - copies.len() as u64;
-    for chunk in copies.chunks(MANY_MAX * 16) {
-        pgrx::check_for_interrupts!();
-        let done = target.write(c"filling a bound durable cuckoo filter", |chain, gen| {
-            let mut tally = Tally::default();
-            let refused = super::binding::insert_logged(chain, gen, chunk, &mut tally);
-            (refused, tally)
-        });
-        match done {
-            Some((refused, tally)) => {
-                target.count(&tally);
-                if refused > 0 {
-                    fail(
-                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
-                        format!("cuckoo filter \"{name}\" is full: {refused} keys of its table could not be added"),
-                        Some("Raise cuckoo.shared_memory or the caps on filter bytes, or bind with a higher false-positive rate."),
-                    );
-                }
-            }
-            None => fail(
-                PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                format!("cuckoo filter \"{name}\" was dropped or replaced while it was filled"),
-                None,
-            ),
-        }
-    }
-    let s = super::shared::area().slot(slot);
-    s.set_table(relid.to_u32(), super::catalog::column_number(relid, col));
-    s.saturated.fetch_add(saturated, Ordering::Relaxed);
-    for chunk in deletes.chunks(MANY_MAX) {
-        with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
-    }
-    record_identity(name, slot, &target);
-    versions
 }
 
 /// Drops binding `name`'s filter and, with `make` (capacity, false-positive

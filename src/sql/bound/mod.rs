@@ -205,7 +205,15 @@ v1_functions! {
             let relid = pg_sys::Oid::from((*fcinfo).args.as_slice(3)[1].value.value() as u32);
             let col = text(fcinfo, 2);
             require_owner(relid);
-            catalog::require_bound(&name, relid, &col);
+            // The bound table itself: a fill from one of its partitions
+            // would leave the others' keys out.
+            if catalog::require_bound(&name, relid, &col) != relid {
+                fail(
+                    PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                    format!("cuckoo filter \"{name}\" is not bound to this table but to a table it is a partition of"),
+                    None,
+                );
+            }
             let rows = fill::fill(&name, relid, &col);
             // The column's number on this server (a restored row's may be
             // another server's), for following renames; what identifies the
@@ -361,6 +369,78 @@ v1_functions! {
         }
     }
 
+    /// `cf_bound_attached(command pg_ddl_command) -> text[]`: the names of
+    /// the tables an `ALTER TABLE` command (from
+    /// `pg_event_trigger_ddl_commands()`) attached as partitions (the
+    /// command records no address for them; the caller finds them among
+    /// the table's partitions). For the DDL event trigger (the extension's
+    /// owner's).
+    fn cf_bound_attached(fcinfo) {
+        // SAFETY: strict; a pg_ddl_command is a pointer to the collected
+        // command, which only pg_event_trigger_ddl_commands() makes (the
+        // type has no input function); its subcommands are read in place.
+        unsafe {
+            let cmd = (*fcinfo).args.as_slice(1)[0].value.cast_mut_ptr::<pg_sys::CollectedCommand>();
+            let mut out: Vec<String> = Vec::new();
+            if !cmd.is_null() && (*cmd).type_ == pg_sys::CollectedCommandType::SCT_AlterTable {
+                let subs = (*cmd).d.alterTable.subcmds;
+                let n = if subs.is_null() { 0 } else { (*subs).length as usize };
+                for i in 0..n {
+                    let sub = (*(*subs).elements.add(i)).ptr_value as *mut pg_sys::CollectedATSubcmd;
+                    let node = (*sub).parsetree;
+                    if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_AlterTableCmd {
+                        continue;
+                    }
+                    let at = node as *mut pg_sys::AlterTableCmd;
+                    if (*at).subtype != pg_sys::AlterTableType::AT_AttachPartition || (*at).def.is_null() {
+                        continue;
+                    }
+                    let pc = (*at).def as *mut pg_sys::PartitionCmd;
+                    if (*pc).type_ == pg_sys::NodeTag::T_PartitionCmd
+                        && !(*pc).name.is_null()
+                        && !(*(*pc).name).relname.is_null()
+                    {
+                        out.push(std::ffi::CStr::from_ptr((*(*pc).name).relname).to_string_lossy().into_owned());
+                    }
+                }
+            }
+            match out.into_datum() {
+                Some(d) => d,
+                None => pg_sys::Datum::from(0usize),
+            }
+        }
+    }
+
+    /// `cf_bound_fill_attached(name text, part regclass) -> bigint`: adds
+    /// the keys of the rows of `part`, just attached as a partition of the
+    /// partitioned table binding `name` follows (`fill::fill_attached`).
+    /// For the DDL event trigger (the extension's owner's).
+    fn cf_bound_fill_attached(fcinfo) {
+        // SAFETY: strict; text, regclass.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            let name = text(fcinfo, 0);
+            let part = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
+            let Some((tab, col)) = catalog::binding(&name) else {
+                fail(
+                    PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+                    format!("cuckoo filter \"{name}\" is not bound to a table"),
+                    None,
+                )
+            };
+            if !catalog::is_partition_of(part, tab) {
+                fail(
+                    PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                    format!("relation {} is not a partition of the table cuckoo filter \"{name}\" is bound to", part.to_u32()),
+                    None,
+                );
+            }
+            // (Its keys are flushed before the commit like a statement's.)
+            trigger::register_callbacks();
+            pg_sys::Datum::from(fill::fill_attached(&name, part, &col))
+        }
+    }
+
     /// `cf_bound_present(name text) -> boolean`: whether bound filter `name`
     /// is in shared memory and usable (for the `cuckoo_filters` view; the
     /// names of bindings are public, as their rows are).
@@ -417,7 +497,7 @@ v1_functions! {
             }
             // Keys this backend buffered (rows its statement wrote that a
             // PL/pgSQL expression evaluated without a query now probes).
-            trigger::flush_buffered();
+            trigger::flush_buffered(true);
             let yes = !bc.allowed || bc.call.contains_bound(fcinfo, &binding::filter_ready);
             pg_sys::Datum::from(yes)
         }

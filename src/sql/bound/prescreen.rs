@@ -354,12 +354,16 @@ unsafe fn bound_column(sq: *mut pg_sys::Query, node: *mut pg_sys::Node, bindings
             return None;
         }
         let rte = PgList::<pg_sys::RangeTblEntry>::from_pg((*sq).rtable).get_ptr((*v).varno as usize - 1)?;
+        // A table, or a partitioned table whose binding follows every
+        // partition; not an inheritance parent (its children's rows are not
+        // in its filter).
+        let partitioned = (*rte).relkind == pg_sys::RELKIND_PARTITIONED_TABLE as std::ffi::c_char;
         if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
-            || (*rte).relkind != pg_sys::RELKIND_RELATION as std::ffi::c_char
+            || !(partitioned || (*rte).relkind == pg_sys::RELKIND_RELATION as std::ffi::c_char)
         {
             return None;
         }
-        if (*rte).inh && has_children((*rte).relid) {
+        if !partitioned && (*rte).inh && has_children((*rte).relid) {
             return None;
         }
         // Compared as the column's own keys: the probe hashes a value of the

@@ -36,12 +36,16 @@ fn current_fxid() -> u64 {
     unsafe { pg_sys::GetCurrentFullTransactionId().value }
 }
 
-/// Flushes every binding's statement keys; then, for the relation `rel` if
-/// given, applies the deletes that became safe.
-pub(super) fn flush_all(rel: Option<pg_sys::Relation>) {
+/// Flushes every binding's statement keys (with `early`, also those the
+/// `BEFORE` trigger buffered); then, for the relation `rel` if given,
+/// applies the deletes that became safe.
+pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
     let names: Vec<String> = BINDINGS.with(|bs| {
         let mut bs = bs.borrow_mut();
         for b in bs.iter_mut() {
+            if early {
+                b.flush_early();
+            }
             b.flush();
         }
         bs.iter().map(|b| b.name.clone()).collect()
@@ -94,11 +98,15 @@ unsafe extern "C-unwind" {
 /// The hook: before any query runs (a trigger's query, the statement after
 /// a `COPY` through a parent, a cached plan), keys this backend buffered go
 /// to their filters, so that a query that can see the rows finds their keys.
-/// (Before parallel workers start: they share no buffer.)
+/// Keys the `BEFORE` trigger buffered go too before a parallel plan starts
+/// (its workers' probes cannot reach this backend's buffers); a probe in
+/// this backend adds them itself (`cf_bound_contains`).
 unsafe extern "C-unwind" fn start(query_desc: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
-    // SAFETY: the executor's own arguments, passed on.
+    // SAFETY: the executor's own arguments, passed on; the planned
+    // statement is the query's.
     unsafe {
-        flush_buffered();
+        let stmt = (*query_desc).plannedstmt;
+        flush_buffered(!stmt.is_null() && (*stmt).parallelModeNeeded);
         match PREV_START {
             Some(prev) => prev(query_desc, eflags),
             None => raw_standard_executor_start(query_desc, eflags),
@@ -118,23 +126,27 @@ unsafe extern "C-unwind" fn finish(query_desc: *mut pg_sys::QueryDesc) {
             Some(prev) => prev(query_desc),
             None => raw_standard_executor_finish(query_desc),
         }
-        flush_buffered();
+        flush_buffered(false);
     }
 }
 
-/// Flushes this backend's buffered keys and deletes, if any (not from
-/// within a flush, whose own work may run a query; not in parallel mode,
-/// where nothing may be written and nothing is buffered).
+/// Flushes this backend's buffered keys and deletes, if any, and with
+/// `early` the keys the `BEFORE` trigger buffered (not from within a flush,
+/// whose own work may run a query; not in parallel mode, where nothing may
+/// be written and nothing is buffered).
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn flush_buffered() {
+pub(super) unsafe extern "C-unwind" fn flush_buffered(early: bool) {
     // SAFETY: a read of this process's state.
     if unsafe { pg_sys::IsInParallelMode() } {
         return;
     }
-    let any = BINDINGS
-        .with(|bs| bs.try_borrow().is_ok_and(|bs| bs.iter().any(|b| !b.inserts.is_empty() || !b.deletes.is_empty())));
+    let any = BINDINGS.with(|bs| {
+        bs.try_borrow().is_ok_and(|bs| {
+            bs.iter().any(|b| !b.inserts.is_empty() || !b.deletes.is_empty() || (early && b.early_waiting()))
+        })
+    });
     if any {
-        flush_all(None);
+        flush_all(None, early);
     }
 }
 
@@ -162,7 +174,7 @@ pub(super) fn register_callbacks() {
 unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     match event {
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
-            flush_all(None);
+            flush_all(None, false);
             BINDINGS.with(|bs| bs.borrow_mut().iter_mut().for_each(|b| b.unmatched_deletes()));
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
@@ -345,7 +357,7 @@ v1_functions! {
             if (*td).tg_event & pg_sys::TRIGGER_EVENT_OPMASK == pg_sys::TRIGGER_EVENT_TRUNCATE {
                 super::fill::truncated((*(*td).tg_relation).rd_id);
             } else {
-                flush_all(Some((*td).tg_relation));
+                flush_all(Some((*td).tg_relation), false);
             }
             pg_sys::Datum::from(0usize)
         }

@@ -48,9 +48,10 @@ INSERT INTO bt VALUES (6103, 61030, 'trigger');
 UPDATE bt SET k = 61031 WHERE id = 6103;
 INSERT INTO bt VALUES (6103, 61032, 'upsert') ON CONFLICT (id) DO UPDATE SET k = excluded.k;
 DROP TRIGGER aa_sees ON bt;
--- A key buffered for a row never written (a conflict, DO NOTHING) leaves
--- like a deleted row's once its transaction committed; not one that a
--- written row has too. Within a savepoint rolled back, keys go with it.
+-- A key buffered for a row never written (a conflict, DO NOTHING) is not
+-- added unless a probe looked meanwhile; then it leaves like a deleted
+-- row's once its transaction committed (not one that a written row has
+-- too). Within a savepoint rolled back, keys go with it.
 SELECT pending_deletes AS pending_before FROM cuckoo_filters WHERE name = 'bt_k' \gset
 INSERT INTO bt VALUES (1, 61040, 'conflict') ON CONFLICT (id) DO NOTHING;
 INSERT INTO bt VALUES (2, 61050, 'conflict'), (6105, 61050, 'written') ON CONFLICT (id) DO NOTHING;
@@ -61,10 +62,23 @@ INSERT INTO bt VALUES (6106, 61060, 'rolled back');
 ROLLBACK TO s;
 INSERT INTO bt VALUES (6106, 61060, 'again');
 COMMIT;
-SELECT cf_apply_deletes('bt_k') >= 2 AS applied;
+SELECT cf_apply_deletes('bt_k') >= 0 AS applied;
 SELECT cf_contains('bt_k', 61040::bigint) AS unwritten_left, cf_contains('bt_k', 61050::bigint) AS written_kept,
        cf_contains('bt_k', 61060::bigint) AS again_kept;
 SELECT * FROM bt_missing;
+CREATE FUNCTION bt_skip() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN CASE WHEN NEW.note = 'skip' THEN NULL ELSE NEW END;
+END $$;
+CREATE TRIGGER zzz_skip BEFORE INSERT ON bt FOR EACH ROW EXECUTE FUNCTION bt_skip();
+CREATE TRIGGER aa_sees AFTER INSERT ON bt FOR EACH ROW EXECUTE FUNCTION bt_sees();
+SELECT pending_deletes AS pending_before FROM cuckoo_filters WHERE name = 'bt_k' \gset
+INSERT INTO bt VALUES (6107, 61070, 'keep'), (6108, 61080, 'skip');
+SELECT pending_deletes - :pending_before AS probed_unwritten_queued FROM cuckoo_filters WHERE name = 'bt_k';
+DROP TRIGGER zzz_skip ON bt;
+DROP TRIGGER aa_sees ON bt;
+SELECT cf_apply_deletes('bt_k') >= 1 AS applied;
+SELECT cf_contains('bt_k', 61070::bigint) AS kept, cf_contains('bt_k', 61080::bigint) AS skipped_left;
 -- Matching the BEFORE trigger's keys is only a saving: many rows skipped
 -- in a row, and a statement that a trigger runs on the same table, keep
 -- every written row's key.
@@ -80,7 +94,7 @@ END $$;
 CREATE TRIGGER a_nest BEFORE INSERT ON bt FOR EACH ROW EXECUTE FUNCTION bt_nest();
 INSERT INTO bt VALUES (6300, 63000, 'nest'), (6310, 63100, 'nest'), (6320, 63200, 'plain');
 DROP TRIGGER a_nest ON bt;
-SELECT cf_apply_deletes('bt_k') >= 40 AS applied;
+SELECT cf_apply_deletes('bt_k') >= 0 AS applied;
 SELECT count(*) AS written_kept FROM bt WHERE id > 6200 AND id < 6400 AND cf_contains('bt_k', k);
 SELECT count(*) FILTER (WHERE cf_contains('bt_k', g * 10 + 3)) < 5 AS skipped_mostly_gone FROM generate_series(1, 40) g;
 SELECT * FROM bt_missing;
@@ -244,8 +258,6 @@ SELECT cf_contains('bt2_k', 'c'::text);
 SELECT err($$SELECT cf_bind('x', 'bt', 'nope')$$);
 SELECT err($$SELECT cf_bind('bt_k', 'bt', 'k')$$);
 SELECT err($$SELECT cf_bind('x', 'bt_missing', 'missing')$$);
-CREATE TABLE bt_part (k int) PARTITION BY RANGE (k);
-SELECT err($$SELECT cf_bind('x', 'bt_part', 'k')$$);
 CREATE TEMP TABLE bt_temp (k int);
 SELECT err($$SELECT cf_bind('x', 'bt_temp', 'k')$$);
 CREATE TABLE bt_pt (k point);
@@ -372,6 +384,56 @@ DROP FUNCTION bp_check();
 SELECT cf_unbind('bp1_k');
 DROP TABLE bp;
 
+-- A partitioned table binds every partition at every level, those created
+-- or attached later too: an attached table's rows get their keys as it is
+-- attached. A partition detached keeps its keys (false positives); one
+-- whose trigger is disabled ends the binding. The pre-screen applies to
+-- EXISTS over the partitioned table.
+CREATE TABLE pt (id int, k int) PARTITION BY RANGE (id);
+CREATE TABLE pt1 PARTITION OF pt FOR VALUES FROM (0) TO (1000);
+CREATE TABLE pt2 PARTITION OF pt FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
+CREATE TABLE pt2a PARTITION OF pt2 FOR VALUES FROM (1000) TO (1500);
+INSERT INTO pt SELECT g, g * 3 FROM generate_series(0, 1499) g;
+SELECT cf_bind('pt_k', 'pt', 'k');
+CREATE VIEW pt_missing AS SELECT count(*) AS missing FROM pt WHERE k IS NOT NULL AND NOT cf_contains('pt_k', k);
+SELECT * FROM pt_missing;
+SELECT c.relname, t.tgenabled, t.tgparentid <> 0 AS cloned FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relname LIKE 'pt%' AND t.tgname LIKE '%cuckoo%' ORDER BY c.relname, t.tgname COLLATE "C";
+INSERT INTO pt VALUES (10, 100001);
+INSERT INTO pt2a VALUES (1200, 100002);
+UPDATE pt SET id = 1300 WHERE id = 10;
+SELECT cf_bound_contains('pt_k', 100001) AS moved_row, cf_bound_contains('pt_k', 100002) AS leaf_row;
+CREATE TABLE pt3 PARTITION OF pt FOR VALUES FROM (2000) TO (3000);
+INSERT INTO pt VALUES (2500, 100003);
+CREATE TABLE pt4 (id int, k int);
+INSERT INTO pt4 SELECT g, g * 7 + 1 FROM generate_series(3000, 3999) g;
+BEGIN;
+INSERT INTO pt4 VALUES (3001, 100004);
+ALTER TABLE pt ATTACH PARTITION pt4 FOR VALUES FROM (3000) TO (4000);
+SELECT cf_bound_contains('pt_k', 100004) AS attached_in_transaction;
+COMMIT;
+SELECT * FROM pt_missing;
+SELECT (SELECT count(*) FROM generate_series(0, 30000) o(k) WHERE EXISTS (SELECT 1 FROM pt i WHERE i.k = o.k))
+     = (SELECT count(*) FROM pt WHERE k BETWEEN 0 AND 30000) AS exists_exact;
+SELECT err($$SELECT cf_bound_fill('pt_k', 'pt1', 'k')$$);
+ALTER TABLE pt DETACH PARTITION pt1;
+DELETE FROM pt WHERE id >= 3000 AND id < 3100;
+SELECT cf_apply_deletes('pt_k') >= 0 AS applied;
+SELECT * FROM pt_missing;
+-- A rewrite of the bound column (partition by partition) drops the filter
+-- until it is rebuilt; the rebuild reads every partition.
+DROP VIEW pt_missing;
+ALTER TABLE pt ALTER COLUMN k TYPE int USING k + 1;
+SELECT state FROM cuckoo_filters WHERE name = 'pt_k';
+SELECT cf_rebuild('pt_k') AS rows;
+CREATE VIEW pt_missing AS SELECT count(*) AS missing FROM pt WHERE k IS NOT NULL AND NOT cf_contains('pt_k', k);
+SELECT * FROM pt_missing;
+SELECT tgname AS pt_row_trigger FROM pg_trigger WHERE tgrelid = 'pt3'::regclass AND tgname LIKE 'cuckoo%row' \gset
+ALTER TABLE pt3 DISABLE TRIGGER :"pt_row_trigger";
+SELECT count(*) AS still_bound FROM cuckoo_bindings WHERE name = 'pt_k';
+DROP VIEW pt_missing;
+DROP TABLE pt, pt1;
+
 -- The binding's internal queries run as other roles with their operators
 -- taken from pg_catalog, never from the caller's search_path: a role whose
 -- own "=" would run as a superuser gets nothing.
@@ -451,7 +513,7 @@ SELECT count(*) AS filters_left FROM cuckoo_filters WHERE name = 'bt2_k';
 INSERT INTO bt2 VALUES (8);
 SELECT cf_unbind('bt_k');
 DROP VIEW bt_missing;
-DROP TABLE bt, bt2, bt_part, bt_pt, bt_ci_t, other_t;
+DROP TABLE bt, bt2, bt_pt, bt_ci_t, other_t;
 DROP COLLATION bt_ci;
 DROP ROLE bound_other;
 SELECT count(*) FROM cuckoo_bindings;
