@@ -88,7 +88,7 @@ $fn$;
 -- The tables an ALTER TABLE command attached as partitions, and adding
 -- their rows' keys to a binding of a table they are now partitions of (the
 -- DDL event trigger's).
-CREATE FUNCTION cf_bound_attached(command pg_ddl_command) RETURNS text[]
+CREATE FUNCTION cf_bound_attached(command pg_ddl_command) RETURNS oid[]
     AS 'MODULE_PATHNAME', 'cf_bound_attached' LANGUAGE C STABLE STRICT PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION cf_bound_attached(pg_ddl_command) FROM PUBLIC;
 CREATE FUNCTION cf_bound_fill_attached(name text, part regclass) RETURNS bigint
@@ -333,17 +333,11 @@ BEGIN
     END IF;
     -- A table attached as a partition of a bound partitioned table (at any
     -- level): its rows, which no trigger of the binding saw, get their keys
-    -- before the command's transaction can commit. (Found by name among the
-    -- table's partitions: two of one name in two schemas are both read, the
-    -- other's keys added twice, false positives. A partition detached keeps
-    -- its keys in the filter: false positives too.)
+    -- before the command's transaction can commit. (A partition detached
+    -- keeps its keys in the filter: false positives.)
     IF TG_EVENT = 'ddl_command_end' THEN
-        FOR part IN SELECT DISTINCT i.inhrelid
-                      FROM pg_catalog.pg_event_trigger_ddl_commands() c
-                     CROSS JOIN LATERAL pg_catalog.unnest(@extschema@.cf_bound_attached(c.command)) n(relname)
-                      JOIN pg_catalog.pg_inherits i ON i.inhparent = c.objid
-                      JOIN pg_catalog.pg_class r ON r.oid = i.inhrelid AND r.relname = n.relname
-                     WHERE c.command_tag = 'ALTER TABLE' LOOP
+        FOR part IN SELECT DISTINCT pg_catalog.unnest(@extschema@.cf_bound_attached(c.command))
+                      FROM pg_catalog.pg_event_trigger_ddl_commands() c WHERE c.command_tag = 'ALTER TABLE' LOOP
             FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
                       WHERE v.tab IN (SELECT anc.relid FROM pg_catalog.pg_partition_ancestors(part) anc WHERE anc.relid <> part)
                       ORDER BY v.name LOOP

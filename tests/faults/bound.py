@@ -7,6 +7,8 @@ see is in the filter (no false negative) and that the pre-screen keeps a
 semi-join's answer. Then the same checks after a crash of the primary, on
 the standby after it replayed everything, and in a database restored from
 pg_dump, and in a cluster made by pg_upgrade, once its binding is rebuilt.
+With --partitioned, the bound table is hash-partitioned (the binding follows
+its partitions) and writers also delete from partitions directly.
 
 A fixed amount of work (seeded): the test asserts what must hold, never how
 much fits in a time.
@@ -35,14 +37,24 @@ SCREENED = ("SELECT count(*) FROM probe p WHERE cf_bound_contains('bt_k', p.k) "
 PLAIN = "SELECT count(*) FROM probe p WHERE EXISTS (SELECT 1 FROM bt WHERE bt.k = p.k)"
 
 
-def setup(n):
-    n.sql("CREATE TABLE bt (id bigserial PRIMARY KEY, k int, note text)")
+PARTS = 4
+
+
+def setup(n, partitioned=False):
+    if partitioned:
+        # Bound through the partitioned table: its row triggers are the
+        # partitions' clones; writers also delete from partitions directly.
+        n.sql("CREATE TABLE bt (id bigserial PRIMARY KEY, k int, note text) PARTITION BY HASH (id)")
+        for i in range(PARTS):
+            n.sql(f"CREATE TABLE bt_p{i} PARTITION OF bt FOR VALUES WITH (MODULUS {PARTS}, REMAINDER {i})")
+    else:
+        n.sql("CREATE TABLE bt (id bigserial PRIMARY KEY, k int, note text)")
     n.sql(f"INSERT INTO bt (k, note) SELECT g % {KEYS}, 'seed' FROM generate_series(1, 5000) g")
     n.sql(f"CREATE TABLE probe AS SELECT g AS k FROM generate_series(-50, {KEYS + 50}) g")
     n.sql("SELECT cf_bind('bt_k', 'bt', 'k')")
 
 
-def writer(port, seed, rounds, errors, stats):
+def writer(port, seed, rounds, errors, stats, partitioned=False):
     rng = random.Random(seed)
     c = pg8000.native.Connection("postgres", host="127.0.0.1", port=port, database="postgres")
     try:
@@ -57,6 +69,9 @@ def writer(port, seed, rounds, errors, stats):
                 k = rng.randrange(KEYS)
                 if op < 0.35:
                     c.run("INSERT INTO bt (k, note) SELECT :k + g, 'w' FROM generate_series(0, :n) g", k=k, n=rng.randint(0, 3))
+                elif op < 0.55 and partitioned and rng.random() < 0.5:
+                    t = f"bt_p{rng.randrange(PARTS)}"
+                    c.run(f"DELETE FROM {t} WHERE id IN (SELECT id FROM {t} WHERE k BETWEEN :a AND :b LIMIT 3)", a=k, b=k + 20)
                 elif op < 0.55:
                     c.run("DELETE FROM bt WHERE id IN (SELECT id FROM bt WHERE k BETWEEN :a AND :b LIMIT 3)", a=k, b=k + 20)
                 elif op < 0.75:
@@ -148,19 +163,23 @@ def main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=120)
+    ap.add_argument("--partitioned", action="store_true", help="bind a partitioned table")
     args = ap.parse_args(argv)
     nodes = []
     try:
         p = Node.primary("bound_primary", extra="max_prepared_transactions = 20\nmax_standby_streaming_delay = 1s\n")
         nodes.append(p)
-        setup(p)
+        setup(p, args.partitioned)
+        if args.partitioned:
+            print(f"bound: the bound table is partitioned ({PARTS} hash partitions)")
         # The base backup's own checkpoint then has nothing left to write.
         p.checkpoint()
         s = p.standby("bound_standby")
         nodes.append(s)
         s.wait_replay(p)
         errors, stats = [], {"applied": 0, "checks": 0, "conflicts": 0}
-        threads = [threading.Thread(target=writer, args=(p.port, args.seed * 100 + i, args.rounds, errors, stats)) for i in range(3)]
+        threads = [threading.Thread(target=writer, args=(p.port, args.seed * 100 + i, args.rounds, errors, stats, args.partitioned))
+                   for i in range(3)]
         threads += [threading.Thread(target=reader, args=(p.port, args.seed * 100 + 10 + i, args.rounds // 4, errors, stats)) for i in range(2)]
         threads += [threading.Thread(target=reader, args=(s.port, args.seed * 100 + 20, args.rounds // 4, errors, stats, True))]
         for t in threads:

@@ -28,8 +28,9 @@ case "${1:-all}" in
   all)
     run tests/faults/scenarios.py
     run tests/faults/bound.py --seed 1 --rounds 120
+    run tests/faults/bound.py --seed 2 --rounds 60 --partitioned
     # Fixed seeds: the same schedules on every run (a change that breaks one
     # is seen at once); make soak explores new ones.
     run tests/faults/schedules.py --seed 11 --seed 12 --seed 13 --examples 3 --steps 30 ;;
-  *) echo "usage: $0 [all|scenarios [case...]|schedules --seed N ...|bound [--seed N] [--rounds N]|soak]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|scenarios [case...]|schedules --seed N ...|bound [--seed N] [--rounds N] [--partitioned]|soak]" >&2; exit 2 ;;
 esac

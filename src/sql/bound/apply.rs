@@ -63,9 +63,10 @@ fn verdict(
 }
 
 /// Applies binding `b`'s safe deletes if there are any and (unless `now`) it
-/// was not done in the last tenth of a second. `rel` is the bound table (or
-/// one of its partitions), for the horizon.
-pub(super) fn maybe_apply(b: &mut Binding, rel: pg_sys::Relation, now: bool) -> u64 {
+/// was not done in the last tenth of a second. `rel` is the bound table, for
+/// the horizon; without it (a statement on one of its partitions), the
+/// horizon of shared catalogs is used, which no other horizon precedes.
+pub(super) fn maybe_apply(b: &mut Binding, rel: Option<pg_sys::Relation>, now: bool) -> u64 {
     // SAFETY: plain reads of this process's state.
     if unsafe { pg_sys::RecoveryInProgress() } {
         return 0;
@@ -85,7 +86,7 @@ pub(super) fn maybe_apply(b: &mut Binding, rel: pg_sys::Relation, now: bool) -> 
     // SAFETY: horizon and counters of this cluster; rel is open.
     let (horizon, next, oldest_clog) = unsafe {
         (
-            pg_sys::GetOldestNonRemovableTransactionId(rel),
+            pg_sys::GetOldestNonRemovableTransactionId(rel.unwrap_or(std::ptr::null_mut())),
             pg_sys::ReadNextFullTransactionId().value,
             (*pg_sys::ShmemVariableCache).oldestClogXid,
         )

@@ -33,6 +33,85 @@ pub(super) struct Column {
     attnum: i16,
     typid: pg_sys::Oid,
     hasher: Box<KeyHasher>,
+    /// `REL_CHANGES` when the relation was last checked to be the bound
+    /// table or one of its partitions.
+    checked: u64,
+}
+
+/// How many executors (or utility statements) are running or finishing in
+/// this backend, one inside another (`trigger`'s hooks count them): a
+/// statement's `BEFORE` row triggers fire while it runs, its `AFTER` ones
+/// while it finishes, both at one depth, and a statement a trigger runs is
+/// deeper. Keys the `BEFORE` trigger sets aside carry it, so that a
+/// statement's end settles its own keys, never an outer statement's. An
+/// error skips the decrements: a subtransaction's abort restores the depth
+/// it started at, a transaction's end zero.
+static mut DEPTH: u32 = 0;
+/// The depth each running subtransaction started at.
+static mut SUB_DEPTHS: Vec<(pg_sys::SubTransactionId, u32)> = Vec::new();
+
+/// The current executor depth (see `DEPTH`).
+pub(super) fn depth() -> u32 {
+    // SAFETY: backend-local.
+    unsafe { DEPTH }
+}
+
+/// An executor or utility statement starts.
+pub(super) fn enter() {
+    // SAFETY: backend-local.
+    unsafe { DEPTH += 1 };
+}
+
+/// An executor or utility statement ends.
+pub(super) fn leave() {
+    // SAFETY: backend-local.
+    unsafe { DEPTH = DEPTH.saturating_sub(1) };
+}
+
+/// The transaction ended.
+pub(super) fn reset_depth() {
+    // SAFETY: backend-local.
+    unsafe {
+        DEPTH = 0;
+        (*std::ptr::addr_of_mut!(SUB_DEPTHS)).clear();
+    }
+}
+
+/// Subtransaction `my` started.
+pub(super) fn sub_started(my: pg_sys::SubTransactionId) {
+    // SAFETY: backend-local.
+    unsafe { (*std::ptr::addr_of_mut!(SUB_DEPTHS)).push((my, DEPTH)) };
+}
+
+/// Subtransaction `my` ended (`aborted`: the depth it started at again).
+pub(super) fn sub_ended(my: pg_sys::SubTransactionId, aborted: bool) {
+    // SAFETY: backend-local.
+    unsafe {
+        let subs = &mut *std::ptr::addr_of_mut!(SUB_DEPTHS);
+        if let Some(i) = subs.iter().rposition(|&(s, _)| s == my) {
+            if aborted {
+                DEPTH = subs[i].1;
+            }
+            subs.truncate(i);
+        }
+    }
+}
+
+/// Counts the relation cache invalidations this backend received: a
+/// partition detached (or attached elsewhere) keeps its descriptor, so a
+/// column found before must be checked again against the catalog.
+static mut REL_CHANGES: u64 = 0;
+
+unsafe extern "C-unwind" fn rel_changed(_arg: pg_sys::Datum, _relid: pg_sys::Oid) {
+    // SAFETY: backend-local counter.
+    unsafe { REL_CHANGES = REL_CHANGES.wrapping_add(1) };
+}
+
+/// From `_PG_init`: counts relation cache invalidations (`REL_CHANGES`).
+pub(super) fn init() {
+    // SAFETY: registers a callback for the process's life, once, from
+    // _PG_init.
+    unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(rel_changed), pg_sys::Datum::from(0usize)) };
 }
 
 /// Whether attribute `attnum` of `td` is still column `col` of type `typid`.
@@ -87,14 +166,19 @@ pub(super) struct Binding {
     /// Matching is only a saving: a version that finds no match adds its
     /// own copy, and only a copy that no version took is deleted.
     pub unmatched: Vec<u64>,
+    /// Whether the bound table is partitioned (its rows are written through
+    /// its partitions' triggers).
+    pub partitioned: bool,
 }
 
-/// A key the `BEFORE` trigger buffered: its hash, the subtransaction that
-/// buffered it, and whether it was added to the filter.
+/// A key the `BEFORE` trigger buffered: its hash, the subtransaction and
+/// the executor depth (`trigger::depth`) that buffered it, and whether it
+/// was added to the filter.
 #[derive(Clone, Copy)]
 pub(super) struct Early {
     hash: u64,
     sub: pg_sys::SubTransactionId,
+    depth: u32,
     added: bool,
 }
 
@@ -275,6 +359,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                     deletes: Vec::new(),
                     early: VecDeque::new(),
                     unmatched: Vec::new(),
+                    partitioned: false,
                 });
                 bs.len() - 1
             }
@@ -299,12 +384,20 @@ impl Binding {
                 // name and type (a descriptor may be reused in place).
                 let c = &self.columns[i];
                 if c.tupdesc == tupdesc && still_there(tupdesc, c.attnum, &self.col, c.typid) {
+                    // Detached since, or bound no longer: checked again.
+                    let now = REL_CHANGES;
+                    if c.checked != now {
+                        super::catalog::require_bound(&self.name, relid, &self.col);
+                        self.columns[i].checked = now;
+                    }
                     return &mut self.columns[i];
                 }
                 self.columns.remove(i);
             }
             // A trigger made by hand on another table may name this binding.
+            let checked = REL_CHANGES;
             let tab = super::catalog::require_bound(&self.name, relid, &self.col);
+            self.partitioned = tab != relid;
             area().slot(self.slot).set_table(tab.to_u32(), super::catalog::column_number(tab, &self.col));
             let (attnum, typid, collation) = find_column(rel, &self.col).unwrap_or_else(|| {
                 fail(
@@ -333,7 +426,7 @@ impl Binding {
             let mut hasher: Box<KeyHasher> = Box::new(std::mem::zeroed());
             hasher.resolve_type(typid, collation, hasher_context());
             hasher.prepare(self.target.key, hasher_context());
-            self.columns.push(Column { relid, tupdesc, attnum, typid, hasher });
+            self.columns.push(Column { relid, tupdesc, attnum, typid, hasher, checked });
             self.columns.last_mut().unwrap()
         }
     }
@@ -342,7 +435,7 @@ impl Binding {
     pub(super) fn buffer_early(&mut self, h: u64) {
         // SAFETY: reads this backend's subtransaction.
         let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
-        self.early.push_back(Early { hash: h, sub, added: false });
+        self.early.push_back(Early { hash: h, sub, depth: depth(), added: false });
     }
 
     /// Sets aside a key the `BEFORE` trigger buffered that no version took:
@@ -359,16 +452,26 @@ impl Binding {
     pub(super) fn buffer_new(&mut self, h: u64) {
         // SAFETY: reads this backend's subtransaction.
         let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
-        let is = |e: &Early| e.hash == h && e.sub == sub;
+        let depth = depth();
+        let is = |e: &Early| e.hash == h && e.sub == sub && e.depth == depth;
         let found = if let Some(i) = self.early.iter().take(EARLY_LOOK).position(is) {
-            // Those before it in this statement are rows never written (or,
-            // for a statement a trigger ran, the outer statement's rows:
-            // those then add their own copies).
+            // Those of this statement before it are rows never written;
+            // others (an outer statement's, when a trigger runs this one)
+            // stay, in order.
+            let mut others = Vec::new();
             for _ in 0..i {
                 let e = self.early.pop_front().expect("counted");
-                self.set_aside(e);
+                if e.depth == depth {
+                    self.set_aside(e);
+                } else {
+                    others.push(e);
+                }
             }
-            self.early.pop_front()
+            let found = self.early.pop_front();
+            for e in others.into_iter().rev() {
+                self.early.push_front(e);
+            }
+            found
         } else if let Some(j) = self.early.iter().rev().take(EARLY_LOOK).position(is) {
             // A statement run by a trigger (its rows come last).
             self.early.remove(self.early.len() - 1 - j)
@@ -400,9 +503,36 @@ impl Binding {
         self.early.back().is_some_and(|e| !e.added)
     }
 
-    /// The statement writing the bound table ended: keys its `AFTER`
-    /// triggers did not match are of versions never written.
-    pub(super) fn statement_ended(&mut self) {
+    /// The statements at executor depth `d` and deeper ended (their `AFTER`
+    /// triggers fired): keys set aside at depth `d` that no `AFTER` trigger
+    /// took are of versions never written. Those set aside deeper (a query
+    /// that left its `AFTER` triggers to an outer one, a statement run
+    /// without an executor) may be of versions whose `AFTER` triggers are
+    /// still to fire: they are added to the filter, and their copies
+    /// deleted at commit (a version that finds no match adds its own). They
+    /// are the last ones: every key set aside since the statement at depth
+    /// `d` started is at `d` or deeper.
+    pub(super) fn settle(&mut self, d: u32) {
+        let mut add = Vec::new();
+        while self.early.back().is_some_and(|e| e.depth >= d) {
+            let e = self.early.pop_back().expect("checked");
+            if e.depth == d {
+                self.set_aside(e);
+            } else {
+                if !e.added {
+                    add.push(e.hash);
+                }
+                self.unmatched.push(e.hash);
+            }
+        }
+        if !add.is_empty() {
+            add_versions(self, &add);
+        }
+    }
+
+    /// The transaction ends: every key set aside that no `AFTER` trigger
+    /// took is of a version never written.
+    fn settle_all(&mut self) {
         while let Some(e) = self.early.pop_front() {
             self.set_aside(e);
         }
@@ -414,7 +544,7 @@ impl Binding {
     /// delete matches a copy buffered and not matched, so every written
     /// version keeps its copy.
     pub(super) fn unmatched_deletes(&mut self) {
-        self.statement_ended();
+        self.settle_all();
         if self.unmatched.is_empty() {
             return;
         }
@@ -426,8 +556,8 @@ impl Binding {
     }
 
     /// Flushes the statement's keys: inserts into the filter, deletes into
-    /// the queue.
-    pub(super) fn flush(&mut self) {
+    /// the queue. Returns whether deletes were queued.
+    pub(super) fn flush(&mut self) -> bool {
         if !self.inserts.is_empty() {
             // Kept until added: a flush that fails (a full filter) inside a
             // subtransaction that is caught leaves them for the next flush
@@ -438,11 +568,13 @@ impl Binding {
             self.inserts.clear();
             self.insert_subs.clear();
         }
-        if !self.deletes.is_empty() {
-            let ds = std::mem::take(&mut self.deletes);
-            let (slot, epoch) = (self.slot, self.epoch);
-            with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
+        if self.deletes.is_empty() {
+            return false;
         }
+        let ds = std::mem::take(&mut self.deletes);
+        let (slot, epoch) = (self.slot, self.epoch);
+        with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
+        true
     }
 }
 

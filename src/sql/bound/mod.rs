@@ -369,20 +369,22 @@ v1_functions! {
         }
     }
 
-    /// `cf_bound_attached(command pg_ddl_command) -> text[]`: the names of
-    /// the tables an `ALTER TABLE` command (from
-    /// `pg_event_trigger_ddl_commands()`) attached as partitions (the
-    /// command records no address for them; the caller finds them among
-    /// the table's partitions). For the DDL event trigger (the extension's
-    /// owner's).
+    /// `cf_bound_attached(command pg_ddl_command) -> oid[]`: the tables an
+    /// `ALTER TABLE` command (from `pg_event_trigger_ddl_commands()`)
+    /// attached as partitions. The command records no address for them: each
+    /// is the partition of the altered table with the name (and schema, if
+    /// given) the command named, attached by this transaction. For the DDL
+    /// event trigger (the extension's owner's).
     fn cf_bound_attached(fcinfo) {
         // SAFETY: strict; a pg_ddl_command is a pointer to the collected
         // command, which only pg_event_trigger_ddl_commands() makes (the
         // type has no input function); its subcommands are read in place.
         unsafe {
             let cmd = (*fcinfo).args.as_slice(1)[0].value.cast_mut_ptr::<pg_sys::CollectedCommand>();
-            let mut out: Vec<String> = Vec::new();
+            let mut named: Vec<(String, Option<String>)> = Vec::new();
+            let mut parent = pg_sys::InvalidOid;
             if !cmd.is_null() && (*cmd).type_ == pg_sys::CollectedCommandType::SCT_AlterTable {
+                parent = (*cmd).d.alterTable.objectId;
                 let subs = (*cmd).d.alterTable.subcmds;
                 let n = if subs.is_null() { 0 } else { (*subs).length as usize };
                 for i in 0..n {
@@ -396,11 +398,45 @@ v1_functions! {
                         continue;
                     }
                     let pc = (*at).def as *mut pg_sys::PartitionCmd;
-                    if (*pc).type_ == pg_sys::NodeTag::T_PartitionCmd
-                        && !(*pc).name.is_null()
-                        && !(*(*pc).name).relname.is_null()
-                    {
-                        out.push(std::ffi::CStr::from_ptr((*(*pc).name).relname).to_string_lossy().into_owned());
+                    if (*pc).type_ != pg_sys::NodeTag::T_PartitionCmd || (*pc).name.is_null() {
+                        continue;
+                    }
+                    let rv = (*pc).name;
+                    let text = |p: *mut std::ffi::c_char| {
+                        (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+                    };
+                    if let Some(rel) = text((*rv).relname) {
+                        named.push((rel, text((*rv).schemaname)));
+                    }
+                }
+            }
+            let mut out: Vec<pg_sys::Oid> = Vec::new();
+            for (rel, nsp) in named {
+                let rows = catalog::with_safe_path(|| {
+                    pgrx::spi::Spi::connect(|c| {
+                        let rows = c.select(
+                            "SELECT i.inhrelid, i.xmin::text::bigint FROM pg_catalog.pg_inherits i \
+                             JOIN pg_catalog.pg_class r ON r.oid = i.inhrelid \
+                             JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace \
+                             WHERE i.inhparent = $1 AND r.relname = $2 AND ($3::text IS NULL OR n.nspname = $3)",
+                            None,
+                            &[parent.into(), rel.as_str().into(), nsp.clone().into()],
+                        )?;
+                        let mut v = Vec::new();
+                        for r in rows {
+                            if let (Some(o), Some(x)) = (r.get::<pg_sys::Oid>(1)?, r.get::<i64>(2)?) {
+                                v.push((o, x));
+                            }
+                        }
+                        Ok::<_, pgrx::spi::Error>(v)
+                    })
+                })
+                .unwrap_or_else(|e| {
+                    fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not find an attached partition: {e}"), None)
+                });
+                for (o, x) in rows {
+                    if pg_sys::TransactionIdIsCurrentTransactionId(pg_sys::TransactionId::from(x as u32)) {
+                        out.push(o);
                     }
                 }
             }
@@ -562,7 +598,7 @@ v1_functions! {
                 );
             }
             let rel = pg_sys::table_open(tab, pg_sys::AccessShareLock as i32);
-            let n = binding::with_loaded(&name, &col, |b| apply::maybe_apply(b, rel, true)).unwrap_or(0);
+            let n = binding::with_loaded(&name, &col, |b| apply::maybe_apply(b, Some(rel), true)).unwrap_or(0);
             pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
             pg_sys::Datum::from(n as i64)
         }

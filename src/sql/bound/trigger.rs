@@ -25,7 +25,9 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use super::apply;
-use super::binding::{forget_all, key_of, with_binding, BINDINGS};
+use super::binding::{
+    depth, enter, forget_all, key_of, leave, reset_depth, sub_ended, sub_started, with_binding, BINDINGS,
+};
 use super::shared::area;
 use crate::region::wal::MANY_MAX;
 use crate::sql::named::errors::fail;
@@ -46,7 +48,14 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
             if early {
                 b.flush_early();
             }
-            b.flush();
+            let queued = b.flush();
+            // A statement on a partition fires no statement trigger of the
+            // binding (it is on the partitioned table): its deletes are
+            // applied here, at the end of the statement, against the most
+            // conservative horizon.
+            if queued && rel.is_none() && b.partitioned {
+                apply::maybe_apply(b, None, false);
+            }
         }
         bs.iter().map(|b| b.name.clone()).collect()
     });
@@ -60,8 +69,7 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
                     // SAFETY: rel is the open relation of the firing trigger.
                     let relid = unsafe { (*rel).rd_id }.to_u32();
                     if area().slot(b.slot).table().map(|(t, _)| t) == Some(relid) {
-                        b.statement_ended();
-                        apply::maybe_apply(b, rel, false);
+                        apply::maybe_apply(b, Some(rel), false);
                     }
                 }
             });
@@ -70,19 +78,29 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
 }
 
 static mut PREV_START: pg_sys::ExecutorStart_hook_type = None;
+static mut PREV_RUN: pg_sys::ExecutorRun_hook_type = None;
 static mut PREV_FINISH: pg_sys::ExecutorFinish_hook_type = None;
+static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 
 /// From `_PG_init`: the executor hooks that hand buffered keys to the
-/// filters before a query runs and when a statement finishes.
+/// filters before a query runs and when a statement finishes, and that
+/// count the executor depth; the transaction callbacks (which keep it
+/// right after errors).
 pub(super) fn init() {
     // SAFETY: _PG_init runs once per process before any query; the previous
     // hooks are kept and called.
     unsafe {
         PREV_START = pg_sys::ExecutorStart_hook;
         pg_sys::ExecutorStart_hook = Some(start);
+        PREV_RUN = pg_sys::ExecutorRun_hook;
+        pg_sys::ExecutorRun_hook = Some(run);
         PREV_FINISH = pg_sys::ExecutorFinish_hook;
         pg_sys::ExecutorFinish_hook = Some(finish);
+        PREV_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(utility);
     }
+    register_callbacks();
+    super::binding::init();
 }
 
 // PostgreSQL's own ExecutorFinish, called by its symbol: an ERROR it raises
@@ -93,6 +111,75 @@ unsafe extern "C-unwind" {
     fn raw_standard_executor_finish(query_desc: *mut pg_sys::QueryDesc);
     #[link_name = "standard_ExecutorStart"]
     fn raw_standard_executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int);
+    #[link_name = "standard_ProcessUtility"]
+    fn raw_standard_process_utility(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query_string: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+    #[link_name = "standard_ExecutorRun"]
+    fn raw_standard_executor_run(
+        query_desc: *mut pg_sys::QueryDesc,
+        direction: pg_sys::ScanDirection::Type,
+        count: u64,
+        execute_once: bool,
+    );
+}
+
+/// The hook: a utility statement counts as an executor depth (a `COPY` fires
+/// its row triggers without an executor of its own), and its end settles
+/// the keys set aside at that depth, as a query's does.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: the arguments PostgreSQL passed, passed on; the depth is
+    // backend-local.
+    unsafe {
+        enter();
+        match PREV_UTILITY {
+            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+            None => {
+                raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc)
+            }
+        }
+        if depth() > 0 && !pg_sys::IsInParallelMode() {
+            settle_at(depth());
+        }
+        leave();
+    }
+}
+
+/// The hook: counts the executor depth while a query runs (its `BEFORE`
+/// triggers fire then).
+unsafe extern "C-unwind" fn run(
+    query_desc: *mut pg_sys::QueryDesc,
+    direction: pg_sys::ScanDirection::Type,
+    count: u64,
+    execute_once: bool,
+) {
+    // SAFETY: the executor's own arguments, passed on; the depth is
+    // backend-local.
+    unsafe {
+        enter();
+        match PREV_RUN {
+            Some(prev) => prev(query_desc, direction, count, execute_once),
+            None => raw_standard_executor_run(query_desc, direction, count, execute_once),
+        }
+        leave();
+    }
 }
 
 /// The hook: before any query runs (a trigger's query, the statement after
@@ -119,15 +206,40 @@ unsafe extern "C-unwind" fn start(query_desc: *mut pg_sys::QueryDesc, eflags: st
 /// inheritance parent fire the bound table's row triggers but not its
 /// statement trigger; without this, their keys would wait for the commit,
 /// and the writing transaction's next statements would miss them.
+///
+/// The keys its `BEFORE` triggers set aside that no `AFTER` trigger took
+/// are then settled (`Binding::settle`), unless the query leaves its `AFTER`
+/// triggers to the query that ran it (a foreign key's action, which runs
+/// with `EXEC_FLAG_SKIP_TRIGGERS`): that one's end settles them.
 unsafe extern "C-unwind" fn finish(query_desc: *mut pg_sys::QueryDesc) {
-    // SAFETY: the executor's own argument, passed on.
+    // SAFETY: the executor's own argument, passed on; its state is read
+    // before it is finished; the depth is backend-local.
     unsafe {
+        let estate = (*query_desc).estate;
+        let fires = estate.is_null() || (*estate).es_top_eflags & pg_sys::EXEC_FLAG_SKIP_TRIGGERS as i32 == 0;
+        enter();
         match PREV_FINISH {
             Some(prev) => prev(query_desc),
             None => raw_standard_executor_finish(query_desc),
         }
+        if fires && !pg_sys::IsInParallelMode() {
+            settle_at(depth());
+        }
+        leave();
         flush_buffered(false);
     }
+}
+
+/// Settles every binding's keys set aside at depth `d` or deeper (their
+/// statements ended).
+fn settle_at(d: u32) {
+    BINDINGS.with(|bs| {
+        if let Ok(mut bs) = bs.try_borrow_mut() {
+            for b in bs.iter_mut() {
+                b.settle(d);
+            }
+        }
+    });
 }
 
 /// Flushes this backend's buffered keys and deletes, if any, and with
@@ -183,6 +295,7 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             unsafe {
                 DDL_QUIET = false;
                 super::binding::REMAKING = None;
+                reset_depth();
             }
         }
         pg_sys::XactEvent::XACT_EVENT_COMMIT | pg_sys::XactEvent::XACT_EVENT_PREPARE => {
@@ -190,6 +303,7 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             unsafe {
                 DDL_QUIET = false;
                 super::binding::REMAKING = None;
+                reset_depth();
             }
         }
         _ => {}
@@ -209,15 +323,20 @@ unsafe extern "C-unwind" fn at_subxact(
     // catch an error in a subtransaction). Buffered deletes of an aborted
     // subtransaction are dropped when applied (its ID aborted).
     match event {
+        pg_sys::SubXactEvent::SUBXACT_EVENT_START_SUB => sub_started(my),
         pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
             super::binding::end_subxact(my, parent, false);
+            sub_ended(my, true);
             // SAFETY: backend-local.
             unsafe {
                 DDL_QUIET = false;
                 super::binding::REMAKING = None;
             }
         }
-        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => super::binding::end_subxact(my, parent, true),
+        pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
+            super::binding::end_subxact(my, parent, true);
+            sub_ended(my, false);
+        }
         _ => {}
     }
 }

@@ -420,6 +420,21 @@ ALTER TABLE pt DETACH PARTITION pt1;
 DELETE FROM pt WHERE id >= 3000 AND id < 3100;
 SELECT cf_apply_deletes('pt_k') >= 0 AS applied;
 SELECT * FROM pt_missing;
+-- Deletes made on a partition directly (no statement trigger of the
+-- binding fires) are applied by the next such statement.
+CREATE PROCEDURE pt_delete_leaf() LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..50 LOOP
+        DELETE FROM pt4 WHERE id = 3100 + i;
+        COMMIT;
+        EXIT WHEN i >= 2 AND (SELECT pending_deletes FROM cuckoo_filters WHERE name = 'pt_k') <= 1;
+        PERFORM pg_sleep(0.11);
+    END LOOP;
+END $$;
+CALL pt_delete_leaf();
+SELECT pending_deletes <= 1 AS leaf_deletes_applied FROM cuckoo_filters WHERE name = 'pt_k';
+DROP PROCEDURE pt_delete_leaf();
+SELECT * FROM pt_missing;
 -- A rewrite of the bound column (partition by partition) drops the filter
 -- until it is rebuilt; the rebuild reads every partition.
 DROP VIEW pt_missing;
@@ -428,6 +443,49 @@ SELECT state FROM cuckoo_filters WHERE name = 'pt_k';
 SELECT cf_rebuild('pt_k') AS rows;
 CREATE VIEW pt_missing AS SELECT count(*) AS missing FROM pt WHERE k IS NOT NULL AND NOT cf_contains('pt_k', k);
 SELECT * FROM pt_missing;
+-- A table attached by name while another of that name, in another schema,
+-- is a partition already: only the one attached is read.
+CREATE SCHEMA pt_other;
+CREATE TABLE pt_other.pt3 (id int, k int);
+INSERT INTO pt_other.pt3 VALUES (4500, 450045);
+ALTER TABLE pt ATTACH PARTITION pt_other.pt3 FOR VALUES FROM (4000) TO (5000);
+SELECT * FROM pt_missing;
+-- A partition detached is no longer the binding's: a trigger made by hand
+-- on it, named as the binding's, is refused in a session that wrote to it
+-- while it was attached.
+INSERT INTO pt_other.pt3 VALUES (4501, 450046);
+DELETE FROM pt_other.pt3 WHERE id = 4501;
+ALTER TABLE pt DETACH PARTITION pt_other.pt3;
+SELECT tgname AS pt_row_trigger FROM pg_trigger WHERE tgrelid = 'pt'::regclass AND tgname LIKE 'cuckoo%row' \gset
+CREATE TRIGGER :"pt_row_trigger" AFTER DELETE ON pt_other.pt3 FOR EACH ROW EXECUTE FUNCTION cf_bound_row('pt_k', 'k');
+SELECT err($$DELETE FROM pt_other.pt3$$);
+DROP SCHEMA pt_other CASCADE;
+-- A statement that an AFTER trigger runs on the bound table (here an
+-- UPDATE keeping a count) leaves the keys the outer statement set aside:
+-- a later trigger of each outer row finds its key, in a probe and in an
+-- EXISTS the planner pre-screens.
+CREATE TABLE node (id int PRIMARY KEY, parent int, code int, nchild int DEFAULT 0);
+INSERT INTO node SELECT g, NULL, g, 0 FROM generate_series(1, 2000) g;
+CREATE TABLE node_probe (c int);
+INSERT INTO node_probe VALUES (7200001), (7200002), (7200003);
+ANALYZE node, node_probe;
+SELECT cf_bind('node_code', 'node', 'code');
+CREATE TABLE node_seen (id int, probe bool, found bigint);
+CREATE FUNCTION node_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN UPDATE node SET nchild = nchild + 1 WHERE id = NEW.parent; RETURN NULL; END $$;
+CREATE FUNCTION node_check() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO node_seen SELECT NEW.id, cf_bound_contains('node_code', NEW.code),
+        (SELECT count(*) FROM node_probe p WHERE cf_bound_contains('node_code', p.c) AND EXISTS (SELECT 1 FROM node n WHERE n.code = p.c));
+    RETURN NULL;
+END $$;
+CREATE TRIGGER a_count AFTER INSERT ON node FOR EACH ROW EXECUTE FUNCTION node_count();
+CREATE TRIGGER b_check AFTER INSERT ON node FOR EACH ROW EXECUTE FUNCTION node_check();
+INSERT INTO node (id, parent, code) VALUES (400001, 1, 7200001), (400002, 1, 7200002), (400003, 2, 7200003);
+SELECT * FROM node_seen ORDER BY id;
+SELECT cf_unbind('node_code');
+DROP TABLE node, node_probe, node_seen;
+DROP FUNCTION node_count(), node_check();
 SELECT tgname AS pt_row_trigger FROM pg_trigger WHERE tgrelid = 'pt3'::regclass AND tgname LIKE 'cuckoo%row' \gset
 ALTER TABLE pt3 DISABLE TRIGGER :"pt_row_trigger";
 SELECT count(*) AS still_bound FROM cuckoo_bindings WHERE name = 'pt_k';
