@@ -173,12 +173,34 @@ unsafe extern "C-unwind" fn run(
     // SAFETY: the executor's own arguments, passed on; the depth is
     // backend-local.
     unsafe {
-        enter();
+        let fires = fires_triggers(query_desc);
+        if fires {
+            enter();
+        }
         match PREV_RUN {
             Some(prev) => prev(query_desc, direction, count, execute_once),
             None => raw_standard_executor_run(query_desc, direction, count, execute_once),
         }
-        leave();
+        if fires {
+            leave();
+        }
+    }
+}
+
+/// Whether a query fires its own `AFTER` triggers when it finishes. One run
+/// with `EXEC_FLAG_SKIP_TRIGGERS` leaves them to the query that ran it (a
+/// foreign key's action, run by that query's `AFTER` trigger; every plain
+/// `SELECT`): it does not count as deeper, so that the keys its `BEFORE`
+/// triggers set aside are settled with that query's, after its `AFTER`
+/// triggers, which fire then, had their chance to match them.
+///
+/// # Safety
+/// `query_desc` is a started query's.
+unsafe fn fires_triggers(query_desc: *mut pg_sys::QueryDesc) -> bool {
+    // SAFETY: as documented.
+    unsafe {
+        let estate = (*query_desc).estate;
+        estate.is_null() || (*estate).es_top_eflags & pg_sys::EXEC_FLAG_SKIP_TRIGGERS as i32 == 0
     }
 }
 
@@ -209,23 +231,26 @@ unsafe extern "C-unwind" fn start(query_desc: *mut pg_sys::QueryDesc, eflags: st
 ///
 /// The keys its `BEFORE` triggers set aside that no `AFTER` trigger took
 /// are then settled (`Binding::settle`), unless the query leaves its `AFTER`
-/// triggers to the query that ran it (a foreign key's action, which runs
-/// with `EXEC_FLAG_SKIP_TRIGGERS`): that one's end settles them.
+/// triggers to the query that ran it (`fires_triggers`): that one's end
+/// settles them.
 unsafe extern "C-unwind" fn finish(query_desc: *mut pg_sys::QueryDesc) {
     // SAFETY: the executor's own argument, passed on; its state is read
     // before it is finished; the depth is backend-local.
     unsafe {
-        let estate = (*query_desc).estate;
-        let fires = estate.is_null() || (*estate).es_top_eflags & pg_sys::EXEC_FLAG_SKIP_TRIGGERS as i32 == 0;
-        enter();
+        let fires = fires_triggers(query_desc);
+        if fires {
+            enter();
+        }
         match PREV_FINISH {
             Some(prev) => prev(query_desc),
             None => raw_standard_executor_finish(query_desc),
         }
-        if fires && !pg_sys::IsInParallelMode() {
-            settle_at(depth());
+        if fires {
+            if !pg_sys::IsInParallelMode() {
+                settle_at(depth());
+            }
+            leave();
         }
-        leave();
         flush_buffered(false);
     }
 }

@@ -486,6 +486,29 @@ SELECT * FROM node_seen ORDER BY id;
 SELECT cf_unbind('node_code');
 DROP TABLE node, node_probe, node_seen;
 DROP FUNCTION node_count(), node_check();
+-- Rows a foreign key's action writes (ON UPDATE CASCADE: their AFTER
+-- triggers fire with the outer statement's) keep the keys their BEFORE
+-- trigger set aside while an AFTER trigger of the outer statement runs a
+-- statement of its own.
+CREATE TABLE fk_parent (id int PRIMARY KEY);
+CREATE TABLE fk_child (id int PRIMARY KEY, pid int REFERENCES fk_parent (id) ON UPDATE CASCADE);
+INSERT INTO fk_parent SELECT g FROM generate_series(1, 2000) g;
+INSERT INTO fk_child SELECT g, g FROM generate_series(1, 2000) g;
+SELECT cf_bind('fk_child_pid', 'fk_child', 'pid');
+CREATE TABLE fk_seen (id int, probe bool);
+CREATE FUNCTION fk_check() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO fk_seen VALUES (NEW.id, NULL);
+    UPDATE fk_seen SET probe = cf_bound_contains('fk_child_pid', NEW.id) WHERE id = NEW.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER zz_check AFTER UPDATE ON fk_parent FOR EACH ROW EXECUTE FUNCTION fk_check();
+UPDATE fk_parent SET id = id + 9000000 WHERE id <= 3;
+SELECT * FROM fk_seen ORDER BY id;
+SELECT count(*) AS missing FROM fk_child WHERE NOT cf_contains('fk_child_pid', pid);
+SELECT cf_unbind('fk_child_pid');
+DROP TABLE fk_child, fk_parent, fk_seen;
+DROP FUNCTION fk_check();
 SELECT tgname AS pt_row_trigger FROM pg_trigger WHERE tgrelid = 'pt3'::regclass AND tgname LIKE 'cuckoo%row' \gset
 ALTER TABLE pt3 DISABLE TRIGGER :"pt_row_trigger";
 SELECT count(*) AS still_bound FROM cuckoo_bindings WHERE name = 'pt_k';
