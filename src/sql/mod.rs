@@ -83,6 +83,49 @@ pub(crate) unsafe fn call_planner(
     }
 }
 
+// PostgreSQL's own ProcessUtility, called by its symbol for the same reason.
+unsafe extern "C-unwind" {
+    #[link_name = "standard_ProcessUtility"]
+    fn raw_standard_process_utility(
+        pstmt: *mut pgrx::pg_sys::PlannedStmt,
+        query_string: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pgrx::pg_sys::ProcessUtilityContext::Type,
+        params: pgrx::pg_sys::ParamListInfo,
+        query_env: *mut pgrx::pg_sys::QueryEnvironment,
+        dest: *mut pgrx::pg_sys::DestReceiver,
+        qc: *mut pgrx::pg_sys::QueryCompletion,
+    );
+}
+
+/// Calls the utility hook that was installed before one of ours (`prev`),
+/// or PostgreSQL's own if there was none (`named::roles`, `bound::trigger`).
+///
+/// # Safety
+/// The arguments are a utility hook's own, passed on.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn call_process_utility(
+    prev: pgrx::pg_sys::ProcessUtility_hook_type,
+    pstmt: *mut pgrx::pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pgrx::pg_sys::ProcessUtilityContext::Type,
+    params: pgrx::pg_sys::ParamListInfo,
+    query_env: *mut pgrx::pg_sys::QueryEnvironment,
+    dest: *mut pgrx::pg_sys::DestReceiver,
+    qc: *mut pgrx::pg_sys::QueryCompletion,
+) {
+    // SAFETY: as documented.
+    unsafe {
+        match prev {
+            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
+            None => {
+                raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc)
+            }
+        }
+    }
+}
+
 /// Runs `f` with setting `name` at `value` in a GUC nest level of its own,
 /// as a function's SET clause does: restored after, and on error by the
 /// transaction's abort (`citus` turns Citus settings on this way; `bound`

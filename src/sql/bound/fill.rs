@@ -69,13 +69,7 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
         }
     });
     let (slot, epoch) = super::binding::slot_of(name, target.owner());
-    let mut keys: Vec<u64> = Vec::new();
-    let mut deletes: Vec<(u64, u64)> = Vec::new();
-    for leaf in leaves_of(relid) {
-        scan_versions(name, leaf, col, &target, &mut keys, &mut deletes);
-    }
-    let versions = keys.len() as i64;
-    let copies = capped(keys);
+    let (versions, copies, deletes) = read_leaves(name, relid, col, &target);
     let saturated = versions as u64 - copies.len() as u64;
     for chunk in copies.chunks(MANY_MAX * 16) {
         pgrx::check_for_interrupts!();
@@ -112,6 +106,23 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
     versions
 }
 
+/// Reads the leaves of `relid` (`leaves_of`) for binding `name`: the
+/// versions read, the copies to add (`capped`) and the deletes to queue.
+fn read_leaves(
+    name: &str,
+    relid: pg_sys::Oid,
+    col: &str,
+    target: &crate::sql::named::call::BoundTarget,
+) -> (i64, Vec<u64>, Vec<(u64, u64)>) {
+    let mut keys: Vec<u64> = Vec::new();
+    let mut deletes: Vec<(u64, u64)> = Vec::new();
+    for leaf in leaves_of(relid) {
+        scan_versions(name, leaf, col, target, &mut keys, &mut deletes);
+    }
+    let versions = keys.len() as i64;
+    (versions, capped(keys), deletes)
+}
+
 /// A copy per version, up to the cap per key, sorted.
 fn capped(mut keys: Vec<u64>) -> Vec<u64> {
     keys.sort_unstable();
@@ -140,13 +151,7 @@ fn capped(mut keys: Vec<u64>) -> Vec<u64> {
 /// the filter is missing (`cf_rebuild` then fills every partition).
 pub(super) fn fill_attached(name: &str, part: pg_sys::Oid, col: &str) -> i64 {
     let Some(target) = crate::sql::named::call::BoundTarget::find(name) else { return 0 };
-    let mut keys: Vec<u64> = Vec::new();
-    let mut deletes: Vec<(u64, u64)> = Vec::new();
-    for leaf in leaves_of(part) {
-        scan_versions(name, leaf, col, &target, &mut keys, &mut deletes);
-    }
-    let versions = keys.len() as i64;
-    let copies = capped(keys);
+    let (versions, copies, deletes) = read_leaves(name, part, col, &target);
     super::binding::with_binding(name, col, |b| {
         for chunk in copies.chunks(MANY_MAX) {
             pgrx::check_for_interrupts!();

@@ -111,17 +111,6 @@ unsafe extern "C-unwind" {
     fn raw_standard_executor_finish(query_desc: *mut pg_sys::QueryDesc);
     #[link_name = "standard_ExecutorStart"]
     fn raw_standard_executor_start(query_desc: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int);
-    #[link_name = "standard_ProcessUtility"]
-    fn raw_standard_process_utility(
-        pstmt: *mut pg_sys::PlannedStmt,
-        query_string: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        query_env: *mut pg_sys::QueryEnvironment,
-        dest: *mut pg_sys::DestReceiver,
-        qc: *mut pg_sys::QueryCompletion,
-    );
     #[link_name = "standard_ExecutorRun"]
     fn raw_standard_executor_run(
         query_desc: *mut pg_sys::QueryDesc,
@@ -149,12 +138,17 @@ unsafe extern "C-unwind" fn utility(
     // backend-local.
     unsafe {
         enter();
-        match PREV_UTILITY {
-            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-            None => {
-                raw_standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc)
-            }
-        }
+        crate::sql::call_process_utility(
+            PREV_UTILITY,
+            pstmt,
+            query_string,
+            read_only_tree,
+            context,
+            params,
+            query_env,
+            dest,
+            qc,
+        );
         if depth() > 0 && !pg_sys::IsInParallelMode() {
             settle_at(depth());
         }

@@ -79,22 +79,6 @@ unsafe fn roles_of(list: *mut pg_sys::List, names_only: bool) -> Vec<pg_sys::Oid
     out
 }
 
-// The unguarded C function (pgrx's binding catches PostgreSQL's errors and
-// raises them again, which a frame without a guard must not see).
-unsafe extern "C-unwind" {
-    #[link_name = "standard_ProcessUtility"]
-    fn standard_process_utility(
-        pstmt: *mut pg_sys::PlannedStmt,
-        query_string: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        query_env: *mut pg_sys::QueryEnvironment,
-        dest: *mut pg_sys::DestReceiver,
-        qc: *mut pg_sys::QueryCompletion,
-    );
-}
-
 /// The hook: [`inspect`], then the command. Not guarded, and nothing in this
 /// frame needs dropping: an error of the command (a longjmp) leaves it as it
 /// leaves PostgreSQL's own frames.
@@ -113,10 +97,17 @@ unsafe extern "C-unwind" fn process_utility(
     // `inspect` is guarded (its errors become PostgreSQL errors there).
     unsafe {
         inspect((*pstmt).utilityStmt);
-        match PREV_PROCESS_UTILITY {
-            Some(prev) => prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-            None => standard_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc),
-        }
+        crate::sql::call_process_utility(
+            PREV_PROCESS_UTILITY,
+            pstmt,
+            query_string,
+            read_only_tree,
+            context,
+            params,
+            query_env,
+            dest,
+            qc,
+        );
     }
 }
 
