@@ -61,9 +61,12 @@ CREATE FUNCTION cf_bound_release(name text) RETURNS void
 -- leaves'), for sizing its filter.
 CREATE FUNCTION cf_bound_rows_estimate(tab regclass) RETURNS float8
     LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
-    SELECT COALESCE(pg_catalog.sum(GREATEST(c.reltuples, 0)), 0)::float8
-      FROM pg_catalog.pg_partition_tree($1) p JOIN pg_catalog.pg_class c ON c.oid = p.relid
-     WHERE p.isleaf
+    SELECT CASE WHEN c.relkind = 'p'
+                THEN (SELECT COALESCE(pg_catalog.sum(GREATEST(l.reltuples, 0)), 0)
+                        FROM pg_catalog.pg_partition_tree($1) p JOIN pg_catalog.pg_class l ON l.oid = p.relid
+                       WHERE p.isleaf)
+                ELSE GREATEST(c.reltuples, 0) END::float8
+      FROM pg_catalog.pg_class c WHERE c.oid = $1
 $fn$;
 -- The tables an ALTER TABLE command attached as partitions, and adding
 -- their rows' keys to a binding of a table they are now partitions of (the

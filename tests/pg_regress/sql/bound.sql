@@ -394,7 +394,13 @@ CREATE TABLE pt1 PARTITION OF pt FOR VALUES FROM (0) TO (1000);
 CREATE TABLE pt2 PARTITION OF pt FOR VALUES FROM (1000) TO (2000) PARTITION BY RANGE (id);
 CREATE TABLE pt2a PARTITION OF pt2 FOR VALUES FROM (1000) TO (1500);
 INSERT INTO pt SELECT g, g * 3 FROM generate_series(0, 1499) g;
+ANALYZE pt, bt;
+-- Filters are sized from the statistics: a partitioned table's leaves', a
+-- table's own.
+SELECT cf_bound_rows_estimate('pt') AS pt_rows, cf_bound_rows_estimate('pt2a') AS leaf_rows,
+       cf_bound_rows_estimate('bt') > 5000 AS bt_rows;
 SELECT cf_bind('pt_k', 'pt', 'k');
+SELECT capacity >= 1500 AS sized FROM cuckoo_filters WHERE name = 'pt_k';
 CREATE VIEW pt_missing AS SELECT count(*) AS missing FROM pt WHERE k IS NOT NULL AND NOT cf_contains('pt_k', k);
 SELECT * FROM pt_missing;
 SELECT c.relname, t.tgenabled, t.tgparentid <> 0 AS cloned FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
