@@ -96,12 +96,8 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
             ),
         }
     }
-    let s = super::shared::area().slot(slot);
-    s.set_table(relid.to_u32(), super::catalog::column_number(relid, col));
-    s.saturated.fetch_add(saturated, Ordering::Relaxed);
-    for chunk in deletes.chunks(MANY_MAX) {
-        with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
-    }
+    super::shared::area().slot(slot).set_table(relid.to_u32(), super::catalog::column_number(relid, col));
+    count_read(slot, epoch, saturated, &deletes);
     record_identity(name, slot, &target);
     versions
 }
@@ -121,6 +117,16 @@ fn read_leaves(
     }
     let versions = keys.len() as i64;
     (versions, capped(keys), deletes)
+}
+
+/// Records in binding slot `slot` (of `epoch`) what reading its table left
+/// besides the copies added: the versions left without a copy (their key
+/// saturated), and the deletes of versions already deleted, queued.
+fn count_read(slot: usize, epoch: u32, saturated: u64, deletes: &[(u64, u64)]) {
+    super::shared::area().slot(slot).saturated.fetch_add(saturated, Ordering::Relaxed);
+    for chunk in deletes.chunks(MANY_MAX) {
+        with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
+    }
 }
 
 /// A copy per version, up to the cap per key, sorted.
@@ -157,12 +163,7 @@ pub(super) fn fill_attached(name: &str, part: pg_sys::Oid, col: &str) -> i64 {
             pgrx::check_for_interrupts!();
             super::binding::add_versions(b, chunk);
         }
-        let saturated = versions as u64 - copies.len() as u64;
-        super::shared::area().slot(b.slot).saturated.fetch_add(saturated, Ordering::Relaxed);
-        let (slot, epoch) = (b.slot, b.epoch);
-        for chunk in deletes.chunks(MANY_MAX) {
-            with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
-        }
+        count_read(b.slot, b.epoch, versions as u64 - copies.len() as u64, &deletes);
     });
     versions
 }
