@@ -268,8 +268,13 @@ $fn$;
 COMMENT ON FUNCTION cf_unbind(text) IS 'ends a binding made by cf_bind: drops its triggers and its named filter';
 
 -- cf_rebuild(name): fills the bound filter again from its table (deletes
--- that were dropped or refused no longer leave keys behind). Holds a SHARE
--- ROW EXCLUSIVE lock on the table until the transaction ends.
+-- that were dropped or refused no longer leave keys behind) without blocking
+-- writers, as CREATE INDEX CONCURRENTLY builds an index: it holds a SHARE
+-- UPDATE EXCLUSIVE lock on the table (DDL, VACUUM and other fills wait;
+-- reads and writes go on) until the transaction ends. Probes answer "maybe"
+-- from its start until it commits. Only if the binding's triggers are not
+-- as cf_bind makes them (a restore may leave them disabled) are they made
+-- again, under a SHARE ROW EXCLUSIVE lock, which writers wait for.
 CREATE FUNCTION cf_rebuild(name text) RETURNS bigint
     LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -284,7 +289,7 @@ BEGIN
     IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = b.tab), 'USAGE') THEN
         RAISE EXCEPTION 'must be owner of table %', b.tab USING ERRCODE = 'insufficient_privilege';
     END IF;
-    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', b.tab);
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE', b.tab);
     SELECT a.atttypid INTO att FROM pg_attribute a
      WHERE a.attrelid = b.tab AND a.attname = b.col AND a.attnum > 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
@@ -292,18 +297,21 @@ BEGIN
             USING ERRCODE = 'undefined_column';
     END IF;
     cap := GREATEST(1024, (@extschema@.cf_bound_rows_estimate(b.tab) * 1.25)::bigint);
-    -- The filter goes first (probes answer "maybe" until the fill commits:
-    -- a cancelled or failed rebuild leaves a filter the catalog does not
-    -- name), then its triggers are made again as cf_bind makes them (a
-    -- restore may have left them disabled) while it is missing, then it is
-    -- made again and filled.
-    PERFORM @extschema@.cf_bound_reset(cf_rebuild.name, NULL, NULL, NULL, NULL);
-    PERFORM @extschema@.cf_bound_triggers(cf_rebuild.name, b.tab, b.col);
+    IF NOT @extschema@.cf_bound_triggers_ok(cf_rebuild.name, b.tab, b.col) THEN
+        -- The filter goes first (a cancelled or failed rebuild leaves a
+        -- filter the catalog does not name), then its triggers are made
+        -- again while it is missing.
+        EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', b.tab);
+        PERFORM @extschema@.cf_bound_reset(cf_rebuild.name, NULL, NULL, NULL, NULL);
+        PERFORM @extschema@.cf_bound_triggers(cf_rebuild.name, b.tab, b.col);
+    END IF;
+    -- The filter is made again, empty (probes answer "maybe" until the fill
+    -- commits), then filled while writers add their rows' keys to it.
     PERFORM @extschema@.cf_bound_reset(cf_rebuild.name, cap, b.fpp, b.durable, att.atttypid::regtype);
     RETURN @extschema@.cf_bound_fill(cf_rebuild.name, b.tab, b.col);
 END
 $fn$;
-COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from its table, clearing the keys that dropped deletes left; returns the rows whose keys it holds';
+COMMENT ON FUNCTION cf_rebuild(text) IS 'fills a bound cuckoo filter again from its table without blocking writers, clearing the keys that dropped deletes left; returns the rows whose keys it holds';
 
 -- DDL on a bound table keeps its binding right, or leaves its filter to be
 -- rebuilt, or ends it, with a NOTICE (never a filter that silently misses

@@ -2,7 +2,8 @@
 writers insert, update, delete and upsert rows with random savepoints,
 rollbacks and prepared transactions, and apply queued deletes; readers hold
 REPEATABLE READ snapshots across their rounds, on the primary and on a hot
-standby. Every reader checks, under its own snapshot, that every key it can
+standby, while cf_rebuild refills the filter again and again alongside the
+writers (it does not block them). Every reader checks, under its own snapshot, that every key it can
 see is in the filter (no false negative) and that the pre-screen keeps a
 semi-join's answer. Then the same checks after a crash of the primary, on
 the standby after it replayed everything, and in a database restored from
@@ -31,6 +32,11 @@ import pg8000.native  # noqa: E402
 
 KEYS = 3000
 MISSING = "SELECT count(*) FROM bt WHERE k IS NOT NULL AND NOT cf_contains('bt_k', k)"
+# While a rebuild has not committed, the filter is being filled and the
+# binding's probe answers "maybe": readers ask it, and count the checks made
+# against a filter it trusts (cf_bound_ready under the same snapshot).
+BOUND_MISSING = ("SELECT cf_bound_ready('bt_k'), count(*) FROM bt "
+                 "WHERE k IS NOT NULL AND NOT cf_bound_contains('bt_k', k)")
 # The pre-screen written out, against the same semi-join without it.
 SCREENED = ("SELECT count(*) FROM probe p WHERE cf_bound_contains('bt_k', p.k) "
             "AND EXISTS (SELECT 1 FROM bt WHERE bt.k = p.k)")
@@ -101,6 +107,25 @@ def writer(port, seed, rounds, errors, stats, partitioned=False):
         c.close()
 
 
+def rebuilder(port, seed, writers, errors, stats):
+    """cf_rebuild, again and again until the writers are done (at least
+    twice), each in a transaction that sometimes lingers before it commits."""
+    rng = random.Random(seed)
+    c = pg8000.native.Connection("postgres", host="127.0.0.1", port=port, database="postgres")
+    try:
+        while stats["rebuilds"] < 2 or any(t.is_alive() for t in writers):
+            c.run("BEGIN")
+            c.run("SELECT cf_rebuild('bt_k')")
+            if rng.random() < 0.3:
+                c.run("SELECT pg_sleep(0.05)")
+            c.run("COMMIT")
+            stats["rebuilds"] += 1
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"rebuilder: {e}")
+    finally:
+        c.close()
+
+
 def reader(port, seed, rounds, errors, stats, standby=False):
     rng = random.Random(seed)
     c = pg8000.native.Connection("postgres", host="127.0.0.1", port=port, database="postgres")
@@ -110,9 +135,10 @@ def reader(port, seed, rounds, errors, stats, standby=False):
             try:
                 c.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
                 for _ in range(rng.randint(2, 5)):
-                    missing = c.run(MISSING)[0][0]
+                    ready, missing = c.run(BOUND_MISSING)[0]
                     if missing != 0:
                         errors.append(f"{'standby ' if standby else ''}reader {seed}: {missing} visible rows whose key the filter lacks")
+                    stats["trusted"] += 1 if ready else 0
                     a, b = c.run(SCREENED)[0][0], c.run(PLAIN)[0][0]
                     if a != b:
                         errors.append(f"reader {seed}: pre-screened semi-join counts {a}, plain {b}")
@@ -177,9 +203,10 @@ def main(argv):
         s = p.standby("bound_standby")
         nodes.append(s)
         s.wait_replay(p)
-        errors, stats = [], {"applied": 0, "checks": 0, "conflicts": 0}
+        errors, stats = [], {"applied": 0, "checks": 0, "conflicts": 0, "trusted": 0, "rebuilds": 0}
         threads = [threading.Thread(target=writer, args=(p.port, args.seed * 100 + i, args.rounds, errors, stats, args.partitioned))
                    for i in range(3)]
+        threads += [threading.Thread(target=rebuilder, args=(p.port, args.seed * 100 + 30, list(threads), errors, stats))]
         threads += [threading.Thread(target=reader, args=(p.port, args.seed * 100 + 10 + i, args.rounds // 4, errors, stats)) for i in range(2)]
         threads += [threading.Thread(target=reader, args=(s.port, args.seed * 100 + 20, args.rounds // 4, errors, stats, True))]
         for t in threads:
@@ -189,7 +216,8 @@ def main(argv):
         if errors:
             raise Failure("; ".join(errors[:5]))
         applied = p.one("SELECT cf_apply_deletes('bt_k')")
-        print(f"bound: {3 * args.rounds} write transactions, {stats['checks']} snapshot checks, "
+        print(f"bound: {3 * args.rounds} write transactions, {stats['rebuilds']} cf_rebuild alongside them, "
+              f"{stats['checks']} snapshot checks ({stats['trusted']} against a filter the probe trusted), "
               f"{stats['applied'] + applied} deletes applied, {stats['conflicts']} standby conflicts retried")
         check(p, "primary after the workload")
         s.wait_replay(p)

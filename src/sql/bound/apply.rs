@@ -68,7 +68,7 @@ fn verdict(
 /// horizon of shared catalogs is used, which no other horizon precedes.
 pub(super) fn maybe_apply(b: &mut Binding, rel: Option<pg_sys::Relation>, now: bool) -> u64 {
     // SAFETY: plain reads of this process's state.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if unsafe { pg_sys::RecoveryInProgress() } || !b.refresh() {
         return 0;
     }
     let a = super::shared::area();

@@ -327,12 +327,14 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
         let mut bs = bs.borrow_mut();
         let at = match bs.iter().position(|b| b.name == name) {
             Some(i) => {
-                let a = area();
-                let b = &bs[i];
-                if !a.current(b.slot, b.epoch) || b.col != col {
-                    // Unbound since (or bound again): load it afresh.
+                if bs[i].col != col {
+                    // Bound again, to another column: loaded afresh.
                     bs.remove(i);
                     None
+                } else if !bs[i].refresh() {
+                    // Unbound since, or its filter is missing.
+                    bs.remove(i);
+                    return None;
                 } else {
                     Some(i)
                 }
@@ -342,8 +344,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
         let i = match at {
             Some(i) => i,
             None => {
-                let target = BoundTarget::find(name)?;
-                let (slot, epoch) = slot_of(name, target.owner());
+                let (target, slot, epoch) = find_slot(name)?;
                 let (row_trigger, early_trigger) = row_trigger_names(name);
                 bs.push(Binding {
                     name: name.to_string(),
@@ -368,7 +369,53 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
     })
 }
 
+/// The filter of binding `name` and its slot, as `refresh` needs them: the
+/// slot first, then the filter found again (a fill makes the filter again
+/// before it claims the slot again), so that a slot claimed by a fill goes
+/// with the filter it fills.
+fn find_slot(name: &str) -> Option<(BoundTarget, usize, u32)> {
+    let first = BoundTarget::find(name)?;
+    let (slot, epoch) = slot_of(name, first.owner());
+    let target = BoundTarget::find(name)?;
+    Some((target, slot, epoch))
+}
+
 impl Binding {
+    /// Follows the binding to its current slot and filter if its slot was
+    /// claimed again since this backend loaded it (a `cf_rebuild` running
+    /// alongside this transaction's writes, or the binding ended and made
+    /// again; see `fill`): keys buffered and not added go to the new filter,
+    /// deletes buffered and not queued to the new queue (their transaction
+    /// is running, so the fill left them to it); keys the `BEFORE` trigger
+    /// added (to the old filter) are added to the new one again, and the
+    /// deletes of the copies it added that no version took, gone with the
+    /// old filter, are dropped. Returns false, with every buffer emptied, if
+    /// the binding's filter is missing (unbound, or waiting for
+    /// `cf_rebuild`).
+    pub(super) fn refresh(&mut self) -> bool {
+        while !area().current(self.slot, self.epoch) {
+            let Some((target, slot, epoch)) = find_slot(&self.name) else {
+                self.inserts.clear();
+                self.insert_subs.clear();
+                self.deletes.clear();
+                self.early.clear();
+                self.unmatched.clear();
+                return false;
+            };
+            if target.key != self.target.key {
+                // Bound again with another key type: the columns' hashers go.
+                self.columns.clear();
+            }
+            (self.target, self.slot, self.epoch) = (target, slot, epoch);
+            self.unmatched.clear();
+            let again: Vec<u64> = self.early.iter().filter(|e| e.added).map(|e| e.hash).collect();
+            if !again.is_empty() {
+                add_copies(self, &again);
+            }
+        }
+        true
+    }
+
     /// The column of relation `rel` that holds the key, checked against the
     /// relation's current tuple descriptor.
     ///
@@ -490,6 +537,9 @@ impl Binding {
     /// (Those not added yet are the last ones: keys come at the back, and
     /// each flush adds all.)
     pub(super) fn flush_early(&mut self) {
+        if !self.refresh() {
+            return;
+        }
         let hs: Vec<u64> = self.early.iter().rev().take_while(|e| !e.added).map(|e| e.hash).collect();
         if hs.is_empty() {
             return;
@@ -545,7 +595,7 @@ impl Binding {
     /// version keeps its copy.
     pub(super) fn unmatched_deletes(&mut self) {
         self.settle_all();
-        if self.unmatched.is_empty() {
+        if self.unmatched.is_empty() || !self.refresh() {
             return;
         }
         // SAFETY: the transaction is still in progress (its pre-commit).
@@ -558,6 +608,9 @@ impl Binding {
     /// Flushes the statement's keys: inserts into the filter, deletes into
     /// the queue. Returns whether deletes were queued.
     pub(super) fn flush(&mut self) -> bool {
+        if !self.refresh() {
+            return false;
+        }
         if !self.inserts.is_empty() {
             // Kept until added: a flush that fails (a full filter) inside a
             // subtransaction that is caught leaves them for the next flush
@@ -653,11 +706,21 @@ pub(super) fn insert_logged(
 
 /// Adds a copy of each key in `hs` whose pair is not saturated (see
 /// `region::binding`), logging them before they take effect; the statement
-/// fails if the filter is full.
+/// fails if the filter is full. Adds nothing if the binding's filter is
+/// missing: it is being made again by a fill that will find these rows
+/// (they were written before it claimed the binding's slot), or it waits
+/// for `cf_rebuild` (probes answer "maybe" until then), or it was unbound.
 pub(super) fn add_versions(b: &mut Binding, hs: &[u64]) {
-    let gate = area().slot(b.slot).gate();
+    if b.refresh() {
+        add_copies(b, hs);
+    }
+}
+
+/// `add_versions` once the binding is refreshed.
+fn add_copies(b: &mut Binding, hs: &[u64]) {
     let mut tries = 0;
     loop {
+        let gate = area().slot(b.slot).gate();
         let done = b.target.write(c"writing a table bound to a durable cuckoo filter", |chain, gen| {
             let mut saturated = 0;
             let add = versions_to_copy(gate, hs, |h| chain.copies(h), &mut saturated);
@@ -682,7 +745,7 @@ pub(super) fn add_versions(b: &mut Binding, hs: &[u64]) {
             None => {
                 // Replaced (a rebuild) or dropped since it was found.
                 tries += 1;
-                let now = target_of(&b.name);
+                let Some(now) = BoundTarget::find(&b.name) else { return };
                 if now.seed != b.target.seed || now.key != b.target.key || tries > 100 {
                     fail(
                         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -1,15 +1,51 @@
 //! Filling a bound filter from its table (`cf_bind`, `cf_rebuild`): every row
 //! version that some snapshot may still see gives its key a copy (up to the
-//! cap, see `region::binding`), and a version already deleted (by a
-//! transaction still running, or committed but not yet older than every
-//! snapshot) also queues its delete, as its deleting transaction's trigger
-//! would have.
+//! cap, see `region::binding`), and a version already deleted by a
+//! transaction that had committed when the fill began also queues its
+//! delete, as its deleting transaction's trigger did (into the queue the
+//! fill replaces).
 //!
 //! The table is read with `SnapshotAny`, each tuple judged as VACUUM judges
 //! it (`HeapTupleSatisfiesVacuum` against the horizon taken before the scan):
-//! dead tuples are left out, every other one is in. The caller holds a lock
-//! that keeps writers out for the fill (`SHARE ROW EXCLUSIVE`), so no
-//! version appears or dies unseen while the table is read.
+//! dead tuples are left out, every other one is in.
+//!
+//! # Writers go on (`cf_rebuild`)
+//!
+//! `cf_bind` keeps writers out for the fill (`SHARE ROW EXCLUSIVE`);
+//! `cf_rebuild` only keeps out DDL and other fills (`SHARE UPDATE
+//! EXCLUSIVE`), as `CREATE INDEX CONCURRENTLY` does. Its filter is made
+//! again first (probes answer "maybe" until the fill commits), then a
+//! snapshot `S0` is taken, then the binding's slot is released and claimed
+//! again (`T0`: the queue of the old contents goes), then the table is read.
+//! Writers meanwhile:
+//!
+//! - A version's key is added after its row is written (its `AFTER`
+//!   trigger's flush). A version the scan did not find was written after the
+//!   scan read its page, so after `T0`: its key goes to the new filter (a
+//!   writer whose filter was replaced finds it again, and one that finds the
+//!   filter missing, while it is made again, adds nothing: that version was
+//!   written before the scan began). A version found by both gets two copies:
+//!   a false positive once it is deleted, never a false negative.
+//! - A writer sees `T0` as its binding's slot claimed again
+//!   (`Binding::refresh`): deletes it buffered and had not queued go to the
+//!   new queue, keys its `BEFORE` trigger added to the old filter count as
+//!   not added, and the deletes of those keys' unmatched copies are dropped.
+//! - A delete goes to the new queue from a transaction still running at
+//!   `T0`, so one that had not committed when `S0` was taken; the scan queues
+//!   a delete only for a version whose deleting transaction had committed
+//!   when `S0` was taken, whose own queued delete went with the old queue. So
+//!   no version's delete is queued twice. A transaction that committed
+//!   between `S0` and `T0` loses its deletes: false positives.
+//! - `S0` stays registered until the fill's copies are in: the horizon then
+//!   precedes every transaction that can queue into the new queue, so none of
+//!   their deletes is applied (and none races the fill's copies) before the
+//!   fill is done, and no version such a transaction deleted is dead for the
+//!   scan.
+//!
+//! A version the scan leaves out as dead may still be seen by a hot
+//! standby's query (without `hot_standby_feedback`): the fill logs the
+//! horizon first, so that the standby resolves that conflict as it does for
+//! a pruned page before its catalog can name the new contents.
 
 use std::sync::atomic::Ordering;
 
@@ -60,6 +96,8 @@ fn new_identity() -> u64 {
 pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
     super::binding::forget(name);
     let target = target_of(name);
+    // S0, then T0 (see the module documentation).
+    let s0 = Snapshot::take();
     // A fresh slot: deletes queued for the contents this fill replaces are
     // dropped with the old epoch.
     let db = crate::sql::named::call::current_db();
@@ -69,7 +107,7 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
         }
     });
     let (slot, epoch) = super::binding::slot_of(name, target.owner());
-    let (versions, copies, deletes) = read_leaves(name, relid, col, &target);
+    let (versions, copies, deletes) = read_leaves(name, relid, col, &target, &s0);
     let saturated = versions as u64 - copies.len() as u64;
     for chunk in copies.chunks(MANY_MAX * 16) {
         pgrx::check_for_interrupts!();
@@ -98,8 +136,37 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
     }
     super::shared::area().slot(slot).set_table(relid.to_u32(), super::catalog::column_number(relid, col));
     count_read(slot, epoch, saturated, &deletes);
+    s0.release();
     record_identity(name, slot, &target);
     versions
+}
+
+/// The snapshot a fill takes before it claims its slot (`S0`, see the module
+/// documentation), registered until released: the scan queues the deletes of
+/// the transactions that had committed then, and this backend's horizon
+/// stays at or before them all.
+struct Snapshot(pg_sys::Snapshot);
+
+impl Snapshot {
+    /// Unregisters it (if the fill fails first, the resource owner does).
+    fn release(self) {
+        // SAFETY: registered by take, once.
+        unsafe { pg_sys::UnregisterSnapshot(self.0) };
+    }
+
+    fn take() -> Snapshot {
+        // SAFETY: a new MVCC snapshot, registered with the current resource
+        // owner (released with it if the fill fails).
+        Snapshot(unsafe { pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot()) })
+    }
+
+    /// Whether transaction `xid` (maybe a subtransaction) had committed when
+    /// the snapshot was taken.
+    fn committed(&self, xid: pg_sys::TransactionId) -> bool {
+        // SAFETY: status lookups of a transaction ID read from a tuple of a
+        // table this backend holds a lock on; the snapshot is registered.
+        unsafe { !pg_sys::XidInMVCCSnapshot(xid, self.0) && pg_sys::TransactionIdDidCommit(xid) }
+    }
 }
 
 /// Reads the leaves of `relid` (`leaves_of`) for binding `name`: the
@@ -109,14 +176,35 @@ fn read_leaves(
     relid: pg_sys::Oid,
     col: &str,
     target: &crate::sql::named::call::BoundTarget,
+    s0: &Snapshot,
 ) -> (i64, Vec<u64>, Vec<(u64, u64)>) {
     let mut keys: Vec<u64> = Vec::new();
     let mut deletes: Vec<(u64, u64)> = Vec::new();
+    let mut newest_dead = None;
     for leaf in leaves_of(relid) {
-        scan_versions(name, leaf, col, target, &mut keys, &mut deletes);
+        let h = scan_versions(name, leaf, col, target, s0, &mut keys, &mut deletes);
+        newest_dead = newest_dead.max(Some(h));
+    }
+    if let Some(xid) = newest_dead {
+        log_horizon(target, xid);
     }
     let versions = keys.len() as i64;
     (versions, capped(keys), deletes)
+}
+
+/// Before the fill's copies go in: a hot standby's queries whose snapshots
+/// may see versions the scan left out as dead (deleted by `xid` or before)
+/// are resolved first, as for a pruned page (a durable filter; nothing is
+/// logged for another).
+fn log_horizon(target: &crate::sql::named::call::BoundTarget, xid: pg_sys::TransactionId) {
+    let (durable, gen) = target.identity();
+    if durable && xid != pg_sys::InvalidTransactionId {
+        crate::sql::named::log::log(&crate::region::wal::Record::Horizon {
+            gen,
+            db: crate::sql::named::call::current_db(),
+            xid: xid.into_inner(),
+        });
+    }
 }
 
 /// Records in binding slot `slot` (of `epoch`) what reading its table left
@@ -157,7 +245,8 @@ fn capped(mut keys: Vec<u64>) -> Vec<u64> {
 /// the filter is missing (`cf_rebuild` then fills every partition).
 pub(super) fn fill_attached(name: &str, part: pg_sys::Oid, col: &str) -> i64 {
     let Some(target) = crate::sql::named::call::BoundTarget::find(name) else { return 0 };
-    let (versions, copies, deletes) = read_leaves(name, part, col, &target);
+    let s0 = Snapshot::take();
+    let (versions, copies, deletes) = read_leaves(name, part, col, &target, &s0);
     super::binding::with_binding(name, col, |b| {
         for chunk in copies.chunks(MANY_MAX) {
             pgrx::check_for_interrupts!();
@@ -165,6 +254,7 @@ pub(super) fn fill_attached(name: &str, part: pg_sys::Oid, col: &str) -> i64 {
         }
         count_read(b.slot, b.epoch, versions as u64 - copies.len() as u64, &deletes);
     });
+    s0.release();
     versions
 }
 
@@ -198,15 +288,18 @@ pub(super) fn leaves_of(relid: pg_sys::Oid) -> Vec<pg_sys::Oid> {
 
 /// Reads table `relid` (a heap table) for binding `name`: the key of every
 /// version some snapshot may still see goes to `keys`, and the delete of
-/// each such version already deleted to `deletes`.
+/// each such version deleted by a transaction committed in `s0` to
+/// `deletes`. Returns the newest transaction that may have deleted a
+/// version left out as dead (the one before the horizon).
 fn scan_versions(
     name: &str,
     relid: pg_sys::Oid,
     col: &str,
     target: &crate::sql::named::call::BoundTarget,
+    s0: &Snapshot,
     keys: &mut Vec<u64>,
     deletes: &mut Vec<(u64, u64)>,
-) {
+) -> pg_sys::TransactionId {
     // SAFETY: the relation is opened and closed here; tuples are read under
     // their buffer's share lock for the visibility test, as index builds do.
     unsafe {
@@ -232,14 +325,13 @@ fn scan_versions(
                 None,
             )
         };
-        // Writers are kept out by the caller's lock (cf_bind, cf_rebuild):
-        // without it a delete's trigger and this scan could both queue the
-        // same version's delete.
-        if !pg_sys::CheckRelationLockedByMe(rel, pg_sys::ShareRowExclusiveLock as i32, true) {
+        // DDL and other fills are kept out by the caller's lock (cf_bind,
+        // cf_rebuild, ATTACH PARTITION); writers may go on.
+        if !pg_sys::CheckRelationLockedByMe(rel, pg_sys::ShareUpdateExclusiveLock as i32, true) {
             fail(
                 PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                 format!(
-                    "cannot fill cuckoo filter \"{name}\" without a SHARE ROW EXCLUSIVE lock on \"{}\"",
+                    "cannot fill cuckoo filter \"{name}\" without a SHARE UPDATE EXCLUSIVE lock on \"{}\"",
                     relation_name(rel)
                 ),
                 Some("Use cf_bind() or cf_rebuild(), which take it."),
@@ -314,7 +406,7 @@ fn scan_versions(
             if let Some(h) = hasher.hash_datum_for(d, target.seed) {
                 crate::filter::push(keys, h);
                 if let Some(x) = deleter {
-                    if x != pg_sys::InvalidTransactionId {
+                    if x != pg_sys::InvalidTransactionId && s0.committed(x) {
                         crate::filter::push(deletes, (h, full_xid(x)));
                     }
                 }
@@ -324,6 +416,13 @@ fn scan_versions(
         pg_sys::heap_endscan(scan);
         pg_sys::ExecDropSingleTupleTableSlot(slot_);
         pg_sys::table_close(rel, pg_sys::AccessShareLock as i32);
+        // The transaction before the horizon (normal IDs wrap from the
+        // first, 3, to the last).
+        match horizon.into_inner() {
+            0..=2 => pg_sys::InvalidTransactionId,
+            3 => pg_sys::TransactionId::from(u32::MAX),
+            h => pg_sys::TransactionId::from(h - 1),
+        }
     }
 }
 
