@@ -439,6 +439,52 @@ def bound():
     print(f"  writes ({n} rows a statement): INSERT bound {mi['bound']:8.1f} ms, unbound {mi['plain']:8.1f} ms:"
           f" {mi['plain'] / mi['bound']:.2f}x the throughput (goal >= 0.8); DELETE bound {md['bound']:8.1f} ms,"
           f" unbound {md['plain']:8.1f} ms: {md['plain'] / md['bound']:.2f}x (goal >= 0.8); {pend[-1]} queued deletes applied after")
+    rebuild_alongside_writes(inner)
+
+
+def rebuild_alongside_writes(inner):
+    """cf_rebuild of the bound table while a session inserts a row at a time:
+    the writer's longest INSERT against the rebuild's time, with the rebuild
+    as it runs (SHARE UPDATE EXCLUSIVE) and with the lock an earlier, blocking
+    version took (SHARE ROW EXCLUSIVE) taken first, in the same run."""
+    import tempfile
+    import time
+    out = {}
+    for r in range(2):
+        for mode in ("concurrent", "blocking"):
+            with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+                f.write("\\timing on\n")
+                base = 2_000_000_000 + (r * 2 + (mode == "blocking")) * 1_000_000
+                for i in range(200_000):
+                    f.write(f"INSERT INTO binner VALUES ({base + i}, {(base + i) * 100}, 'w');\n")
+                script = f.name
+            # Into a file (a pipe nobody reads would stop it), line-buffered
+            # (what it printed before it is stopped is kept).
+            log = script + ".out"
+            with open(log, "w") as o:
+                w = subprocess.Popen(["stdbuf", "-oL"] + PSQL + ["-f", script], stdout=o, text=True)
+            time.sleep(1.0)
+            lock = "LOCK TABLE binner IN SHARE ROW EXCLUSIVE MODE; " if mode == "blocking" else ""
+            ms, _ = psql(f"BEGIN; {lock}SELECT cf_rebuild('binner_k'); COMMIT;")
+            time.sleep(0.5)
+            w.terminate()
+            w.wait()
+            with open(log) as o:
+                text = o.read()
+            os.unlink(script)
+            os.unlink(log)
+            lat = [float(m) for m in re.findall(r"Time: ([0-9.]+) ms", text)]
+            out.setdefault(mode, []).append((ms, max(lat), len(lat)))
+    _, ready = psql("SELECT cf_bound_ready('binner_k')")
+    _, missing = psql("SELECT count(*) FROM binner WHERE NOT cf_contains('binner_k', k)")
+    assert missing[-1] == "0" and ready[-1] == "t", (missing, ready)
+    for mode, runs in out.items():
+        rb = statistics.median(x[0] for x in runs)
+        longest = max(x[1] for x in runs)
+        print(f"  cf_rebuild of {inner} rows alongside single-row INSERTs ({mode}"
+              f"{', SHARE ROW EXCLUSIVE taken first as before 0.13.0' if mode == 'blocking' else ''}): rebuild {rb:8.1f} ms,"
+              f" the writer's longest INSERT {longest:8.1f} ms = {longest / rb:.2f}x the rebuild"
+              f"{' (goal: far below 1)' if mode == 'concurrent' else ''}")
 
 
 if __name__ == "__main__":
