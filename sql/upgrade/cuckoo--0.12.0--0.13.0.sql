@@ -69,6 +69,11 @@ CREATE FUNCTION cf_bound_unregister(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_unregister' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_bound_fill' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- cf_rebuild as the bound table's owner, for the DDL event trigger when a
+-- restore made a binding's triggers (not for PUBLIC).
+CREATE FUNCTION cf_bound_restored(name text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'cf_bound_restored' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION cf_bound_restored(text) FROM PUBLIC;
 CREATE FUNCTION cf_bound_reset(name text, capacity bigint, fpp float8, durable boolean, typ regtype) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_altered(tab oid, attnum int2) RETURNS boolean
@@ -426,6 +431,36 @@ BEGIN
             PERFORM @extschema@.cf_drop(b.name);
         END IF;
     END LOOP;
+    -- A restore (pg_restore, or psql running a pg_dump script) makes a
+    -- binding's triggers after the table's rows are in, and the binding's
+    -- filter is missing then (a dump does not hold it). Once the triggers
+    -- are all there as cf_bind makes them, the filter is rebuilt from the
+    -- table, in the restoring transaction, as the table's owner. The same
+    -- for any binding whose filter is missing (dropped by DDL, or not
+    -- durable and lost at a restart) when a trigger is made on its table or
+    -- the table is altered. Not under pg_upgrade, whose tables' files come
+    -- after the schema (cf_rebuild then). A rebuild that fails leaves the
+    -- binding needing one, with a WARNING; the restore goes on.
+    IF TG_EVENT = 'ddl_command_end' THEN
+        FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
+                  WHERE v.tab IN (SELECT CASE WHEN c.classid = 'pg_catalog.pg_trigger'::regclass
+                                              THEN (SELECT t.tgrelid FROM pg_catalog.pg_trigger t WHERE t.oid = c.objid)
+                                              ELSE c.objid END
+                                    FROM pg_catalog.pg_event_trigger_ddl_commands() c
+                                   WHERE c.command_tag IN ('CREATE TRIGGER', 'ALTER TABLE'))
+                  ORDER BY v.name LOOP
+            IF NOT @extschema@.cf_bound_present(b.name) AND @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
+                BEGIN
+                    IF @extschema@.cf_bound_restored(b.name) IS NOT NULL THEN
+                        RAISE NOTICE 'cuckoo: filter "%" bound to column % of % was rebuilt from the table', b.name, b.col, b.tab;
+                    END IF;
+                EXCEPTION WHEN OTHERS THEN
+                    RAISE WARNING 'cuckoo: filter "%" bound to column % of % could not be rebuilt: %', b.name, b.col, b.tab, SQLERRM
+                        USING HINT = pg_catalog.format('Meanwhile pre-screens treat every key as present. Rebuild it with SELECT cf_rebuild(%L).', b.name);
+                END;
+            END IF;
+        END LOOP;
+    END IF;
 END
 $fn$;
 REVOKE ALL ON FUNCTION cf_bound_ddl() FROM PUBLIC;

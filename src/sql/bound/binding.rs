@@ -249,7 +249,7 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> (bool, bool) 
     let db = crate::sql::named::call::current_db();
     let slot = a.find_epoch(db, name);
     let id = match (durable, slot) {
-        (true, _) => gen,
+        (true, _) => durable_identity(gen),
         (false, Some((i, _))) => a.slot(i).built(),
         (false, None) => 0,
     };
@@ -275,6 +275,23 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> (bool, bool) 
         }
     }
     (ok, !mine)
+}
+
+/// What identifies a durable filter's contents of generation `gen` in the
+/// catalog: the generation, this cluster's system identifier and this
+/// database, hashed (never 0, below 2^63). Generations are unique only within
+/// a cluster: a row that `pg_upgrade`, or a restore into another cluster,
+/// carried must not name a filter made there that happens to get its
+/// generation (it would be trusted before its fill committed). A standby, a
+/// crash recovery and a restored base backup keep the system identifier.
+pub(super) fn durable_identity(gen: u64) -> u64 {
+    // SAFETY: reads the control file's identifier, and this database's OID.
+    let (sys, db) = unsafe { (pg_sys::GetSystemIdentifier(), pg_sys::MyDatabaseId.to_u32()) };
+    let mut b = [0u8; 20];
+    b[..8].copy_from_slice(&gen.to_le_bytes());
+    b[8..16].copy_from_slice(&sys.to_le_bytes());
+    b[16..].copy_from_slice(&db.to_le_bytes());
+    (xxhash_rust::xxh3::xxh3_64(&b) >> 1).max(1)
 }
 
 /// The shared slot of binding `name` of this database (claimed if need be,

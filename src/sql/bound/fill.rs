@@ -461,12 +461,13 @@ pub(super) fn remake(name: &str, make: Option<(i64, f64, bool, pg_sys::Oid)>) {
 }
 
 /// What identifies the contents just made for binding `name` in `slot`
-/// (`target`'s generation if durable, else a new identity kept in the slot),
+/// (`durable_identity` of `target`'s generation if durable, else a new
+/// identity kept in the slot),
 /// recorded in the catalog row in this transaction: probes trust them once it
 /// commits.
 fn record_identity(name: &str, slot: usize, target: &crate::sql::named::call::BoundTarget) -> u64 {
     let id = match target.identity() {
-        (true, gen) => gen,
+        (true, gen) => super::binding::durable_identity(gen),
         (false, _) => {
             let id = new_identity();
             super::shared::area().slot(slot).set_built(id);

@@ -193,10 +193,51 @@ v1_functions! {
         }
     }
 
+    /// `cf_bound_restored(name text) -> bigint`: binding `name`, whose
+    /// triggers a restore just made, gets its filter: `cf_rebuild` as the
+    /// bound table's owner (the role that may bind it, and who owns its
+    /// filter), from the DDL event trigger (the extension's owner; not for
+    /// PUBLIC). NULL, doing nothing, under `pg_upgrade` (the tables' files
+    /// come after the schema) and during recovery.
+    fn cf_bound_restored(fcinfo) {
+        // SAFETY: strict; text. Plain reads of process state.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            if pg_sys::IsBinaryUpgrade || pg_sys::RecoveryInProgress() {
+                (*fcinfo).isnull = true;
+                return pg_sys::Datum::from(0usize);
+            }
+            let name = text(fcinfo, 0);
+            let Some((tab, _)) = catalog::binding(&name) else {
+                (*fcinfo).isnull = true;
+                return pg_sys::Datum::from(0usize);
+            };
+            let tuple = pg_sys::SearchSysCache1(
+                pg_sys::SysCacheIdentifier::RELOID as i32,
+                pg_sys::Datum::from(tab),
+            );
+            if tuple.is_null() {
+                (*fcinfo).isnull = true;
+                return pg_sys::Datum::from(0usize);
+            }
+            let form = pg_sys::GETSTRUCT(tuple) as *mut pg_sys::FormData_pg_class;
+            let owner = (*form).relowner;
+            pg_sys::ReleaseSysCache(tuple);
+            let nsp = catalog::ext_schema();
+            let rows = catalog::as_role(owner, || {
+                pgrx::spi::Spi::get_one_with_args::<i64>(&format!("SELECT {nsp}.cf_rebuild($1)"), &[name.as_str().into()])
+            })
+            .unwrap_or_else(|e| {
+                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not rebuild the filter: {e}"), None)
+            });
+            pg_sys::Datum::from(rows.unwrap_or(0))
+        }
+    }
+
     /// `cf_bound_fill(name text, tab regclass, col text) -> bigint`: fills
     /// binding `name`'s filter from its table (cf_bind and cf_rebuild call
-    /// it, holding a lock that keeps writers out); the row versions whose
-    /// keys it holds.
+    /// it, holding a lock that keeps DDL and other fills out); the row
+    /// versions whose keys it holds.
     fn cf_bound_fill(fcinfo) {
         // SAFETY: strict; text, regclass, text.
         unsafe {
