@@ -134,7 +134,13 @@ struct AreaHeader {
     /// Entries in the queue (under the lock).
     queue_len: AtomicU64,
     next_epoch: AtomicU64,
+    /// Background rebuilds asked for lately (under the lock): a key naming
+    /// the binding (0: free) and when, in the caller's clock.
+    asks: [[AtomicU64; 2]; ASKS],
 }
+
+/// Background rebuilds remembered at once (`Area::ask_rebuild`).
+pub const ASKS: usize = 16;
 
 /// The shared state of bound filters, over memory the caller reserved
 /// ([`Area::bytes`]).
@@ -266,6 +272,29 @@ impl Area {
         s.owner.store(owner as u64, Ordering::Relaxed);
         s.epoch.store(epoch, Ordering::Release);
         Ok((i, epoch as u32))
+    }
+
+    /// Whether a background rebuild of the binding that `key` names (never
+    /// 0) may be asked for at time `now`: not if one was asked less than
+    /// `every` ago (then it is running, or it failed and is not tried again
+    /// so soon). Remembers this one, in a free entry or the oldest (only
+    /// the last `ASKS` bindings asked for are told apart).
+    pub fn ask_rebuild(&self, _lk: &QueueLocked, key: u64, now: u64, every: u64) -> bool {
+        let asks = &self.header.asks;
+        if let Some(e) = asks.iter().find(|e| e[0].load(Ordering::Relaxed) == key) {
+            if now.saturating_sub(e[1].load(Ordering::Relaxed)) < every {
+                return false;
+            }
+            e[1].store(now, Ordering::Relaxed);
+            return true;
+        }
+        let e = asks
+            .iter()
+            .min_by_key(|e| (e[0].load(Ordering::Relaxed) != 0, e[1].load(Ordering::Relaxed)))
+            .expect("ASKS > 0");
+        e[0].store(key, Ordering::Relaxed);
+        e[1].store(now, Ordering::Relaxed);
+        true
     }
 
     /// The slot of `name` in `db` and its epoch, if claimed.

@@ -37,6 +37,24 @@ fn slots_are_found_claimed_and_released() {
 }
 
 #[test]
+fn a_rebuild_is_asked_for_once_per_interval_and_the_oldest_ask_is_forgotten_first() {
+    let a = area(1, 1);
+    // SAFETY: single-threaded test.
+    let lk = unsafe { QueueLocked::assume() };
+    assert!(a.ask_rebuild(&lk, 7, 1_000, 100));
+    assert!(!a.ask_rebuild(&lk, 7, 1_050, 100), "asked 50 ago");
+    assert!(a.ask_rebuild(&lk, 8, 1_050, 100), "another binding");
+    assert!(a.ask_rebuild(&lk, 7, 1_100, 100), "100 later: again");
+    assert!(!a.ask_rebuild(&lk, 7, 1_150, 100));
+    // More bindings than entries: the oldest asks go first.
+    for k in 100..100 + ASKS as u64 - 1 {
+        assert!(a.ask_rebuild(&lk, k, 1_200, 100));
+    }
+    assert!(!a.ask_rebuild(&lk, 7, 1_150, 100), "key 8 (asked at 1,050) went, not 7");
+    assert!(a.ask_rebuild(&lk, 8, 1_150, 100), "forgotten: asked again");
+}
+
+#[test]
 fn a_role_holds_at_most_its_cap_of_slots_and_fill_identities_reset_on_claim() {
     let a = area(4, 8);
     // SAFETY: single-threaded test.

@@ -277,6 +277,15 @@ pub(super) fn filter_ready(name: &str, durable: bool, gen: u64) -> (bool, bool) 
     (ok, !mine)
 }
 
+/// Whether binding `name`'s filter is there and holds what a committed fill
+/// made (else its probe answers "maybe" for every key).
+pub(super) fn trusted(name: &str) -> bool {
+    BoundTarget::find(name).is_some_and(|t| {
+        let (durable, gen) = t.identity();
+        filter_ready(name, durable, gen).0
+    })
+}
+
 /// What identifies a durable filter's contents of generation `gen` in the
 /// catalog: the generation, this cluster's system identifier and this
 /// database, hashed (never 0, below 2^63). Generations are unique only within
@@ -351,6 +360,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                 } else if !bs[i].refresh() {
                     // Unbound since, or its filter is missing.
                     bs.remove(i);
+                    super::rebuild::ask(name);
                     return None;
                 } else {
                     Some(i)
@@ -361,7 +371,12 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
         let i = match at {
             Some(i) => i,
             None => {
-                let (target, slot, epoch) = find_slot(name)?;
+                let Some((target, slot, epoch)) = find_slot(name) else {
+                    // Missing: its table's writes are not followed until a
+                    // rebuild, which is asked for.
+                    super::rebuild::ask(name);
+                    return None;
+                };
                 let (row_trigger, early_trigger) = row_trigger_names(name);
                 bs.push(Binding {
                     name: name.to_string(),

@@ -5,6 +5,8 @@
 //! - `shared`: the settings and the shared state beside the region (slots,
 //!   the queue of pending deletes) with its lock;
 //! - `catalog`: what `cuckoo_bindings` says a binding is;
+//! - `rebuild`: a binding that needs a rebuild rebuilt in the background
+//!   when first used (`cuckoo.auto_rebuild`);
 //! - `binding`: a binding as a backend uses it, and how keys go into its
 //!   filter;
 //! - `apply`: queued deletes applied once no snapshot can see their rows;
@@ -23,6 +25,7 @@ pub mod binding;
 pub mod catalog;
 pub mod fill;
 pub mod prescreen;
+pub mod rebuild;
 pub mod shared;
 pub mod trigger;
 
@@ -40,6 +43,7 @@ pub fn init() {
         shared::init();
     }
     prescreen::init();
+    rebuild::init();
     trigger::init();
     // SAFETY: set once, while the library loads, before any SQL runs.
     unsafe { crate::sql::named::errors::BOUND_RESERVED = Some(reserved) };
@@ -91,6 +95,9 @@ fn may_read_slot(name: &str) -> bool {
 struct BoundCall {
     checked_for: pg_sys::Oid,
     allowed: bool,
+    /// Whether this call site looked once whether the filter needs a
+    /// rebuild (and asked for one if so).
+    looked: bool,
     call: crate::sql::named::call::NamedCall,
 }
 
@@ -371,12 +378,7 @@ v1_functions! {
         unsafe {
             crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
-            let ready = shared::area_if_loaded().is_some()
-                && catalog::row(&name).is_some()
-                && crate::sql::named::call::BoundTarget::find(&name).is_some_and(|t| {
-                    let (durable, gen) = t.identity();
-                    binding::filter_ready(&name, durable, gen).0
-                });
+            let ready = shared::area_if_loaded().is_some() && catalog::row(&name).is_some() && binding::trusted(&name);
             pg_sys::Datum::from(ready)
         }
     }
@@ -575,6 +577,13 @@ v1_functions! {
             // Keys this backend buffered (rows its statement wrote that a
             // PL/pgSQL expression evaluated without a query now probes).
             trigger::flush_buffered(true);
+            if !bc.looked {
+                bc.looked = true;
+                let name = text(fcinfo, 0);
+                if catalog::row(&name).is_some() && !binding::trusted(&name) {
+                    rebuild::ask(&name);
+                }
+            }
             let yes = !bc.allowed || bc.call.contains_bound(fcinfo, &binding::filter_ready);
             pg_sys::Datum::from(yes)
         }

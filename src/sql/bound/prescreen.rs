@@ -234,6 +234,12 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys:
                 _ => None,
             };
             if let Some((name, key)) = found {
+                // A filter that needs a rebuild answers "maybe" for every
+                // key: no pre-screen, and a rebuild is asked for.
+                if !super::binding::trusted(&name) {
+                    super::rebuild::ask(&name);
+                    continue;
+                }
                 screens.push(prescreen(func, &name, key));
             }
         }
