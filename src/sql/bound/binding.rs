@@ -397,6 +397,14 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                 bs.len() - 1
             }
         };
+        if orphans_waiting() {
+            // Keys set aside while its filter was missing (`Orphans`), hashed
+            // as every filter `cf_create` makes hashes them.
+            let mut back = adopt_orphans(name, col);
+            if bs[i].target.seed == crate::filter::DEFAULT_SEED {
+                bs[i].early.append(&mut back);
+            }
+        }
         Some(f(&mut bs[i]))
     })
 }
@@ -455,59 +463,14 @@ impl Binding {
     /// `rel` is an open relation.
     pub(super) unsafe fn column(&mut self, rel: pg_sys::Relation) -> &mut Column {
         // SAFETY: as documented.
-        unsafe {
-            let relid = (*rel).rd_id;
-            let tupdesc = (*rel).rd_att;
-            if let Some(i) = self.columns.iter().position(|c| c.relid == relid) {
-                // The same descriptor, and the column still there under its
-                // name and type (a descriptor may be reused in place).
-                let c = &self.columns[i];
-                if c.tupdesc == tupdesc && still_there(tupdesc, c.attnum, &self.col, c.typid) {
-                    // Detached since, or bound no longer: checked again.
-                    let now = REL_CHANGES;
-                    if c.checked != now {
-                        super::catalog::require_bound(&self.name, relid, &self.col);
-                        self.columns[i].checked = now;
-                    }
-                    return &mut self.columns[i];
-                }
-                self.columns.remove(i);
-            }
-            // A trigger made by hand on another table may name this binding.
-            let checked = REL_CHANGES;
-            let tab = super::catalog::require_bound(&self.name, relid, &self.col);
+        let (i, tab) = unsafe { column_in(&mut self.columns, &self.name, &self.col, rel, Some(self.target.key)) };
+        if let Some(tab) = tab {
+            // SAFETY: rel is open.
+            let relid = unsafe { (*rel).rd_id };
             self.partitioned = tab != relid;
             area().slot(self.slot).set_table(tab.to_u32(), super::catalog::column_number(tab, &self.col));
-            let (attnum, typid, collation) = find_column(rel, &self.col).unwrap_or_else(|| {
-                fail(
-                    PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
-                    format!(
-                        "column \"{}\" of relation \"{}\", to which cuckoo filter \"{}\" is bound, does not exist",
-                        self.col,
-                        relation_name(rel),
-                        self.name
-                    ),
-                    Some("Unbind the filter (cf_unbind) or bind it again."),
-                )
-            });
-            if key_type_of(typid) != self.target.key {
-                fail(
-                    PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
-                    format!(
-                        "column \"{}\" of relation \"{}\" is no longer of the type cuckoo filter \"{}\" was bound with",
-                        self.col,
-                        relation_name(rel),
-                        self.name
-                    ),
-                    Some("Unbind the filter (cf_unbind) and bind it again."),
-                );
-            }
-            let mut hasher: Box<KeyHasher> = Box::new(std::mem::zeroed());
-            hasher.resolve_type(typid, collation, hasher_context());
-            hasher.prepare(self.target.key, hasher_context());
-            self.columns.push(Column { relid, tupdesc, attnum, typid, hasher, checked });
-            self.columns.last_mut().unwrap()
         }
+        &mut self.columns[i]
     }
 
     /// Buffers the key `h` of a new version, from the `BEFORE` trigger.
@@ -663,6 +626,222 @@ impl Binding {
     }
 }
 
+/// The index in `columns` of relation `rel`'s column that holds binding
+/// `name`'s key (column `col`), found again or made (then with the bound
+/// table, checked against the catalog: a trigger made by hand on another
+/// table may name this binding), hashing as `key` (the filter's key type;
+/// without one, the column's type's).
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn column_in(
+    columns: &mut Vec<Column>,
+    name: &str,
+    col: &str,
+    rel: pg_sys::Relation,
+    key: Option<crate::filter::KeyType>,
+) -> (usize, Option<pg_sys::Oid>) {
+    // SAFETY: as documented.
+    unsafe {
+        let relid = (*rel).rd_id;
+        let tupdesc = (*rel).rd_att;
+        if let Some(i) = columns.iter().position(|c| c.relid == relid) {
+            // The same descriptor, and the column still there under its
+            // name and type (a descriptor may be reused in place).
+            let c = &columns[i];
+            if c.tupdesc == tupdesc && still_there(tupdesc, c.attnum, col, c.typid) {
+                // Detached since, or bound no longer: checked again.
+                let now = REL_CHANGES;
+                if c.checked != now {
+                    super::catalog::require_bound(name, relid, col);
+                    columns[i].checked = now;
+                }
+                return (i, None);
+            }
+            columns.remove(i);
+        }
+        let checked = REL_CHANGES;
+        let tab = super::catalog::require_bound(name, relid, col);
+        let (attnum, typid, collation) = find_column(rel, col).unwrap_or_else(|| {
+            fail(
+                PgSqlErrorCode::ERRCODE_UNDEFINED_COLUMN,
+                format!(
+                    "column \"{col}\" of relation \"{}\", to which cuckoo filter \"{name}\" is bound, does not exist",
+                    relation_name(rel)
+                ),
+                Some("Unbind the filter (cf_unbind) or bind it again."),
+            )
+        });
+        let key = match key {
+            Some(k) if key_type_of(typid) != k => fail(
+                PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+                format!(
+                    "column \"{col}\" of relation \"{}\" is no longer of the type cuckoo filter \"{name}\" was bound with",
+                    relation_name(rel)
+                ),
+                Some("Unbind the filter (cf_unbind) and bind it again."),
+            ),
+            Some(k) => k,
+            None => key_type_of(typid),
+        };
+        let mut hasher: Box<KeyHasher> = Box::new(std::mem::zeroed());
+        hasher.resolve_type(typid, collation, hasher_context());
+        hasher.prepare(key, hasher_context());
+        columns.push(Column { relid, tupdesc, attnum, typid, hasher, checked });
+        (columns.len() - 1, Some(tab))
+    }
+}
+
+/// Keys the `BEFORE` trigger buffered for a binding whose filter was missing
+/// then (after a restart, for a filter that is not durable; while a rebuild
+/// makes it again; after DDL dropped it): the filter may be back, and
+/// trusted, before the rows' `AFTER` triggers fire (a rebuild committing
+/// meanwhile), when a query of the writing statement probes. They go to the
+/// binding's keys set aside (`Binding::early`) once it can be loaded (see
+/// `with_binding`); an `AFTER` trigger that still finds the filter missing
+/// takes its own away, as a statement's end takes those of the rows it did
+/// not write.
+pub(super) struct Orphans {
+    name: String,
+    col: String,
+    /// The binding's `BEFORE` trigger's name (`row_trigger_names`).
+    trigger: String,
+    columns: Vec<Column>,
+    early: VecDeque<Early>,
+}
+
+thread_local! {
+    static ORPHANS: RefCell<Vec<Orphans>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether keys wait for a binding's filter to come back (`Orphans`).
+pub(super) fn orphans_waiting() -> bool {
+    ORPHANS.with(|o| o.try_borrow().is_ok_and(|o| !o.is_empty()))
+}
+
+/// The names and columns of the bindings whose keys wait (`Orphans`).
+pub(super) fn orphan_bindings() -> Vec<(String, String)> {
+    ORPHANS.with(|o| o.borrow().iter().map(|o| (o.name.clone(), o.col.clone())).collect())
+}
+
+/// From the `BEFORE` trigger of binding `name` (column `col`) on `rel`,
+/// whose filter is missing: sets aside the key of the new version in `slot`
+/// (the trigger's own, `trigger`, by name: no other may name the binding),
+/// unless it is the key of the old version in `old` (an `UPDATE` that keeps
+/// the key changes nothing).
+///
+/// # Safety
+/// `rel` is open and `slot` and `old` hold rows of it.
+pub(super) unsafe fn orphan_early(
+    name: &str,
+    col: &str,
+    trigger: &[u8],
+    rel: pg_sys::Relation,
+    old: Option<*mut pg_sys::TupleTableSlot>,
+    slot: *mut pg_sys::TupleTableSlot,
+) {
+    ORPHANS.with(|o| {
+        let mut o = o.borrow_mut();
+        let i = match o.iter().position(|x| x.name == name && x.col == col) {
+            Some(i) => i,
+            None => {
+                let (_, trigger) = row_trigger_names(name);
+                o.push(Orphans {
+                    name: name.to_string(),
+                    col: col.to_string(),
+                    trigger,
+                    columns: Vec::new(),
+                    early: VecDeque::new(),
+                });
+                o.len() - 1
+            }
+        };
+        if trigger != o[i].trigger.as_bytes() {
+            let x = &o[i];
+            let tg = String::from_utf8_lossy(trigger).into_owned();
+            if x.early.is_empty() {
+                o.remove(i);
+            }
+            fail(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!("trigger \"{tg}\" is not the row trigger of cuckoo filter \"{name}\""),
+                Some("Bound filters are kept only by the triggers cf_bind() makes."),
+            );
+        }
+        let x = &mut o[i];
+        // SAFETY: as documented.
+        let (h, was) = unsafe {
+            let (c, _) = column_in(&mut x.columns, name, col, rel, None);
+            let h = key_of(&mut x.columns[c], slot, crate::filter::DEFAULT_SEED);
+            (h, old.and_then(|s| key_of(&mut x.columns[c], s, crate::filter::DEFAULT_SEED)))
+        };
+        if let Some(h) = h.filter(|&h| Some(h) != was) {
+            // SAFETY: reads this backend's subtransaction.
+            let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+            x.early.push_back(Early { hash: h, sub, depth: depth(), added: false });
+        }
+        if x.early.is_empty() {
+            o.remove(i);
+        }
+    });
+}
+
+/// From the `AFTER` trigger of binding `name` (column `col`) on `rel`, whose
+/// filter is missing: the key set aside for the new version in `slot`, if
+/// any, goes (the version's key is added by a rebuild, which reads it).
+///
+/// # Safety
+/// `rel` is open and `slot` holds a row of it.
+pub(super) unsafe fn orphan_taken(name: &str, col: &str, rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot) {
+    ORPHANS.with(|o| {
+        let mut o = o.borrow_mut();
+        let Some(i) = o.iter().position(|x| x.name == name && x.col == col) else { return };
+        let x = &mut o[i];
+        // SAFETY: as documented.
+        let h = unsafe {
+            let (c, _) = column_in(&mut x.columns, name, col, rel, None);
+            key_of(&mut x.columns[c], slot, crate::filter::DEFAULT_SEED)
+        };
+        if let Some(h) = h {
+            // SAFETY: reads this backend's subtransaction.
+            let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+            let d = depth();
+            if let Some(j) = x.early.iter().position(|e| e.hash == h && e.sub == sub && e.depth == d) {
+                x.early.remove(j);
+            }
+        }
+        if x.early.is_empty() {
+            o.remove(i);
+        }
+    });
+}
+
+/// The keys set aside for binding `name` while its filter was missing, for
+/// its `early` keys (in the order they came).
+fn adopt_orphans(name: &str, col: &str) -> VecDeque<Early> {
+    ORPHANS.with(|o| {
+        let Ok(mut o) = o.try_borrow_mut() else { return VecDeque::new() };
+        match o.iter().position(|x| x.name == name && x.col == col) {
+            Some(i) => o.remove(i).early,
+            None => VecDeque::new(),
+        }
+    })
+}
+
+/// The statement at executor depth `d` ended: the keys it set aside while a
+/// filter was missing go (its `AFTER` triggers fired). Those of deeper
+/// statements (a query may leave its `AFTER` triggers to an outer one) stay
+/// until the transaction ends, or a later statement at their depth ends.
+pub(super) fn settle_orphans(d: u32) {
+    ORPHANS.with(|o| {
+        let Ok(mut o) = o.try_borrow_mut() else { return };
+        for x in o.iter_mut() {
+            x.early.retain(|e| e.depth != d);
+        }
+        o.retain(|x| !x.early.is_empty());
+    });
+}
+
 /// The column named `col` of `rel`: its number, type and collation.
 ///
 /// # Safety
@@ -794,6 +973,11 @@ fn add_copies(b: &mut Binding, hs: &[u64]) {
 /// Forgets every binding's statement keys (a failed statement or
 /// transaction: its rows never existed for anyone).
 pub(super) fn forget_all() {
+    ORPHANS.with(|o| {
+        if let Ok(mut o) = o.try_borrow_mut() {
+            o.clear();
+        }
+    });
     BINDINGS.with(|bs| {
         if let Ok(mut bs) = bs.try_borrow_mut() {
             for b in bs.iter_mut() {
@@ -813,6 +997,22 @@ pub(super) fn forget_all() {
 /// outer statements (rows written through a parent, whose flush an inner
 /// statement attempted) stay.
 pub(super) fn end_subxact(my: pg_sys::SubTransactionId, parent: pg_sys::SubTransactionId, committed: bool) {
+    ORPHANS.with(|o| {
+        if let Ok(mut o) = o.try_borrow_mut() {
+            for x in o.iter_mut() {
+                if committed {
+                    for e in x.early.iter_mut().rev().take_while(|e| e.sub == my) {
+                        e.sub = parent;
+                    }
+                } else {
+                    while x.early.back().is_some_and(|e| e.sub == my) {
+                        x.early.pop_back();
+                    }
+                }
+            }
+            o.retain(|x| !x.early.is_empty());
+        }
+    });
     BINDINGS.with(|bs| {
         if let Ok(mut bs) = bs.try_borrow_mut() {
             for b in bs.iter_mut() {

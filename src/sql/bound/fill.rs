@@ -22,14 +22,18 @@
 //! - A version's key is added after its row is written (its `AFTER`
 //!   trigger's flush). A version the scan did not find was written after the
 //!   scan read its page, so after `T0`: its key goes to the new filter (a
-//!   writer whose filter was replaced finds it again, and one that finds the
-//!   filter missing, while it is made again, adds nothing: that version was
-//!   written before the scan began). A version found by both gets two copies:
-//!   a false positive once it is deleted, never a false negative.
-//! - A writer sees `T0` as its binding's slot claimed again
-//!   (`Binding::refresh`): deletes it buffered and had not queued go to the
-//!   new queue, keys its `BEFORE` trigger added to the old filter count as
-//!   not added, and the deletes of those keys' unmatched copies are dropped.
+//!   writer whose filter was replaced finds it again; its `AFTER` trigger
+//!   fires after its write, so after `T0`). A version found by both gets two
+//!   copies: a false positive once it is deleted, never a false negative.
+//! - Before that, the writing statement's own queries may see the row (its
+//!   `BEFORE` trigger set its key aside, see `binding`). A writer sees `T0`
+//!   as its binding's slot claimed again (`Binding::refresh`, also before
+//!   each probe): keys its `BEFORE` trigger added to the old filter are added
+//!   to the new one again, deletes it buffered and had not queued go to the
+//!   new queue, and the deletes of unmatched copies in the old filter are
+//!   dropped. A `BEFORE` trigger that found the filter missing (while it is
+//!   made again) sets its key aside all the same (`binding::Orphans`), for
+//!   the filter once it is back.
 //! - A delete goes to the new queue from a transaction still running at
 //!   `T0`, so one that had not committed when `S0` was taken; the scan queues
 //!   a delete only for a version whose deleting transaction had committed
@@ -183,7 +187,12 @@ fn read_leaves(
     let mut newest_dead = None;
     for leaf in leaves_of(relid) {
         let h = scan_versions(name, leaf, col, target, s0, &mut keys, &mut deletes);
-        newest_dead = newest_dead.max(Some(h));
+        // The newest, in the circular order of transaction IDs.
+        newest_dead = match newest_dead {
+            // SAFETY: a comparison of two transaction IDs.
+            Some(n) if !unsafe { pg_sys::TransactionIdFollows(h, n) } => Some(n),
+            _ => Some(h),
+        };
     }
     if let Some(xid) = newest_dead {
         log_horizon(target, xid);

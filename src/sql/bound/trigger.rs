@@ -42,6 +42,13 @@ fn current_fxid() -> u64 {
 /// `BEFORE` trigger buffered); then, for the relation `rel` if given,
 /// applies the deletes that became safe.
 pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
+    if early {
+        // Keys set aside while a filter was missing join its binding's if it
+        // is back (`with_binding` takes them).
+        for (name, col) in super::binding::orphan_bindings() {
+            with_binding(&name, &col, |_| ());
+        }
+    }
     let names: Vec<String> = BINDINGS.with(|bs| {
         let mut bs = bs.borrow_mut();
         for b in bs.iter_mut() {
@@ -252,6 +259,7 @@ unsafe extern "C-unwind" fn finish(query_desc: *mut pg_sys::QueryDesc) {
 /// Settles every binding's keys set aside at depth `d` or deeper (their
 /// statements ended).
 fn settle_at(d: u32) {
+    super::binding::settle_orphans(d);
     BINDINGS.with(|bs| {
         if let Ok(mut bs) = bs.try_borrow_mut() {
             for b in bs.iter_mut() {
@@ -271,11 +279,18 @@ pub(super) unsafe extern "C-unwind" fn flush_buffered(early: bool) {
     if unsafe { pg_sys::IsInParallelMode() } {
         return;
     }
+    // Also when a binding's slot was claimed again (a rebuild: its keys
+    // set aside and added go to the new filter, `Binding::refresh`), or keys
+    // wait for a filter to come back (`binding::Orphans`), before a probe.
     let any = BINDINGS.with(|bs| {
         bs.try_borrow().is_ok_and(|bs| {
-            bs.iter().any(|b| !b.inserts.is_empty() || !b.deletes.is_empty() || (early && b.early_waiting()))
+            bs.iter().any(|b| {
+                !b.inserts.is_empty()
+                    || !b.deletes.is_empty()
+                    || (early && (b.early_waiting() || (!b.early.is_empty() && !area().current(b.slot, b.epoch))))
+            })
         })
-    });
+    }) || (early && super::binding::orphans_waiting());
     if any {
         flush_all(None, early);
     }
@@ -469,6 +484,17 @@ v1_functions! {
                 }
                 b.inserts.len() >= MANY_MAX || b.deletes.len() >= MANY_MAX
             });
+            if full.is_none() && op != pg_sys::TRIGGER_EVENT_DELETE {
+                // The filter is missing: a key set aside now, or taken
+                // back, in case it comes back during the statement.
+                let new = if op == pg_sys::TRIGGER_EVENT_UPDATE { (*td).tg_newslot } else { (*td).tg_trigslot };
+                let old = (op == pg_sys::TRIGGER_EVENT_UPDATE).then_some((*td).tg_trigslot);
+                if before {
+                    super::binding::orphan_early(name, col, tgname, rel, old, new);
+                } else if super::binding::orphans_waiting() {
+                    super::binding::orphan_taken(name, col, rel, new);
+                }
+            }
             if full == Some(true) {
                 with_binding(name, col, |b| b.flush());
             }
