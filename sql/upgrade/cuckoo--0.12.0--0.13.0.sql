@@ -74,6 +74,8 @@ CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
 CREATE FUNCTION cf_bound_restored(name text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_bound_restored' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION cf_bound_restored(text) FROM PUBLIC;
+CREATE FUNCTION cf_bound_triggers_new(name text, tab regclass) RETURNS boolean
+    AS 'MODULE_PATHNAME', 'cf_bound_triggers_new' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_bound_reset(name text, capacity bigint, fpp float8, durable boolean, typ regtype) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_altered(tab oid, attnum int2) RETURNS boolean
@@ -380,12 +382,12 @@ BEGIN
                 -- A foreign table made a partition: writes elsewhere would
                 -- go unseen.
                 why := pg_catalog.format('a partition of %s is not a table of this server', b.tab);
-            ELSIF @extschema@.cf_bound_present(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
+            ELSIF @extschema@.cf_bound_ready(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
                 -- Without the triggers as cf_bind makes them, writes would
                 -- go unseen (DISABLE TRIGGER, DROP TRIGGER, CREATE OR REPLACE
-                -- TRIGGER). A binding whose filter is missing (a restore
-                -- making its triggers) is used by nothing; cf_rebuild sets
-                -- them right.
+                -- TRIGGER). A binding whose filter is missing or not trusted
+                -- (a restore making its triggers, in this transaction or
+                -- another) is used by nothing; a rebuild sets them right.
                 why := pg_catalog.format('its triggers on %s were disabled, dropped or replaced', b.tab);
             ELSIF a.attname <> b.col THEN
                 -- Renamed: the row triggers name the column they read. (The
@@ -396,7 +398,7 @@ BEGIN
                 EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', 'zz_' || trig || '_new', b.tab);
                 PERFORM @extschema@.cf_bound_triggers(b.name, b.tab, a.attname);
                 PERFORM @extschema@.cf_bound_ddl_quiet(false);
-            ELSIF b.enum_labels IS NOT NULL AND @extschema@.cf_bound_present(b.name) THEN
+            ELSIF b.enum_labels IS NOT NULL AND @extschema@.cf_bound_ready(b.name) THEN
                 -- Keys of an enum column are its labels: a label renamed
                 -- (ALTER TYPE ... RENAME VALUE) changes the key of every row
                 -- holding it. Labels added change none.
@@ -434,13 +436,13 @@ BEGIN
     -- A restore (pg_restore, or psql running a pg_dump script) makes a
     -- binding's triggers after the table's rows are in, and the binding's
     -- filter is missing then (a dump does not hold it). Once the triggers
-    -- are all there as cf_bind makes them, the filter is rebuilt from the
-    -- table, in the restoring transaction, as the table's owner. The same
-    -- for any binding whose filter is missing (dropped by DDL, or not
-    -- durable and lost at a restart) when a trigger is made on its table or
-    -- the table is altered. Not under pg_upgrade, whose tables' files come
-    -- after the schema (cf_rebuild then). A rebuild that fails leaves the
-    -- binding needing one, with a WARNING; the restore goes on.
+    -- this transaction made are all there as cf_bind makes them, the filter
+    -- is rebuilt from the table, in the restoring transaction, as the
+    -- table's owner. (Not for other DDL on a bound table, which would hold
+    -- its lock through a rebuild: the binding's first use asks for one.) Not
+    -- under pg_upgrade, whose tables' files come after the schema. A
+    -- rebuild that fails leaves the binding needing one, with a WARNING; the
+    -- restore goes on.
     IF TG_EVENT = 'ddl_command_end' THEN
         FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
                   WHERE v.tab IN (SELECT CASE WHEN c.classid = 'pg_catalog.pg_trigger'::regclass
@@ -449,7 +451,8 @@ BEGIN
                                     FROM pg_catalog.pg_event_trigger_ddl_commands() c
                                    WHERE c.command_tag IN ('CREATE TRIGGER', 'ALTER TABLE'))
                   ORDER BY v.name LOOP
-            IF NOT @extschema@.cf_bound_present(b.name) AND @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
+            IF NOT @extschema@.cf_bound_ready(b.name) AND @extschema@.cf_bound_triggers_new(b.name, b.tab)
+               AND @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
                 BEGIN
                     IF @extschema@.cf_bound_restored(b.name) IS NOT NULL THEN
                         RAISE NOTICE 'cuckoo: filter "%" bound to column % of % was rebuilt from the table', b.name, b.col, b.tab;

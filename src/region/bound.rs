@@ -137,6 +137,9 @@ struct AreaHeader {
     /// Background rebuilds asked for lately (under the lock): a key naming
     /// the binding (0: free) and when, in the caller's clock.
     asks: [[AtomicU64; 2]; ASKS],
+    /// When the running background rebuild started, in the caller's clock
+    /// (0: none runs): one at a time in the cluster.
+    rebuilder: AtomicU64,
 }
 
 /// Background rebuilds remembered at once (`Area::ask_rebuild`).
@@ -295,6 +298,23 @@ impl Area {
         e[0].store(key, Ordering::Relaxed);
         e[1].store(now, Ordering::Relaxed);
         true
+    }
+
+    /// Claims the one background rebuild that may run (under the lock): not
+    /// while one started less than `lease` before `now` runs (one whose
+    /// process never ran or vanished is forgotten after `lease`).
+    pub fn claim_rebuilder(&self, _lk: &QueueLocked, now: u64, lease: u64) -> bool {
+        let at = self.header.rebuilder.load(Ordering::Relaxed);
+        if at != 0 && now.saturating_sub(at) < lease && at <= now {
+            return false;
+        }
+        self.header.rebuilder.store(now.max(1), Ordering::Relaxed);
+        true
+    }
+
+    /// The background rebuild ended (or was not started).
+    pub fn release_rebuilder(&self) {
+        self.header.rebuilder.store(0, Ordering::Relaxed);
     }
 
     /// The slot of `name` in `db` and its epoch, if claimed.

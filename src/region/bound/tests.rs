@@ -52,6 +52,14 @@ fn a_rebuild_is_asked_for_once_per_interval_and_the_oldest_ask_is_forgotten_firs
     }
     assert!(!a.ask_rebuild(&lk, 7, 1_150, 100), "key 8 (asked at 1,050) went, not 7");
     assert!(a.ask_rebuild(&lk, 8, 1_150, 100), "forgotten: asked again");
+    // One background rebuild at a time; one that vanished is forgotten
+    // after its lease.
+    assert!(a.claim_rebuilder(&lk, 2_000, 500));
+    assert!(!a.claim_rebuilder(&lk, 2_100, 500));
+    a.release_rebuilder();
+    assert!(a.claim_rebuilder(&lk, 2_200, 500));
+    assert!(!a.claim_rebuilder(&lk, 2_600, 500));
+    assert!(a.claim_rebuilder(&lk, 2_700, 500), "lease over");
 }
 
 #[test]

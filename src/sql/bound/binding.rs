@@ -189,7 +189,7 @@ const EARLY_LOOK: usize = 16;
 /// The names `cf_bound_triggers` gives binding `name`'s row triggers:
 /// `cuckoo_` and the first 16 hex digits of the name's MD5, then `_row` (the
 /// `AFTER` one); `zz_`, the same, then `_new` (the `BEFORE` one).
-fn row_trigger_names(name: &str) -> (String, String) {
+pub(super) fn row_trigger_names(name: &str) -> (String, String) {
     let c = std::ffi::CString::new(name).unwrap_or_default();
     // SAFETY: md5(text) of a fresh text datum; its result is a text.
     unsafe {
@@ -360,7 +360,6 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
                 } else if !bs[i].refresh() {
                     // Unbound since, or its filter is missing.
                     bs.remove(i);
-                    super::rebuild::ask(name);
                     return None;
                 } else {
                     Some(i)
@@ -373,8 +372,7 @@ pub(super) fn with_binding<T>(name: &str, col: &str, f: impl FnOnce(&mut Binding
             None => {
                 let Some((target, slot, epoch)) = find_slot(name) else {
                     // Missing: its table's writes are not followed until a
-                    // rebuild, which is asked for.
-                    super::rebuild::ask(name);
+                    // rebuild (`missing`).
                     return None;
                 };
                 let (row_trigger, early_trigger) = row_trigger_names(name);
@@ -704,8 +702,9 @@ unsafe fn column_in(
 pub(super) struct Orphans {
     name: String,
     col: String,
-    /// The binding's `BEFORE` trigger's name (`row_trigger_names`).
-    trigger: String,
+    /// The binding's `AFTER` and `BEFORE` row triggers' names
+    /// (`row_trigger_names`).
+    triggers: (String, String),
     columns: Vec<Column>,
     early: VecDeque<Early>,
 }
@@ -714,61 +713,97 @@ thread_local! {
     static ORPHANS: RefCell<Vec<Orphans>> = const { RefCell::new(Vec::new()) };
 }
 
+thread_local! {
+    /// Names that row triggers passed and that no binding has, as of
+    /// `REL_CHANGES` then (a binding made since invalidates the catalog).
+    static NOT_BOUND: RefCell<Vec<(String, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Whether keys wait for a binding's filter to come back (`Orphans`).
 pub(super) fn orphans_waiting() -> bool {
-    ORPHANS.with(|o| o.try_borrow().is_ok_and(|o| !o.is_empty()))
+    ORPHANS.with(|o| o.try_borrow().is_ok_and(|o| o.iter().any(|x| !x.early.is_empty())))
 }
 
 /// The names and columns of the bindings whose keys wait (`Orphans`).
 pub(super) fn orphan_bindings() -> Vec<(String, String)> {
-    ORPHANS.with(|o| o.borrow().iter().map(|o| (o.name.clone(), o.col.clone())).collect())
+    ORPHANS
+        .with(|o| o.borrow().iter().filter(|x| !x.early.is_empty()).map(|o| (o.name.clone(), o.col.clone())).collect())
+}
+
+/// A row trigger of binding `name` (column `col`) on `rel` found the
+/// binding's filter missing (`with_binding` gave nothing): whether the
+/// binding exists and the trigger is its own (`trigger`, by name; the
+/// `BEFORE` one if `before`) on its table. Then a rebuild is asked for
+/// (`rebuild::ask`). A name no binding has (triggers a restore of the schema
+/// alone left, without the catalog's rows) is passed over, as before the
+/// filter went missing; a trigger made by hand naming a binding is refused.
+///
+/// # Safety
+/// `rel` is open.
+pub(super) unsafe fn missing(name: &str, col: &str, trigger: &[u8], before: bool, rel: pg_sys::Relation) -> bool {
+    // SAFETY: backend-local counter.
+    let now = unsafe { REL_CHANGES };
+    if NOT_BOUND.with(|n| n.borrow().iter().any(|(x, at)| x == name && *at == now)) {
+        return false;
+    }
+    let known = ORPHANS.with(|o| o.borrow().iter().any(|x| x.name == name && x.col == col));
+    if !known {
+        if super::catalog::row(name).is_none() {
+            NOT_BOUND.with(|n| {
+                let mut n = n.borrow_mut();
+                n.retain(|(_, at)| *at == now);
+                n.push((name.to_string(), now));
+            });
+            return false;
+        }
+        ORPHANS.with(|o| {
+            o.borrow_mut().push(Orphans {
+                name: name.to_string(),
+                col: col.to_string(),
+                triggers: row_trigger_names(name),
+                columns: Vec::new(),
+                early: VecDeque::new(),
+            })
+        });
+    }
+    ORPHANS.with(|o| {
+        let mut o = o.borrow_mut();
+        let x = o.iter_mut().find(|x| x.name == name && x.col == col).expect("just found or made");
+        let own = if before { &x.triggers.1 } else { &x.triggers.0 };
+        if trigger != own.as_bytes() {
+            fail(
+                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                format!(
+                    "trigger \"{}\" is not the row trigger of cuckoo filter \"{name}\"",
+                    String::from_utf8_lossy(trigger)
+                ),
+                Some("Bound filters are kept only by the triggers cf_bind() makes."),
+            );
+        }
+        // SAFETY: as documented; checks the table against the catalog.
+        unsafe { column_in(&mut x.columns, name, col, rel, None) };
+    });
+    super::rebuild::ask(name);
+    true
 }
 
 /// From the `BEFORE` trigger of binding `name` (column `col`) on `rel`,
-/// whose filter is missing: sets aside the key of the new version in `slot`
-/// (the trigger's own, `trigger`, by name: no other may name the binding),
-/// unless it is the key of the old version in `old` (an `UPDATE` that keeps
-/// the key changes nothing).
+/// whose filter is missing (`missing` said it is its own): sets aside the
+/// key of the new version in `slot`, unless it is the key of the old
+/// version in `old` (an `UPDATE` that keeps the key changes nothing).
 ///
 /// # Safety
 /// `rel` is open and `slot` and `old` hold rows of it.
 pub(super) unsafe fn orphan_early(
     name: &str,
     col: &str,
-    trigger: &[u8],
     rel: pg_sys::Relation,
     old: Option<*mut pg_sys::TupleTableSlot>,
     slot: *mut pg_sys::TupleTableSlot,
 ) {
     ORPHANS.with(|o| {
         let mut o = o.borrow_mut();
-        let i = match o.iter().position(|x| x.name == name && x.col == col) {
-            Some(i) => i,
-            None => {
-                let (_, trigger) = row_trigger_names(name);
-                o.push(Orphans {
-                    name: name.to_string(),
-                    col: col.to_string(),
-                    trigger,
-                    columns: Vec::new(),
-                    early: VecDeque::new(),
-                });
-                o.len() - 1
-            }
-        };
-        if trigger != o[i].trigger.as_bytes() {
-            let x = &o[i];
-            let tg = String::from_utf8_lossy(trigger).into_owned();
-            if x.early.is_empty() {
-                o.remove(i);
-            }
-            fail(
-                PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-                format!("trigger \"{tg}\" is not the row trigger of cuckoo filter \"{name}\""),
-                Some("Bound filters are kept only by the triggers cf_bind() makes."),
-            );
-        }
-        let x = &mut o[i];
+        let Some(x) = o.iter_mut().find(|x| x.name == name && x.col == col) else { return };
         // SAFETY: as documented.
         let (h, was) = unsafe {
             let (c, _) = column_in(&mut x.columns, name, col, rel, None);
@@ -779,9 +814,6 @@ pub(super) unsafe fn orphan_early(
             // SAFETY: reads this backend's subtransaction.
             let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
             x.early.push_back(Early { hash: h, sub, depth: depth(), added: false });
-        }
-        if x.early.is_empty() {
-            o.remove(i);
         }
     });
 }
@@ -795,8 +827,10 @@ pub(super) unsafe fn orphan_early(
 pub(super) unsafe fn orphan_taken(name: &str, col: &str, rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot) {
     ORPHANS.with(|o| {
         let mut o = o.borrow_mut();
-        let Some(i) = o.iter().position(|x| x.name == name && x.col == col) else { return };
-        let x = &mut o[i];
+        let Some(x) = o.iter_mut().find(|x| x.name == name && x.col == col) else { return };
+        if x.early.is_empty() {
+            return;
+        }
         // SAFETY: as documented.
         let h = unsafe {
             let (c, _) = column_in(&mut x.columns, name, col, rel, None);
@@ -806,12 +840,19 @@ pub(super) unsafe fn orphan_taken(name: &str, col: &str, rel: pg_sys::Relation, 
             // SAFETY: reads this backend's subtransaction.
             let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
             let d = depth();
-            if let Some(j) = x.early.iter().position(|e| e.hash == h && e.sub == sub && e.depth == d) {
+            let is = |e: &Early| e.hash == h && e.sub == sub && e.depth == d;
+            // Near either end, as `buffer_new` looks (a key not found goes
+            // when its statement ends).
+            let n = x.early.len();
+            let at = x
+                .early
+                .iter()
+                .take(EARLY_LOOK)
+                .position(is)
+                .or_else(|| x.early.iter().rev().take(EARLY_LOOK).position(is).map(|j| n - 1 - j));
+            if let Some(j) = at {
                 x.early.remove(j);
             }
-        }
-        if x.early.is_empty() {
-            o.remove(i);
         }
     });
 }
@@ -821,8 +862,8 @@ pub(super) unsafe fn orphan_taken(name: &str, col: &str, rel: pg_sys::Relation, 
 fn adopt_orphans(name: &str, col: &str) -> VecDeque<Early> {
     ORPHANS.with(|o| {
         let Ok(mut o) = o.try_borrow_mut() else { return VecDeque::new() };
-        match o.iter().position(|x| x.name == name && x.col == col) {
-            Some(i) => o.remove(i).early,
+        match o.iter_mut().find(|x| x.name == name && x.col == col) {
+            Some(x) => std::mem::take(&mut x.early),
             None => VecDeque::new(),
         }
     })
@@ -838,7 +879,6 @@ pub(super) fn settle_orphans(d: u32) {
         for x in o.iter_mut() {
             x.early.retain(|e| e.depth != d);
         }
-        o.retain(|x| !x.early.is_empty());
     });
 }
 
@@ -991,6 +1031,27 @@ pub(super) fn forget_all() {
     });
 }
 
+/// Subtransaction `my` ended: the keys set aside in `early` under it pass to
+/// `parent` if it committed, or go to `gone` if it aborted (they are the
+/// last ones).
+fn end_sub_early(
+    early: &mut VecDeque<Early>,
+    my: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId,
+    committed: bool,
+    mut gone: impl FnMut(Early),
+) {
+    if committed {
+        for e in early.iter_mut().rev().take_while(|e| e.sub == my) {
+            e.sub = parent;
+        }
+    } else {
+        while early.back().is_some_and(|e| e.sub == my) {
+            gone(early.pop_back().expect("checked"));
+        }
+    }
+}
+
 /// A subtransaction ended: the keys it buffered go if it aborted (its rows
 /// never existed for anyone, and a flush that failed for them must not fail
 /// every later statement), or pass to its parent if it committed. Keys of
@@ -1000,17 +1061,8 @@ pub(super) fn end_subxact(my: pg_sys::SubTransactionId, parent: pg_sys::SubTrans
     ORPHANS.with(|o| {
         if let Ok(mut o) = o.try_borrow_mut() {
             for x in o.iter_mut() {
-                if committed {
-                    for e in x.early.iter_mut().rev().take_while(|e| e.sub == my) {
-                        e.sub = parent;
-                    }
-                } else {
-                    while x.early.back().is_some_and(|e| e.sub == my) {
-                        x.early.pop_back();
-                    }
-                }
+                end_sub_early(&mut x.early, my, parent, committed, |_| ());
             }
-            o.retain(|x| !x.early.is_empty());
         }
     });
     BINDINGS.with(|bs| {
@@ -1020,20 +1072,16 @@ pub(super) fn end_subxact(my: pg_sys::SubTransactionId, parent: pg_sys::SubTrans
                 // the subtransaction then running: those of `my` (and of its
                 // subtransactions, retagged or gone as each ended) are the
                 // last ones, so the walk stops at the first of another.
+                // A key the BEFORE trigger added stays in the filter for a
+                // version that never was: its copy is deleted at commit.
+                let mut gone = Vec::new();
+                end_sub_early(&mut b.early, my, parent, committed, |e| gone.push(e));
+                gone.into_iter().for_each(|e| b.set_aside(e));
                 if committed {
-                    for e in b.early.iter_mut().rev().take_while(|e| e.sub == my) {
-                        e.sub = parent;
-                    }
                     for s in b.insert_subs.iter_mut().rev().take_while(|s| **s == my) {
                         *s = parent;
                     }
                 } else {
-                    // A key the BEFORE trigger added stays in the filter for
-                    // a version that never was: its copy is deleted at commit.
-                    while b.early.back().is_some_and(|e| e.sub == my) {
-                        let e = b.early.pop_back().expect("checked");
-                        b.set_aside(e);
-                    }
                     while b.insert_subs.last() == Some(&my) {
                         b.insert_subs.pop();
                         b.inserts.pop();

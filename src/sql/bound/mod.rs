@@ -200,6 +200,42 @@ v1_functions! {
         }
     }
 
+    /// `cf_bound_triggers_new(name text, tab regclass) -> boolean`: whether
+    /// one of binding `name`'s triggers on `tab` was made by this
+    /// transaction (a restore making the binding's triggers, each maybe in
+    /// a transaction of its own; not an `ALTER TABLE` of a table bound long
+    /// ago).
+    fn cf_bound_triggers_new(fcinfo) {
+        // SAFETY: strict; text, regclass.
+        unsafe {
+            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
+            let name = text(fcinfo, 0);
+            let tab = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
+            let (row, early) = binding::row_trigger_names(&name);
+            let flush = row.replace("_row", "_flush");
+            let xmins = catalog::with_safe_path(|| {
+                pgrx::spi::Spi::connect(|c| {
+                    let rows = c.select(
+                        "SELECT t.xmin::text::bigint FROM pg_catalog.pg_trigger t \
+                         WHERE t.tgrelid = $1 AND t.tgname IN ($2, $3, $4)",
+                        None,
+                        &[tab.into(), row.as_str().into(), flush.as_str().into(), early.as_str().into()],
+                    )?;
+                    let mut v = Vec::new();
+                    for r in rows {
+                        if let Some(x) = r.get::<i64>(1)? {
+                            v.push(x);
+                        }
+                    }
+                    Ok::<_, pgrx::spi::Error>(v)
+                })
+            })
+            .unwrap_or_default();
+            let new = xmins.iter().any(|&x| pg_sys::TransactionIdIsCurrentTransactionId(pg_sys::TransactionId::from(x as u32)));
+            pg_sys::Datum::from(new)
+        }
+    }
+
     /// `cf_bound_restored(name text) -> bigint`: binding `name`, whose
     /// triggers a restore just made, gets its filter: `cf_rebuild` as the
     /// bound table's owner (the role that may bind it, and who owns its
@@ -545,8 +581,12 @@ v1_functions! {
             crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let typ = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
+            // Only a filter this session trusts is judged: one a transaction
+            // still running made (a rebuild at the end of a rewrite, or a
+            // restore), or one a rolled-back rewrite left, is not yet, or no
+            // longer, the binding's.
             let ok = match shared::area_if_loaded().and_then(|_| crate::sql::named::call::BoundTarget::find(&name)) {
-                Some(t) => crate::sql::keys::key_type_of(typ) == t.key,
+                Some(t) => crate::sql::keys::key_type_of(typ) == t.key || !binding::trusted(&name),
                 None => true,
             };
             pg_sys::Datum::from(ok)

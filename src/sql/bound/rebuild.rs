@@ -9,13 +9,20 @@
 //! owner: `cf_bound_restored`), which does not block writers. Meanwhile, and
 //! if the rebuild fails, answers stay "maybe": never a false negative.
 //!
-//! A binding is asked for at most once per `ASK_EVERY` in the cluster (the
-//! shared area remembers the last asks) and per backend, so a failing
-//! rebuild is not tried again at once, and a workload that probes all along
-//! starts one worker. The worker takes the table's `SHARE UPDATE EXCLUSIVE`
-//! lock first: a rebuild already running is waited for, and the worker then
-//! finds the filter ready and stops. Nothing is asked on a hot standby (its
-//! filters follow the primary's) or under `pg_upgrade`.
+//! Only a binding the catalog has is asked for (a row trigger naming
+//! another does nothing, or is refused), at most once per `ASK_EVERY` in the
+//! cluster (the shared area remembers the last asks) and per backend, so a
+//! failing rebuild is not tried again at once; and one worker runs at a time
+//! in the cluster, so asks cannot take the server's background worker slots.
+//! The worker connects as the database's owner when that role may log in
+//! (else as the bootstrap superuser), runs every query with the search path
+//! pinned, and the rebuild as the table's owner; it waits at most a minute
+//! for the table's `SHARE UPDATE EXCLUSIVE` lock (a rebuild already running
+//! is waited for, and the worker then finds the filter ready and stops), and
+//! then does the same for every other binding of the database that needs a
+//! rebuild.
+//! Nothing is asked on a hot standby (its filters follow the primary's) or
+//! under `pg_upgrade`.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -31,8 +38,13 @@ static AUTO_REBUILD: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// A binding is asked for again only this long after the last ask.
 const ASK_EVERY: Duration = Duration::from_secs(600);
 
+/// A background rebuild that has not ended this long after it started is
+/// taken for gone (its process never ran): another may start.
+const LEASE: Duration = Duration::from_secs(3600);
+
 thread_local! {
-    /// This backend's last asks: (database, name, when, in microseconds).
+    /// This backend's last asks: (database, name, when it may ask again, in
+    /// microseconds).
     static ASKED: RefCell<Vec<(u32, String, i64)>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -66,20 +78,38 @@ pub(super) fn ask(name: &str) {
     let every = ASK_EVERY.as_micros() as i64;
     let lately = ASKED.with(|m| {
         let mut m = m.borrow_mut();
-        m.retain(|(_, _, at)| now - at < every && *at <= now);
+        m.retain(|(_, _, until)| *until > now && *until - now <= every);
         if m.iter().any(|(d, n, _)| *d == db && n == name) {
             return true;
         }
-        m.push((db, name.to_string(), now));
+        // Asked again in a second if a rebuild runs already (below).
+        m.push((db, name.to_string(), now + 1_000_000));
         false
     });
     if lately {
         return;
     }
     let key = ask_key(db, name);
-    if !super::shared::with_lock(|a, lk| a.ask_rebuild(lk, key, now as u64, every as u64)) {
+    // One background rebuild at a time in the cluster; an ask made while one
+    // runs is not remembered (asked again by the next use).
+    let claimed = super::shared::with_lock(|a, lk| {
+        if !a.claim_rebuilder(lk, now as u64, LEASE.as_micros() as u64) {
+            return false;
+        }
+        if !a.ask_rebuild(lk, key, now as u64, every as u64) {
+            a.release_rebuilder();
+            return false;
+        }
+        true
+    });
+    if !claimed {
         return;
     }
+    ASKED.with(|m| {
+        if let Some(e) = m.borrow_mut().iter_mut().find(|(d, n, _)| *d == db && n == name) {
+            e.2 = now + every;
+        }
+    });
     let started = BackgroundWorkerBuilder::new("cuckoo rebuild")
         .set_type("cuckoo rebuild")
         .set_library("cuckoo")
@@ -87,14 +117,28 @@ pub(super) fn ask(name: &str) {
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(None)
-        .set_extra(&format!("{db} {name}"))
+        .set_extra(&format!("{db} {} {name}", login_role(db)))
         .load_dynamic();
     if started.is_err() {
+        super::shared::with_lock(|a, _| a.release_rebuilder());
         // No worker slot free: the next use after ASK_EVERY asks again.
         pgrx::log!(
             "cuckoo: no background worker could be started to rebuild filter \"{name}\"; it is asked for again later"
         );
     }
+}
+
+/// The role the worker connects as: the database's owner if it may log in
+/// (so that it may end the worker, as `DROP DATABASE ... WITH (FORCE)`
+/// does), else 0 (the bootstrap superuser). Either way the worker's queries
+/// run with the search path pinned, and the rebuild as the table's owner.
+fn login_role(db: u32) -> u32 {
+    let q = "SELECT d.datdba::pg_catalog.int8 FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r \
+             ON r.oid OPERATOR(pg_catalog.=) d.datdba WHERE d.oid OPERATOR(pg_catalog.=) $1 AND r.rolcanlogin";
+    super::catalog::with_safe_path(|| pgrx::spi::Spi::get_one_with_args::<i64>(q, &[pg_sys::Oid::from(db).into()]))
+        .ok()
+        .flatten()
+        .unwrap_or(0) as u32
 }
 
 /// The key the shared area remembers an ask of binding `name` of `db` by.
@@ -104,33 +148,85 @@ fn ask_key(db: u32, name: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&b) | 1
 }
 
-/// The worker: connects to the binding's database (as the bootstrap
-/// superuser, which any table's owner may be switched to from), waits for
+/// The worker: connects to the binding's database (as its owner, or the
+/// bootstrap superuser: `login_role`), then, with the search path pinned and
+/// as the bound table's owner, waits (at most a minute: `lock_timeout`) for
 /// the table's `SHARE UPDATE EXCLUSIVE` lock (a rebuild running is waited
-/// for), and rebuilds the filter as the table's owner if it still needs it.
-/// `SIGTERM` ends it at once (PostgreSQL's default for a worker), `pg_cancel_backend`
-/// cancels its rebuild; an error is logged, and the binding is asked for
-/// again after `ASK_EVERY`.
+/// for) and runs `cf_rebuild` if the filter still needs it. `SIGTERM` ends it
+/// at once (PostgreSQL's default for a worker), `pg_cancel_backend` cancels
+/// its rebuild; an error is logged, and the binding is asked for again after
+/// `ASK_EVERY`.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
     // SAFETY: the worker's signals, as PostgreSQL set them up (SIGTERM ends
-    // the process, SIGINT cancels the statement).
-    unsafe { pg_sys::BackgroundWorkerUnblockSignals() };
+    // the process, SIGINT cancels the statement); the callback frees the one
+    // rebuild's claim however the process ends.
+    unsafe {
+        pg_sys::BackgroundWorkerUnblockSignals();
+        pg_sys::before_shmem_exit(Some(release_at_exit), pg_sys::Datum::from(0usize));
+    }
     let extra = BackgroundWorker::get_extra().to_string();
-    let Some((db, name)) = extra.split_once(' ').and_then(|(d, n)| Some((d.parse::<u32>().ok()?, n.to_string())))
-    else {
+    let mut parts = extra.splitn(3, ' ');
+    let (Some(db), Some(role), Some(name)) = (
+        parts.next().and_then(|d| d.parse::<u32>().ok()),
+        parts.next().and_then(|r| r.parse::<u32>().ok()),
+        parts.next().map(str::to_string),
+    ) else {
         return;
     };
-    BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(db)), None);
+    let role = (role != 0).then(|| pg_sys::Oid::from(role));
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(db)), role);
+    // The binding asked for, then every other one of the database that needs
+    // a rebuild (after pg_upgrade or a restore, they all do), each in a
+    // transaction of its own.
+    rebuild_one(&name);
+    let others = BackgroundWorker::transaction(|| {
+        super::catalog::with_safe_path(|| {
+            let nsp = super::catalog::ext_schema();
+            pgrx::spi::Spi::connect(|c| {
+                let rows = c.select(
+                    &format!("SELECT b.name FROM {nsp}.cuckoo_bindings b WHERE NOT {nsp}.cf_bound_ready(b.name) ORDER BY b.name"),
+                    None,
+                    &[],
+                )?;
+                let mut v = Vec::new();
+                for r in rows {
+                    if let Some(n) = r.get::<String>(1)? {
+                        v.push(n);
+                    }
+                }
+                Ok::<_, pgrx::spi::Error>(v)
+            })
+        })
+        .unwrap_or_default()
+    });
+    for other in others.iter().filter(|n| **n != name) {
+        pgrx::check_for_interrupts!();
+        rebuild_one(other);
+    }
+}
+
+/// Rebuilds binding `name` in a transaction of its own, if it still needs
+/// it (see `cuckoo_rebuild_main`).
+fn rebuild_one(name: &str) {
+    let name = name.to_string();
     BackgroundWorker::transaction(|| {
-        let nsp = super::catalog::ext_schema();
-        let tab = pgrx::spi::Spi::get_one_with_args::<String>(
-            &format!("SELECT tab::pg_catalog.text FROM {nsp}.cuckoo_bindings WHERE name = $1"),
-            &[name.as_str().into()],
-        );
-        let Ok(Some(tab)) = tab else { return };
-        let done = pgrx::spi::Spi::run(&format!("LOCK TABLE {tab} IN SHARE UPDATE EXCLUSIVE MODE")).and_then(|()| {
+        let found = super::catalog::with_safe_path(|| {
+            pgrx::spi::Spi::run("SELECT pg_catalog.set_config('lock_timeout', '60s', true)")?;
+            let nsp = super::catalog::ext_schema();
+            let row = pgrx::spi::Spi::get_two_with_args::<i64, String>(
+                &format!(
+                    "SELECT c.relowner::pg_catalog.int8, b.tab::pg_catalog.regclass::pg_catalog.text FROM {nsp}.cuckoo_bindings b \
+                     JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) b.tab WHERE b.name OPERATOR(pg_catalog.=) $1"
+                ),
+                &[name.as_str().into()],
+            )?;
+            Ok::<_, pgrx::spi::Error>((nsp, row))
+        });
+        let Ok((nsp, (Some(owner), Some(tab)))) = found else { return };
+        let done = super::catalog::as_role(pg_sys::Oid::from(owner as u32), || {
+            pgrx::spi::Spi::run(&format!("LOCK TABLE {tab} IN SHARE UPDATE EXCLUSIVE MODE"))?;
             let ready = pgrx::spi::Spi::get_one_with_args::<bool>(
                 &format!("SELECT {nsp}.cf_bound_ready($1)"),
                 &[name.as_str().into()],
@@ -138,10 +234,7 @@ pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
             if ready == Some(true) {
                 return Ok(None);
             }
-            pgrx::spi::Spi::get_one_with_args::<i64>(
-                &format!("SELECT {nsp}.cf_bound_restored($1)"),
-                &[name.as_str().into()],
-            )
+            pgrx::spi::Spi::get_one_with_args::<i64>(&format!("SELECT {nsp}.cf_rebuild($1)"), &[name.as_str().into()])
         });
         match done {
             Ok(Some(rows)) => {
@@ -155,4 +248,11 @@ pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
             }
         }
     });
+}
+
+/// Frees the one background rebuild's claim (`before_shmem_exit`).
+unsafe extern "C-unwind" fn release_at_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    if let Some(a) = super::shared::area_if_loaded() {
+        a.release_rebuilder();
+    }
 }

@@ -484,13 +484,13 @@ v1_functions! {
                 }
                 b.inserts.len() >= MANY_MAX || b.deletes.len() >= MANY_MAX
             });
-            if full.is_none() && op != pg_sys::TRIGGER_EVENT_DELETE {
+            if full.is_none() && super::binding::missing(name, col, tgname, before, rel) && op != pg_sys::TRIGGER_EVENT_DELETE {
                 // The filter is missing: a key set aside now, or taken
                 // back, in case it comes back during the statement.
                 let new = if op == pg_sys::TRIGGER_EVENT_UPDATE { (*td).tg_newslot } else { (*td).tg_trigslot };
                 let old = (op == pg_sys::TRIGGER_EVENT_UPDATE).then_some((*td).tg_trigslot);
                 if before {
-                    super::binding::orphan_early(name, col, tgname, rel, old, new);
+                    super::binding::orphan_early(name, col, rel, old, new);
                 } else if super::binding::orphans_waiting() {
                     super::binding::orphan_taken(name, col, rel, new);
                 }
