@@ -49,13 +49,6 @@ CREATE FUNCTION cf_bound_unregister(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_unregister' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_fill(name text, tab regclass, col text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'cf_bound_fill' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
--- cf_rebuild as the bound table's owner, for the DDL event trigger when a
--- restore made a binding's triggers (not for PUBLIC).
-CREATE FUNCTION cf_bound_restored(name text) RETURNS bigint
-    AS 'MODULE_PATHNAME', 'cf_bound_restored' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION cf_bound_restored(text) FROM PUBLIC;
-CREATE FUNCTION cf_bound_triggers_new(name text, tab regclass) RETURNS boolean
-    AS 'MODULE_PATHNAME', 'cf_bound_triggers_new' LANGUAGE C STABLE STRICT PARALLEL SAFE;
 CREATE FUNCTION cf_bound_reset(name text, capacity bigint, fpp float8, durable boolean, typ regtype) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_reset' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_altered(tab oid, attnum int2) RETURNS boolean
@@ -64,6 +57,20 @@ CREATE FUNCTION cf_bound_ready(name text) RETURNS boolean
     AS 'MODULE_PATHNAME', 'cf_bound_ready' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 CREATE FUNCTION cf_bound_release(name text) RETURNS void
     AS 'MODULE_PATHNAME', 'cf_bound_release' LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+-- The partitions of a partitioned table at every level (level 1: its own),
+-- read from pg_inherits without locking them. (pg_partition_tree locks each:
+-- the DDL event trigger, run by every ALTER TABLE, then deadlocked with
+-- another session altering a partition, as a parallel pg_restore does.)
+CREATE FUNCTION cf_bound_partitions(tab regclass) RETURNS TABLE (relid oid, level int)
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $fn$
+    WITH RECURSIVE t(relid, level) AS (
+        SELECT i.inhrelid, 1 FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhparent
+         WHERE i.inhparent = $1 AND c.relkind = 'p'
+        UNION ALL
+        SELECT i.inhrelid, t.level + 1 FROM t JOIN pg_catalog.pg_inherits i ON i.inhparent = t.relid
+          JOIN pg_catalog.pg_class c ON c.oid = i.inhparent AND c.relkind = 'p')
+    SELECT t.relid, t.level FROM t
+$fn$;
 -- The rows a table holds by its statistics (a partitioned table: its
 -- leaves'), for sizing its filter.
 CREATE FUNCTION cf_bound_rows_estimate(tab regclass) RETURNS float8
@@ -143,9 +150,8 @@ CREATE FUNCTION cf_bound_triggers_ok(name text, tab regclass, col name) RETURNS 
     -- Every partition (at every level) of a partitioned table has the two
     -- row triggers, cloned from the table's, enabled always.
     SELECT NOT EXISTS (
-        SELECT 1 FROM pg_catalog.pg_partition_tree($2) p
-         WHERE p.level > 0
-           AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger t
+        SELECT 1 FROM @extschema@.cf_bound_partitions($2) p
+         WHERE (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger t
                  WHERE t.tgrelid = p.relid AND t.tgenabled = 'A' AND t.tgparentid <> 0
                    AND t.tgfoid = '@extschema@.cf_bound_row()'::regprocedure
                    AND t.tgname IN ('cuckoo_' || pg_catalog.left(pg_catalog.md5($1), 16) || '_row',
@@ -276,6 +282,13 @@ BEGIN
     IF NOT pg_has_role((SELECT c.relowner FROM pg_class c WHERE c.oid = b.tab), 'USAGE') THEN
         RAISE EXCEPTION 'must be owner of table %', b.tab USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- What it reads of the catalogs after its lock must be current: a
+    -- trigger of the binding disabled while it waited would otherwise be
+    -- taken as it was.
+    IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'cf_rebuild() cannot run in a % transaction', pg_catalog.current_setting('transaction_isolation')
+            USING ERRCODE = 'feature_not_supported', HINT = 'Run it in a READ COMMITTED transaction.';
+    END IF;
     EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE UPDATE EXCLUSIVE MODE', b.tab);
     SELECT a.atttypid INTO att FROM pg_attribute a
      WHERE a.attrelid = b.tab AND a.attname = b.col AND a.attnum > 0 AND NOT a.attisdropped;
@@ -357,17 +370,17 @@ BEGIN
                 why := pg_catalog.format('column %I of %s was dropped', b.col, b.tab);
             ELSIF NOT @extschema@.cf_bound_key_ok(b.name, a.atttypid) THEN
                 why := pg_catalog.format('column %I of %s changed type to %s', a.attname, b.tab, a.atttypid::regtype);
-            ELSIF EXISTS (SELECT 1 FROM pg_catalog.pg_partition_tree(b.tab) p JOIN pg_class c ON c.oid = p.relid
-                           WHERE p.isleaf AND c.relkind <> 'r') THEN
+            ELSIF EXISTS (SELECT 1 FROM @extschema@.cf_bound_partitions(b.tab) p JOIN pg_class c ON c.oid = p.relid
+                           WHERE c.relkind NOT IN ('r', 'p')) THEN
                 -- A foreign table made a partition: writes elsewhere would
                 -- go unseen.
                 why := pg_catalog.format('a partition of %s is not a table of this server', b.tab);
-            ELSIF @extschema@.cf_bound_ready(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
+            ELSIF @extschema@.cf_bound_present(b.name) AND NOT @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
                 -- Without the triggers as cf_bind makes them, writes would
                 -- go unseen (DISABLE TRIGGER, DROP TRIGGER, CREATE OR REPLACE
-                -- TRIGGER). A binding whose filter is missing or not trusted
-                -- (a restore making its triggers, in this transaction or
-                -- another) is used by nothing; a rebuild sets them right.
+                -- TRIGGER). A binding whose filter is missing (a restore
+                -- making its triggers) is used by nothing; cf_rebuild sets
+                -- them right (it makes them again under its lock).
                 why := pg_catalog.format('its triggers on %s were disabled, dropped or replaced', b.tab);
             ELSIF a.attname <> b.col THEN
                 -- Renamed: the row triggers name the column they read. (The
@@ -378,7 +391,7 @@ BEGIN
                 EXECUTE pg_catalog.format('DROP TRIGGER IF EXISTS %I ON %s', 'zz_' || trig || '_new', b.tab);
                 PERFORM @extschema@.cf_bound_triggers(b.name, b.tab, a.attname);
                 PERFORM @extschema@.cf_bound_ddl_quiet(false);
-            ELSIF b.enum_labels IS NOT NULL AND @extschema@.cf_bound_ready(b.name) THEN
+            ELSIF b.enum_labels IS NOT NULL AND @extschema@.cf_bound_present(b.name) THEN
                 -- Keys of an enum column are its labels: a label renamed
                 -- (ALTER TYPE ... RENAME VALUE) changes the key of every row
                 -- holding it. Labels added change none.
@@ -413,37 +426,6 @@ BEGIN
             PERFORM @extschema@.cf_drop(b.name);
         END IF;
     END LOOP;
-    -- A restore (pg_restore, or psql running a pg_dump script) makes a
-    -- binding's triggers after the table's rows are in, and the binding's
-    -- filter is missing then (a dump does not hold it). Once the triggers
-    -- this transaction made are all there as cf_bind makes them, the filter
-    -- is rebuilt from the table, in the restoring transaction, as the
-    -- table's owner. (Not for other DDL on a bound table, which would hold
-    -- its lock through a rebuild: the binding's first use asks for one.) Not
-    -- under pg_upgrade, whose tables' files come after the schema. A
-    -- rebuild that fails leaves the binding needing one, with a WARNING; the
-    -- restore goes on.
-    IF TG_EVENT = 'ddl_command_end' THEN
-        FOR b IN SELECT * FROM @extschema@.cuckoo_bindings v
-                  WHERE v.tab IN (SELECT CASE WHEN c.classid = 'pg_catalog.pg_trigger'::regclass
-                                              THEN (SELECT t.tgrelid FROM pg_catalog.pg_trigger t WHERE t.oid = c.objid)
-                                              ELSE c.objid END
-                                    FROM pg_catalog.pg_event_trigger_ddl_commands() c
-                                   WHERE c.command_tag IN ('CREATE TRIGGER', 'ALTER TABLE'))
-                  ORDER BY v.name LOOP
-            IF NOT @extschema@.cf_bound_ready(b.name) AND @extschema@.cf_bound_triggers_new(b.name, b.tab)
-               AND @extschema@.cf_bound_triggers_ok(b.name, b.tab, b.col) THEN
-                BEGIN
-                    IF @extschema@.cf_bound_restored(b.name) IS NOT NULL THEN
-                        RAISE NOTICE 'cuckoo: filter "%" bound to column % of % was rebuilt from the table', b.name, b.col, b.tab;
-                    END IF;
-                EXCEPTION WHEN OTHERS THEN
-                    RAISE WARNING 'cuckoo: filter "%" bound to column % of % could not be rebuilt: %', b.name, b.col, b.tab, SQLERRM
-                        USING HINT = pg_catalog.format('Meanwhile pre-screens treat every key as present. Rebuild it with SELECT cf_rebuild(%L).', b.name);
-                END;
-            END IF;
-        END LOOP;
-    END IF;
 END
 $fn$;
 REVOKE ALL ON FUNCTION cf_bound_ddl() FROM PUBLIC;

@@ -312,9 +312,11 @@ impl Area {
         true
     }
 
-    /// The background rebuild ended (or was not started).
-    pub fn release_rebuilder(&self) {
-        self.header.rebuilder.store(0, Ordering::Relaxed);
+    /// The background rebuild claimed at `stamp` (`claim_rebuilder`'s `now`,
+    /// at least 1) ended, or was not started: its claim goes, unless another
+    /// took over after its lease.
+    pub fn release_rebuilder(&self, stamp: u64) {
+        let _ = self.header.rebuilder.compare_exchange(stamp.max(1), 0, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// The slot of `name` in `db` and its epoch, if claimed.

@@ -56,10 +56,14 @@ fn a_rebuild_is_asked_for_once_per_interval_and_the_oldest_ask_is_forgotten_firs
     // after its lease.
     assert!(a.claim_rebuilder(&lk, 2_000, 500));
     assert!(!a.claim_rebuilder(&lk, 2_100, 500));
-    a.release_rebuilder();
+    a.release_rebuilder(2_000);
     assert!(a.claim_rebuilder(&lk, 2_200, 500));
     assert!(!a.claim_rebuilder(&lk, 2_600, 500));
     assert!(a.claim_rebuilder(&lk, 2_700, 500), "lease over");
+    a.release_rebuilder(2_200);
+    assert!(!a.claim_rebuilder(&lk, 2_800, 500), "the one past its lease does not free the new claim");
+    a.release_rebuilder(2_700);
+    assert!(a.claim_rebuilder(&lk, 2_900, 500));
 }
 
 #[test]

@@ -200,83 +200,6 @@ v1_functions! {
         }
     }
 
-    /// `cf_bound_triggers_new(name text, tab regclass) -> boolean`: whether
-    /// one of binding `name`'s triggers on `tab` was made by this
-    /// transaction (a restore making the binding's triggers, each maybe in
-    /// a transaction of its own; not an `ALTER TABLE` of a table bound long
-    /// ago).
-    fn cf_bound_triggers_new(fcinfo) {
-        // SAFETY: strict; text, regclass.
-        unsafe {
-            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
-            let name = text(fcinfo, 0);
-            let tab = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
-            let (row, early) = binding::row_trigger_names(&name);
-            let flush = row.replace("_row", "_flush");
-            let xmins = catalog::with_safe_path(|| {
-                pgrx::spi::Spi::connect(|c| {
-                    let rows = c.select(
-                        "SELECT t.xmin::text::bigint FROM pg_catalog.pg_trigger t \
-                         WHERE t.tgrelid = $1 AND t.tgname IN ($2, $3, $4)",
-                        None,
-                        &[tab.into(), row.as_str().into(), flush.as_str().into(), early.as_str().into()],
-                    )?;
-                    let mut v = Vec::new();
-                    for r in rows {
-                        if let Some(x) = r.get::<i64>(1)? {
-                            v.push(x);
-                        }
-                    }
-                    Ok::<_, pgrx::spi::Error>(v)
-                })
-            })
-            .unwrap_or_default();
-            let new = xmins.iter().any(|&x| pg_sys::TransactionIdIsCurrentTransactionId(pg_sys::TransactionId::from(x as u32)));
-            pg_sys::Datum::from(new)
-        }
-    }
-
-    /// `cf_bound_restored(name text) -> bigint`: binding `name`, whose
-    /// triggers a restore just made, gets its filter: `cf_rebuild` as the
-    /// bound table's owner (the role that may bind it, and who owns its
-    /// filter), from the DDL event trigger (the extension's owner; not for
-    /// PUBLIC). NULL, doing nothing, under `pg_upgrade` (the tables' files
-    /// come after the schema) and during recovery.
-    fn cf_bound_restored(fcinfo) {
-        // SAFETY: strict; text. Plain reads of process state.
-        unsafe {
-            crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
-            if pg_sys::IsBinaryUpgrade || pg_sys::RecoveryInProgress() {
-                (*fcinfo).isnull = true;
-                return pg_sys::Datum::from(0usize);
-            }
-            let name = text(fcinfo, 0);
-            let Some((tab, _)) = catalog::binding(&name) else {
-                (*fcinfo).isnull = true;
-                return pg_sys::Datum::from(0usize);
-            };
-            let tuple = pg_sys::SearchSysCache1(
-                pg_sys::SysCacheIdentifier::RELOID as i32,
-                pg_sys::Datum::from(tab),
-            );
-            if tuple.is_null() {
-                (*fcinfo).isnull = true;
-                return pg_sys::Datum::from(0usize);
-            }
-            let form = pg_sys::GETSTRUCT(tuple) as *mut pg_sys::FormData_pg_class;
-            let owner = (*form).relowner;
-            pg_sys::ReleaseSysCache(tuple);
-            let nsp = catalog::ext_schema();
-            let rows = catalog::as_role(owner, || {
-                pgrx::spi::Spi::get_one_with_args::<i64>(&format!("SELECT {nsp}.cf_rebuild($1)"), &[name.as_str().into()])
-            })
-            .unwrap_or_else(|e| {
-                fail(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("cuckoo: could not rebuild the filter: {e}"), None)
-            });
-            pg_sys::Datum::from(rows.unwrap_or(0))
-        }
-    }
-
     /// `cf_bound_fill(name text, tab regclass, col text) -> bigint`: fills
     /// binding `name`'s filter from its table (cf_bind and cf_rebuild call
     /// it, holding a lock that keeps DDL and other fills out); the row
@@ -581,10 +504,10 @@ v1_functions! {
             crate::sql::bound::catalog::note_function((*(*fcinfo).flinfo).fn_oid);
             let name = text(fcinfo, 0);
             let typ = pg_sys::Oid::from((*fcinfo).args.as_slice(2)[1].value.value() as u32);
-            // Only a filter this session trusts is judged: one a transaction
-            // still running made (a rebuild at the end of a rewrite, or a
-            // restore), or one a rolled-back rewrite left, is not yet, or no
-            // longer, the binding's.
+            // Only a filter this session trusts is judged by its key type:
+            // one a rebuild still running made, or one a rebuild that did
+            // not commit left, is not yet, or not, the binding's (a rebuild
+            // makes it again for the column's type).
             let ok = match shared::area_if_loaded().and_then(|_| crate::sql::named::call::BoundTarget::find(&name)) {
                 Some(t) => crate::sql::keys::key_type_of(typ) == t.key || !binding::trusted(&name),
                 None => true,

@@ -5,8 +5,8 @@
 //! rebuild cancelled or cut by a crash) answers "maybe" for every key, and
 //! its table's writes are not followed. The first statement that uses it (a
 //! probe, the planner weighing its pre-screen, a write of its table) asks for
-//! a rebuild, and a background worker runs `cf_rebuild` (as the table's
-//! owner: `cf_bound_restored`), which does not block writers. Meanwhile, and
+//! a rebuild, and a background worker runs `cf_rebuild` as the table's
+//! owner, which does not block writers. Meanwhile, and
 //! if the rebuild fails, answers stay "maybe": never a false negative.
 //!
 //! Only a binding the catalog has is asked for (a row trigger naming
@@ -92,12 +92,13 @@ pub(super) fn ask(name: &str) {
     let key = ask_key(db, name);
     // One background rebuild at a time in the cluster; an ask made while one
     // runs is not remembered (asked again by the next use).
+    let stamp = (now as u64).max(1);
     let claimed = super::shared::with_lock(|a, lk| {
-        if !a.claim_rebuilder(lk, now as u64, LEASE.as_micros() as u64) {
+        if !a.claim_rebuilder(lk, stamp, LEASE.as_micros() as u64) {
             return false;
         }
         if !a.ask_rebuild(lk, key, now as u64, every as u64) {
-            a.release_rebuilder();
+            a.release_rebuilder(stamp);
             return false;
         }
         true
@@ -117,10 +118,10 @@ pub(super) fn ask(name: &str) {
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(None)
-        .set_extra(&format!("{db} {} {name}", login_role(db)))
+        .set_extra(&format!("{db} {} {stamp} {name}", login_role(db)))
         .load_dynamic();
     if started.is_err() {
-        super::shared::with_lock(|a, _| a.release_rebuilder());
+        super::shared::with_lock(|a, _| a.release_rebuilder(stamp));
         // No worker slot free: the next use after ASK_EVERY asks again.
         pgrx::log!(
             "cuckoo: no background worker could be started to rebuild filter \"{name}\"; it is asked for again later"
@@ -149,39 +150,51 @@ fn ask_key(db: u32, name: &str) -> u64 {
 }
 
 /// The worker: connects to the binding's database (as its owner, or the
-/// bootstrap superuser: `login_role`), then, with the search path pinned and
-/// as the bound table's owner, waits (at most a minute: `lock_timeout`) for
-/// the table's `SHARE UPDATE EXCLUSIVE` lock (a rebuild running is waited
-/// for) and runs `cf_rebuild` if the filter still needs it. `SIGTERM` ends it
-/// at once (PostgreSQL's default for a worker), `pg_cancel_backend` cancels
-/// its rebuild; an error is logged, and the binding is asked for again after
-/// `ASK_EVERY`.
+/// bootstrap superuser: `login_role`), then, for the binding asked for and
+/// then every other one of the database that needs a rebuild, each in a
+/// transaction of its own (`rebuild_one`). Its transactions are `READ
+/// COMMITTED` and read-write whatever the database's or role's defaults say
+/// (what it reads of the catalogs after a lock must be current). `SIGTERM`
+/// ends it at once (PostgreSQL's default for a worker), `pg_cancel_backend`
+/// cancels the rebuild running.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
-    // SAFETY: the worker's signals, as PostgreSQL set them up (SIGTERM ends
-    // the process, SIGINT cancels the statement); the callback frees the one
-    // rebuild's claim however the process ends.
-    unsafe {
-        pg_sys::BackgroundWorkerUnblockSignals();
-        pg_sys::before_shmem_exit(Some(release_at_exit), pg_sys::Datum::from(0usize));
-    }
     let extra = BackgroundWorker::get_extra().to_string();
-    let mut parts = extra.splitn(3, ' ');
-    let (Some(db), Some(role), Some(name)) = (
+    let mut parts = extra.splitn(4, ' ');
+    let (Some(db), Some(role), Some(stamp), Some(name)) = (
         parts.next().and_then(|d| d.parse::<u32>().ok()),
         parts.next().and_then(|r| r.parse::<u32>().ok()),
+        parts.next().and_then(|t| t.parse::<u64>().ok()),
         parts.next().map(str::to_string),
     ) else {
         return;
     };
+    // SAFETY: the worker's signals, as PostgreSQL set them up (SIGTERM ends
+    // the process, SIGINT cancels the statement); the callback frees this
+    // worker's claim however the process ends.
+    unsafe {
+        STAMP = stamp;
+        pg_sys::BackgroundWorkerUnblockSignals();
+        pg_sys::before_shmem_exit(Some(release_at_exit), pg_sys::Datum::from(0usize));
+    }
     let role = (role != 0).then(|| pg_sys::Oid::from(role));
     BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(db)), role);
-    // The binding asked for, then every other one of the database that needs
-    // a rebuild (after pg_upgrade or a restore, they all do), each in a
-    // transaction of its own.
+    // SAFETY: settings of this process, before its first transaction.
+    unsafe {
+        for (k, v) in
+            [(c"default_transaction_isolation", c"read committed"), (c"default_transaction_read_only", c"off")]
+        {
+            pg_sys::SetConfigOption(
+                k.as_ptr(),
+                v.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            );
+        }
+    }
     rebuild_one(&name);
-    let others = BackgroundWorker::transaction(|| {
+    let others = in_transaction(|| {
         super::catalog::with_safe_path(|| {
             let nsp = super::catalog::ext_schema();
             pgrx::spi::Spi::connect(|c| {
@@ -199,19 +212,54 @@ pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
                 Ok::<_, pgrx::spi::Error>(v)
             })
         })
-        .unwrap_or_default()
+        .map_err(|e| e.to_string())
     });
-    for other in others.iter().filter(|n| **n != name) {
+    for other in others.into_iter().flatten().filter(|n| *n != name) {
         pgrx::check_for_interrupts!();
-        rebuild_one(other);
+        rebuild_one(&other);
     }
 }
 
-/// Rebuilds binding `name` in a transaction of its own, if it still needs
-/// it (see `cuckoo_rebuild_main`).
+/// The claim (`Area::claim_rebuilder`) this worker holds.
+static mut STAMP: u64 = 0;
+
+/// Runs `f` in a transaction of its own: committed if it returns, rolled back
+/// if it raises an error (returned as `Err`, the error's message).
+fn in_transaction<T>(f: impl FnOnce() -> Result<T, String> + std::panic::UnwindSafe) -> Result<T, String> {
+    // SAFETY: a transaction of this worker's own, between others.
+    unsafe {
+        pg_sys::SetCurrentStatementStartTimestamp();
+        pg_sys::StartTransactionCommand();
+        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
+    }
+    let out = PgTryBuilder::new(f)
+        .catch_others(|e| {
+            Err(match e {
+                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
+                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r) => r.message().to_string(),
+                pgrx::pg_sys::panic::CaughtError::RustPanic { ereport, .. } => ereport.message().to_string(),
+            })
+        })
+        .execute();
+    // SAFETY: ends the transaction started above, as its outcome says.
+    unsafe {
+        if out.is_ok() {
+            pg_sys::PopActiveSnapshot();
+            pg_sys::CommitTransactionCommand();
+        } else {
+            pg_sys::AbortCurrentTransaction();
+        }
+    }
+    out
+}
+
+/// Rebuilds binding `name`, if it still needs it: with the search path
+/// pinned and as the bound table's owner, waits at most a minute
+/// (`lock_timeout`) for the table's `SHARE UPDATE EXCLUSIVE` lock (a rebuild
+/// running is waited for), then runs `cf_rebuild`. What it did, or its
+/// error, is logged.
 fn rebuild_one(name: &str) {
-    let name = name.to_string();
-    BackgroundWorker::transaction(|| {
+    let out = in_transaction(|| {
         let found = super::catalog::with_safe_path(|| {
             pgrx::spi::Spi::run("SELECT pg_catalog.set_config('lock_timeout', '60s', true)")?;
             let nsp = super::catalog::ext_schema();
@@ -220,39 +268,39 @@ fn rebuild_one(name: &str) {
                     "SELECT c.relowner::pg_catalog.int8, b.tab::pg_catalog.regclass::pg_catalog.text FROM {nsp}.cuckoo_bindings b \
                      JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) b.tab WHERE b.name OPERATOR(pg_catalog.=) $1"
                 ),
-                &[name.as_str().into()],
+                &[name.into()],
             )?;
             Ok::<_, pgrx::spi::Error>((nsp, row))
-        });
-        let Ok((nsp, (Some(owner), Some(tab)))) = found else { return };
-        let done = super::catalog::as_role(pg_sys::Oid::from(owner as u32), || {
+        })
+        .map_err(|e| e.to_string())?;
+        let (nsp, (Some(owner), Some(tab))) = found else { return Ok(None) };
+        super::catalog::as_role(pg_sys::Oid::from(owner as u32), || {
             pgrx::spi::Spi::run(&format!("LOCK TABLE {tab} IN SHARE UPDATE EXCLUSIVE MODE"))?;
-            let ready = pgrx::spi::Spi::get_one_with_args::<bool>(
-                &format!("SELECT {nsp}.cf_bound_ready($1)"),
-                &[name.as_str().into()],
-            )?;
+            let ready =
+                pgrx::spi::Spi::get_one_with_args::<bool>(&format!("SELECT {nsp}.cf_bound_ready($1)"), &[name.into()])?;
             if ready == Some(true) {
                 return Ok(None);
             }
-            pgrx::spi::Spi::get_one_with_args::<i64>(&format!("SELECT {nsp}.cf_rebuild($1)"), &[name.as_str().into()])
-        });
-        match done {
-            Ok(Some(rows)) => {
-                pgrx::log!(
-                    "cuckoo: filter \"{name}\" bound to {tab} was rebuilt in the background ({rows} row versions)"
-                )
-            }
-            Ok(None) => {}
-            Err(e) => {
-                pgrx::warning!("cuckoo: filter \"{name}\" bound to {tab} could not be rebuilt in the background: {e}")
-            }
-        }
+            let rows =
+                pgrx::spi::Spi::get_one_with_args::<i64>(&format!("SELECT {nsp}.cf_rebuild($1)"), &[name.into()])?;
+            Ok(Some((tab, rows.unwrap_or(0))))
+        })
+        .map_err(|e: pgrx::spi::Error| e.to_string())
     });
+    match out {
+        Ok(Some((tab, rows))) => {
+            pgrx::log!("cuckoo: filter \"{name}\" bound to {tab} was rebuilt in the background ({rows} row versions)")
+        }
+        Ok(None) => {}
+        Err(e) => pgrx::warning!("cuckoo: filter \"{name}\" could not be rebuilt in the background: {e}"),
+    }
 }
 
-/// Frees the one background rebuild's claim (`before_shmem_exit`).
+/// Frees this worker's claim of the one background rebuild
+/// (`before_shmem_exit`).
 unsafe extern "C-unwind" fn release_at_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
     if let Some(a) = super::shared::area_if_loaded() {
-        a.release_rebuilder();
+        // SAFETY: set once, before this callback was registered.
+        a.release_rebuilder(unsafe { STAMP });
     }
 }

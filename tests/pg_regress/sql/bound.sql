@@ -358,9 +358,9 @@ SELECT state, cf_bound_contains('bt4_m', 'happy'::bt_mood) AS maybe FROM cuckoo_
 -- Other DDL on the table leaves it so (no rebuild under its lock).
 ALTER TABLE bt4 ALTER COLUMN m SET STATISTICS 50;
 SELECT state FROM cuckoo_filters WHERE name = 'bt4_m';
--- A restore makes the binding's triggers (in one transaction, with the
--- catalog's row restored and no filter): once they are all there, the
--- filter is rebuilt from the table, with a NOTICE.
+-- A restore makes the binding's triggers (with the catalog's row restored
+-- and no filter): the binding stays as it is, needing a rebuild (its first
+-- use asks for one in the background; off here), and is not ended.
 BEGIN;
 SELECT format('DROP TRIGGER %I ON bt4; DROP TRIGGER %I ON bt4; DROP TRIGGER %I ON bt4',
               'cuckoo_' || left(md5('bt4_m'), 16) || '_row', 'cuckoo_' || left(md5('bt4_m'), 16) || '_flush',
@@ -368,6 +368,13 @@ SELECT format('DROP TRIGGER %I ON bt4; DROP TRIGGER %I ON bt4; DROP TRIGGER %I O
 :drops;
 SELECT cf_bound_triggers('bt4_m', 'bt4', 'm');
 COMMIT;
+SELECT state, (SELECT count(*) FROM cuckoo_bindings WHERE name = 'bt4_m') AS bound FROM cuckoo_filters WHERE name = 'bt4_m';
+-- cf_rebuild reads the catalogs after its lock: not under a transaction
+-- snapshot taken before it.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT err($$SELECT cf_rebuild('bt4_m')$$);
+ROLLBACK;
+SELECT cf_rebuild('bt4_m');
 SELECT state, cf_bound_contains('bt4_m', 'blue'::bt_mood) AS blue, cf_bound_contains('bt4_m', 'happy'::bt_mood) AS happy
 FROM cuckoo_filters WHERE name = 'bt4_m';
 -- Triggers left without the catalog's row (a restore of the schema alone,
@@ -380,7 +387,15 @@ INSERT INTO cuckoo_bindings (name, tab, col, attnum, fpp, durable, bound_by)
   VALUES ('bt4_m', 'bt4', 'm', 1, 0.002, true, current_user::regrole);
 SELECT cf_rebuild('bt4_m');
 SELECT cf_bound_contains('bt4_m', 'blue'::bt_mood) AS blue, cf_bound_contains('bt4_m', 'happy'::bt_mood) AS happy;
-SELECT cf_unbind('bt4_m');
+-- A filter there but not trusted (a rebuild rolled back) whose trigger is
+-- disabled: the binding ends (else a TRUNCATE, which makes its filter
+-- trusted, would leave writes unseen).
+BEGIN;
+SELECT cf_rebuild('bt4_m');
+ROLLBACK;
+SELECT format('ALTER TABLE bt4 DISABLE TRIGGER %I', 'cuckoo_' || left(md5('bt4_m'), 16) || '_row') AS dis \gset
+:dis;
+SELECT count(*) AS bound FROM cuckoo_bindings WHERE name = 'bt4_m';
 DROP TABLE bt4;
 DROP TYPE bt_mood;
 
