@@ -540,7 +540,7 @@ v1_functions! {
             // Keys this backend buffered (rows its statement wrote that a
             // PL/pgSQL expression evaluated without a query now probes).
             trigger::flush_buffered(true);
-            if !bc.looked {
+            if !bc.looked && !pg_sys::IsInParallelMode() {
                 bc.looked = true;
                 let name = text(fcinfo, 0);
                 if catalog::row(&name).is_some() && !binding::trusted(&name) {

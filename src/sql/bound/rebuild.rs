@@ -65,8 +65,10 @@ pub(super) fn init() {
 /// this is a standby or `pg_upgrade`, the binding was asked for lately, or
 /// no worker can be started (asked again later).
 pub(super) fn ask(name: &str) {
+    // Not from parallel mode: its leader plans and probes too, outside it.
     // SAFETY: plain reads of process state.
-    if !AUTO_REBUILD.get() || unsafe { pg_sys::RecoveryInProgress() || pg_sys::IsBinaryUpgrade } {
+    let skip = unsafe { pg_sys::RecoveryInProgress() || pg_sys::IsBinaryUpgrade || pg_sys::IsInParallelMode() };
+    if !AUTO_REBUILD.get() || skip {
         return;
     }
     if super::shared::area_if_loaded().is_none() {
