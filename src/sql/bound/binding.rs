@@ -189,7 +189,7 @@ const EARLY_LOOK: usize = 16;
 /// The names `cf_bound_triggers` gives binding `name`'s row triggers:
 /// `cuckoo_` and the first 16 hex digits of the name's MD5, then `_row` (the
 /// `AFTER` one); `zz_`, the same, then `_new` (the `BEFORE` one).
-pub(super) fn row_trigger_names(name: &str) -> (String, String) {
+fn row_trigger_names(name: &str) -> (String, String) {
     let c = std::ffi::CString::new(name).unwrap_or_default();
     // SAFETY: md5(text) of a fresh text datum; its result is a text.
     unsafe {
@@ -713,6 +713,21 @@ thread_local! {
     static ORPHANS: RefCell<Vec<Orphans>> = const { RefCell::new(Vec::new()) };
 }
 
+impl Orphans {
+    /// The key of the row in `slot` of `rel`, hashed as every filter
+    /// `cf_create` makes hashes it (None: NULL).
+    ///
+    /// # Safety
+    /// `rel` is open and `slot` holds a row of it.
+    unsafe fn key(&mut self, rel: pg_sys::Relation, slot: *mut pg_sys::TupleTableSlot) -> Option<u64> {
+        // SAFETY: as documented.
+        unsafe {
+            let (c, _) = column_in(&mut self.columns, &self.name, &self.col, rel, None);
+            key_of(&mut self.columns[c], slot, crate::filter::DEFAULT_SEED)
+        }
+    }
+}
+
 thread_local! {
     /// Names that row triggers passed and that no binding has, as of
     /// `REL_CHANGES` then (a binding made since invalidates the catalog).
@@ -805,11 +820,7 @@ pub(super) unsafe fn orphan_early(
         let mut o = o.borrow_mut();
         let Some(x) = o.iter_mut().find(|x| x.name == name && x.col == col) else { return };
         // SAFETY: as documented.
-        let (h, was) = unsafe {
-            let (c, _) = column_in(&mut x.columns, name, col, rel, None);
-            let h = key_of(&mut x.columns[c], slot, crate::filter::DEFAULT_SEED);
-            (h, old.and_then(|s| key_of(&mut x.columns[c], s, crate::filter::DEFAULT_SEED)))
-        };
+        let (h, was) = unsafe { (x.key(rel, slot), old.and_then(|s| x.key(rel, s))) };
         if let Some(h) = h.filter(|&h| Some(h) != was) {
             // SAFETY: reads this backend's subtransaction.
             let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
@@ -832,11 +843,7 @@ pub(super) unsafe fn orphan_taken(name: &str, col: &str, rel: pg_sys::Relation, 
             return;
         }
         // SAFETY: as documented.
-        let h = unsafe {
-            let (c, _) = column_in(&mut x.columns, name, col, rel, None);
-            key_of(&mut x.columns[c], slot, crate::filter::DEFAULT_SEED)
-        };
-        if let Some(h) = h {
+        if let Some(h) = unsafe { x.key(rel, slot) } {
             // SAFETY: reads this backend's subtransaction.
             let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
             let d = depth();
