@@ -254,19 +254,19 @@ impl Drop for Stats {
     }
 }
 
-/// The estimated fraction of rows for which `cf_contains(filter, key)` is true.
+/// The estimated fraction of rows for which `cf_contains(filter, key)` is
+/// true, or None when nothing is known (PostgreSQL's default then applies).
 ///
 /// # Safety
 /// The request comes from the planner.
-unsafe fn selectivity(req: &pg_sys::SupportRequestSelectivity) -> f64 {
+unsafe fn selectivity(req: &pg_sys::SupportRequestSelectivity) -> Option<f64> {
     // SAFETY: the request's args are the call's two argument expressions.
     unsafe {
         let args = PgList::<pg_sys::Node>::from_pg(req.args);
-        let (Some(farg), Some(key)) = (args.get_ptr(0), args.get_ptr(1)) else { return DEFAULT_SELECTIVITY };
-        let known = match known_filter(req.root, farg) {
-            Some(Known::Null) => return 0.0,
-            Some(k) => k,
-            None => return DEFAULT_SELECTIVITY,
+        let (farg, key) = (args.get_ptr(0)?, args.get_ptr(1)?);
+        let known = match known_filter(req.root, farg)? {
+            Known::Null => return Some(0.0),
+            k => k,
         };
         let mut vardata: pg_sys::VariableStatData = std::mem::zeroed();
         pg_sys::examine_variable(req.root, key, req.varRelid, &mut vardata);
@@ -274,9 +274,8 @@ unsafe fn selectivity(req: &pg_sys::SupportRequestSelectivity) -> f64 {
         let key_type = pg_sys::exprType(key);
         let sel = from_sample(&known, req.root, &stats.0, key_type, req.inputcollid)
             .or_else(|| from_statistics(&known, &stats.0, key_type, req.inputcollid))
-            .or_else(|| from_distinct(&known, &stats.0))
-            .unwrap_or(DEFAULT_SELECTIVITY);
-        sel.clamp(0.0, 1.0)
+            .or_else(|| from_distinct(&known, &stats.0))?;
+        Some(sel.clamp(0.0, 1.0))
     }
 }
 
@@ -577,7 +576,13 @@ v1_functions! {
             match (*req).type_ {
                 pg_sys::NodeTag::T_SupportRequestSelectivity => {
                     let r = req as *mut pg_sys::SupportRequestSelectivity;
-                    (*r).selectivity = selectivity(&*r);
+                    let sel = selectivity(&*r);
+                    (*r).selectivity = sel.unwrap_or(DEFAULT_SELECTIVITY);
+                    // An estimate from the filter also prices what a
+                    // pre-screen the planner added guards.
+                    if let Some(pass) = sel {
+                        super::bound::prescreen::scale_guarded((*r).root, (*r).args, pass);
+                    }
                     pg_sys::Datum::from(req)
                 }
                 pg_sys::NodeTag::T_SupportRequestCost => {

@@ -2,16 +2,22 @@
 //! in `WHERE EXISTS (SELECT … FROM t WHERE t.col = <outer> …)` and
 //! `WHERE <outer> IN (SELECT t.col FROM t …)`, when `t.col` is bound, the
 //! outer query also gets `cf_bound_contains('<filter>', <outer>)`, so that
-//! rows whose key the filter says is absent skip the probe of `t`. The query
-//! is planned with and without it, and the cheaper plan (PostgreSQL's own
-//! cost model, with the filter's estimated pass rate) is kept; `EXPLAIN`
-//! shows the call.
+//! rows whose key the filter says is absent skip the probe of `t`. In
+//! `WHERE NOT EXISTS (…)` and `WHERE <outer> NOT IN (…)` of the same shape,
+//! the term becomes `NOT cf_bound_contains(…) OR NOT EXISTS (…)` (a guard):
+//! a key the filter rules out makes the term true without the subquery. The
+//! query is planned with and without them, and the cheaper plan (PostgreSQL's
+//! own cost model, with the filter's estimated pass rate; for a guard, its
+//! subquery costed at that rate, `scale_guarded`) is kept; `EXPLAIN` shows
+//! the call.
 //!
 //! Exactness first: a pre-screen is added only where "absent from the
 //! filter" proves the sublink false for that row, so the answer cannot
 //! change:
-//! - the sublink is a top-level `AND` term of the outer `WHERE` (not under
-//!   `NOT` or `OR`: `NOT EXISTS` and `NOT IN` are left alone);
+//! - the sublink, or `NOT` of it, is a top-level `AND` term of the outer
+//!   `WHERE` (not under `OR`);
+//! - `NOT IN` only over a column declared `NOT NULL` (a NULL among the
+//!   subquery's rows makes `NOT IN` NULL for a key it lacks);
 //! - the subquery is a plain `SELECT` (no aggregates, grouping, `HAVING`,
 //!   set operations, `WITH`, window functions or set-returning functions in
 //!   its target list: an aggregate returns a row even when no row matches);
@@ -196,11 +202,20 @@ unsafe extern "C-unwind" fn planner(
         if !AUTO_PRESCREEN.get() || (*parse).commandType != pg_sys::CmdType::CMD_SELECT || !(*parse).hasSubLinks {
             return next_planner(parse, query_string, cursor_options, bound_params);
         }
-        let with = rewritten(parse);
+        let mut guard = pg_sys::InvalidOid;
+        let with = rewritten(parse, &mut guard);
         if with.is_null() {
             return next_planner(parse, query_string, cursor_options, bound_params);
         }
+        // (A query planned while this one is, with guards of its own, ends
+        // this one's scaling: its plan is then costed as PostgreSQL costs
+        // it, which keeps the guard only where it pays without.)
+        GUARDED.with(|g| {
+            *g.borrow_mut() =
+                (guard != pg_sys::InvalidOid).then(|| Guarded { parse: with, func: guard, scaled: Vec::new() })
+        });
         let a = next_planner(with, query_string, cursor_options, bound_params);
+        GUARDED.with(|g| *g.borrow_mut() = None);
         let b = next_planner(parse, query_string, cursor_options, bound_params);
         let cost = |p: *mut pg_sys::PlannedStmt| (*(*p).planTree).total_cost;
         if cost(a) < cost(b) {
@@ -211,9 +226,97 @@ unsafe extern "C-unwind" fn planner(
     }
 }
 
+/// The rewritten query being planned in which a pre-screen guards a
+/// `NOT EXISTS` or `NOT IN` (`NOT cf_bound_contains(…) OR NOT EXISTS (…)`),
+/// and the subplans of those whose cost was scaled already.
+///
+/// PostgreSQL costs every arm of an `OR` as if it always ran; the guarded
+/// arm runs only for keys the filter passes. So when the planner asks the
+/// pre-screen's selectivity, the guarded arm's subplans cost that fraction of
+/// a run per row (`scale_guarded`), before the clause's cost is computed;
+/// the plan with the guard is kept only if it is then cheaper than the plan
+/// without it.
+struct Guarded {
+    parse: *mut pg_sys::Query,
+    func: pg_sys::Oid,
+    scaled: Vec<*mut pg_sys::SubPlan>,
+}
+
+thread_local! {
+    static GUARDED: RefCell<Option<Guarded>> = const { RefCell::new(None) };
+}
+
+/// From the pre-screen's selectivity estimate (`pass`, a fraction of rows
+/// estimated from the filter, for the call whose arguments are `args`):
+/// when that call guards a `NOT EXISTS` or `NOT IN` of the rewritten query
+/// being planned, each subplan of the guarded arm costs `pass` of a run.
+///
+/// # Safety
+/// `root` and `args` come from the planner's selectivity request.
+pub unsafe fn scale_guarded(root: *mut pg_sys::PlannerInfo, args: *mut pg_sys::List, pass: f64) {
+    GUARDED.with(|g| {
+        let mut g = g.borrow_mut();
+        let Some(g) = g.as_mut() else { return };
+        // SAFETY: as documented; the query's quals are its preprocessed
+        // expressions, which the planner's clauses point into.
+        unsafe {
+            if root.is_null() || (*root).parse != g.parse || (*g.parse).jointree.is_null() {
+                return;
+            }
+            for c in conjuncts((*(*g.parse).jointree).quals) {
+                let Some(arm) = guarded_arm(c, g.func, args) else { continue };
+                walk(arm, &mut |n| {
+                    if (*n).type_ == pg_sys::NodeTag::T_SubPlan {
+                        let sp = n as *mut pg_sys::SubPlan;
+                        if !g.scaled.contains(&sp) {
+                            (*sp).per_call_cost *= pass.clamp(0.0, 1.0);
+                            g.scaled.push(sp);
+                        }
+                    }
+                });
+            }
+        }
+    });
+}
+
+/// If `c` is `NOT f(args) OR <arm>` with `f` the pre-screen and `args` that
+/// very argument list: `<arm>`.
+///
+/// # Safety
+/// `c` is a valid expression.
+unsafe fn guarded_arm(c: *mut pg_sys::Node, func: pg_sys::Oid, args: *mut pg_sys::List) -> Option<*mut pg_sys::Node> {
+    // SAFETY: as documented.
+    unsafe {
+        let or = bool_expr(c, pg_sys::BoolExprType::OR_EXPR)?;
+        let arms = PgList::<pg_sys::Node>::from_pg((*or).args);
+        let (first, arm) = (arms.get_ptr(0)?, arms.get_ptr(1)?);
+        let not = bool_expr(first, pg_sys::BoolExprType::NOT_EXPR)?;
+        let call = PgList::<pg_sys::Node>::from_pg((*not).args).get_ptr(0)?;
+        if arms.len() != 2 || (*call).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return None;
+        }
+        let call = call as *mut pg_sys::FuncExpr;
+        ((*call).funcid == func && (*call).args == args).then_some(arm)
+    }
+}
+
+/// `n` as a boolean expression of kind `op`.
+///
+/// # Safety
+/// `n` is a valid node.
+unsafe fn bool_expr(n: *mut pg_sys::Node, op: pg_sys::BoolExprType::Type) -> Option<*mut pg_sys::BoolExpr> {
+    // SAFETY: as documented.
+    unsafe {
+        ((*n).type_ == pg_sys::NodeTag::T_BoolExpr && (*(n as *mut pg_sys::BoolExpr)).boolop == op)
+            .then_some(n as *mut pg_sys::BoolExpr)
+    }
+}
+
 /// A copy of `parse` with pre-screens added, or null when none applies.
+/// `guarded` is set to the pre-screen's OID when one guards a `NOT EXISTS`
+/// or `NOT IN`.
 #[pg_guard]
-unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys::Query {
+unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query, guarded: *mut pg_sys::Oid) -> *mut pg_sys::Query {
     let Some((bindings, func)) = cache() else { return std::ptr::null_mut() };
     // SAFETY: a fresh copy of the query tree is changed, never the original.
     unsafe {
@@ -223,38 +326,97 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys:
             return std::ptr::null_mut();
         }
         let mut screens = Vec::new();
+        let mut terms = Vec::new();
+        let mut changed = false;
         for c in conjuncts((*jt).quals) {
-            if (*c).type_ != pg_sys::NodeTag::T_SubLink {
-                continue;
-            }
-            let sl = c as *mut pg_sys::SubLink;
-            let found = match (*sl).subLinkType {
-                pg_sys::SubLinkType::EXISTS_SUBLINK => exists_key(sl, &bindings),
-                pg_sys::SubLinkType::ANY_SUBLINK => in_key(sl, &bindings),
-                _ => None,
-            };
-            if let Some((name, key)) = found {
-                // A filter that needs a rebuild answers "maybe" for every
-                // key: no pre-screen, and a rebuild is asked for.
-                if !super::binding::trusted(&name) {
-                    super::rebuild::ask(&name);
+            // `NOT <sublink>`: the sublink, negated.
+            let (sl, negated) = match (*c).type_ {
+                pg_sys::NodeTag::T_SubLink => (c as *mut pg_sys::SubLink, false),
+                pg_sys::NodeTag::T_BoolExpr
+                    if (*(c as *mut pg_sys::BoolExpr)).boolop == pg_sys::BoolExprType::NOT_EXPR =>
+                {
+                    let arg = PgList::<pg_sys::Node>::from_pg((*(c as *mut pg_sys::BoolExpr)).args).get_ptr(0);
+                    match arg {
+                        Some(a) if (*a).type_ == pg_sys::NodeTag::T_SubLink => (a as *mut pg_sys::SubLink, true),
+                        _ => {
+                            terms.push(c);
+                            continue;
+                        }
+                    }
+                }
+                _ => {
+                    terms.push(c);
                     continue;
                 }
-                screens.push(prescreen(func, &name, key));
+            };
+            let found = match (*sl).subLinkType {
+                pg_sys::SubLinkType::EXISTS_SUBLINK => exists_key(sl, &bindings),
+                // `NOT IN` is true for a key absent from the subquery only
+                // when the subquery returns no NULL: a NOT NULL column.
+                pg_sys::SubLinkType::ANY_SUBLINK => {
+                    in_key(sl, &bindings).filter(|(name, _)| !negated || not_null(&bindings, name))
+                }
+                _ => None,
+            };
+            let Some((name, key)) = found else {
+                terms.push(c);
+                continue;
+            };
+            // A filter that needs a rebuild answers "maybe" for every key:
+            // no pre-screen, and a rebuild is asked for.
+            if !super::binding::trusted(&name) {
+                super::rebuild::ask(&name);
+                terms.push(c);
+                continue;
+            }
+            changed = true;
+            let screen = prescreen(func, &name, key);
+            if negated {
+                // `NOT cf_bound_contains(…) OR NOT EXISTS (…)`: a key the
+                // filter rules out makes the sublink false, so its negation
+                // true, without running it.
+                let mut not = PgList::<pg_sys::Node>::new();
+                not.push(screen);
+                let mut arms = PgList::<pg_sys::Node>::new();
+                arms.push(pg_sys::makeBoolExpr(pg_sys::BoolExprType::NOT_EXPR, not.into_pg(), -1) as *mut pg_sys::Node);
+                arms.push(c);
+                terms
+                    .push(pg_sys::makeBoolExpr(pg_sys::BoolExprType::OR_EXPR, arms.into_pg(), -1) as *mut pg_sys::Node);
+                *guarded = func;
+            } else {
+                screens.push(screen);
+                terms.push(c);
             }
         }
-        if screens.is_empty() {
+        if !changed {
             return std::ptr::null_mut();
         }
         let mut args = PgList::<pg_sys::Node>::new();
-        for s in screens {
+        for s in screens.into_iter().chain(terms) {
             args.push(s);
-        }
-        for c in conjuncts((*jt).quals) {
-            args.push(c);
         }
         (*jt).quals = pg_sys::makeBoolExpr(pg_sys::BoolExprType::AND_EXPR, args.into_pg(), -1) as *mut pg_sys::Node;
         q
+    }
+}
+
+/// Whether the column of binding `name` is declared NOT NULL.
+fn not_null(bindings: &[Bound], name: &str) -> bool {
+    let Some(b) = bindings.iter().find(|b| b.name == name) else { return false };
+    // SAFETY: a syscache lookup, released after.
+    unsafe {
+        let tup = pg_sys::SearchSysCache2(
+            pg_sys::SysCacheIdentifier::ATTNUM as i32,
+            pg_sys::Datum::from(b.tab),
+            pg_sys::Datum::from(b.attnum),
+        );
+        if tup.is_null() {
+            return false;
+        }
+        let form = pg_sys::GETSTRUCT(tup) as *mut pg_sys::FormData_pg_attribute;
+        let nn = (*form).attnotnull && !(*form).attisdropped;
+        pg_sys::ReleaseSysCache(tup);
+        nn
     }
 }
 
@@ -267,6 +429,10 @@ unsafe fn conjuncts(quals: *mut pg_sys::Node) -> Vec<*mut pg_sys::Node> {
     unsafe {
         if quals.is_null() {
             return Vec::new();
+        }
+        // A planned query's quals are an implicit-AND list.
+        if (*quals).type_ == pg_sys::NodeTag::T_List {
+            return PgList::<pg_sys::Node>::from_pg(quals.cast()).iter_ptr().collect();
         }
         if (*quals).type_ == pg_sys::NodeTag::T_BoolExpr {
             let b = quals as *mut pg_sys::BoolExpr;
