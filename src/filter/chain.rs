@@ -321,6 +321,23 @@ impl<'a, T: Tables + ?Sized> Chain<'a, T> {
         (0..self.dir.count()).map(|i| self.view(i).copies(hash)).sum()
     }
 
+    /// [`Chain::copies`] for many hashes: each table counts them all, asking
+    /// for the buckets of a key a few keys ahead.
+    pub fn copies_many(&self, hashes: &[u64]) -> Vec<u64> {
+        const AHEAD: usize = 8;
+        let mut out = vec![0; hashes.len()];
+        for i in 0..self.dir.count() {
+            let t = self.view(i);
+            for (j, &h) in hashes.iter().enumerate() {
+                if let Some(&ahead) = hashes.get(j + AHEAD) {
+                    t.prefetch_key(ahead);
+                }
+                out[j] += t.copies(h);
+            }
+        }
+        out
+    }
+
     /// Inserts many keys, in order, one answer each (`new`: inserts if new,
     /// [`Chain::insert_new_counted`]; else [`Chain::insert_counted`]). Runs of
     /// keys go straight into the newest table (one write hook for the run)

@@ -536,11 +536,13 @@ impl InsertCheck {
 
 /// Which of the versions whose keys are `hashes` add a copy, given each key's
 /// copies as `copies` counts them (for an insert): `true` for those that do.
-/// Follows the gate protocol; `saturated` counts those that do not.
+/// Follows the gate protocol; `saturated` counts those that do not. `copies`
+/// is called at most once per hash, in order, and only after the gate's
+/// first read (so it may count them all at its first call).
 pub fn versions_to_copy(
     gate: &AtomicU64,
     hashes: &[u64],
-    copies: impl Fn(u64) -> u64,
+    mut copies: impl FnMut(u64) -> u64,
     saturated: &mut u64,
 ) -> Vec<bool> {
     let check = InsertCheck::before(gate);

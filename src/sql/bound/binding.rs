@@ -981,7 +981,17 @@ fn add_copies(b: &mut Binding, hs: &[u64]) {
         let gate = area().slot(b.slot).gate();
         let done = b.target.write(c"writing a table bound to a durable cuckoo filter", |chain, gen| {
             let mut saturated = 0;
-            let add = versions_to_copy(gate, hs, |h| chain.copies(h), &mut saturated);
+            // Counted all at once at the first call (after the gate's first
+            // read), each table's buckets asked for a few keys ahead.
+            let mut counts: Option<std::vec::IntoIter<u64>> = None;
+            let add = versions_to_copy(
+                gate,
+                hs,
+                // (Past the end, which the contract rules out: no copies, so
+                // the version adds one.)
+                |_| counts.get_or_insert_with(|| chain.copies_many(hs).into_iter()).next().unwrap_or(0),
+                &mut saturated,
+            );
             let chosen: Vec<u64> = hs.iter().zip(&add).filter(|(_, &a)| a).map(|(&h, _)| h).collect();
             let mut tally = Tally::default();
             let refused = insert_logged(chain, gen, &chosen, &mut tally);

@@ -127,6 +127,28 @@ fn insert_new_on_a_growing_chain() {
     assert_ne!(ch.delete(hash_i64(5)), Deleted::Absent);
 }
 
+/// `Chain::copies_many` counts as `Chain::copies` does, over every table of
+/// a grown chain: keys with several copies in several tables, and absent ones.
+#[test]
+fn copies_many_counts_as_copies() {
+    let c = OwnedChain::new(100, Growth { fpp: 0.002, expansion: 2 }).unwrap();
+    let ch = c.chain();
+    for round in 0..3i64 {
+        for k in 0..3_000i64 {
+            if k % 3 >= round {
+                ch.insert(hash_i64(k)).unwrap();
+            }
+        }
+    }
+    assert!(c.directory().count() > 3);
+    let hs: Vec<u64> = (0..4_000i64).map(hash_i64).collect();
+    let many = ch.copies_many(&hs);
+    let one: Vec<u64> = hs.iter().map(|&h| ch.copies(h)).collect();
+    assert_eq!(many, one);
+    assert!(many[..3_000].iter().enumerate().all(|(k, &n)| n > k as u64 % 3));
+    assert!(many[3_000..].iter().filter(|&&n| n > 0).count() < 40, "absent keys mostly counted 0");
+}
+
 /// A batch (`Chain::insert_many`) answers as one-key calls in the same
 /// order do, on a fixed table that fills up and on a chain that grows,
 /// for plain inserts and inserts if new (duplicates in the batch too).
