@@ -202,20 +202,11 @@ unsafe extern "C-unwind" fn planner(
         if !AUTO_PRESCREEN.get() || (*parse).commandType != pg_sys::CmdType::CMD_SELECT || !(*parse).hasSubLinks {
             return next_planner(parse, query_string, cursor_options, bound_params);
         }
-        let mut guard = pg_sys::InvalidOid;
-        let with = rewritten(parse, &mut guard);
+        let with = rewritten(parse);
         if with.is_null() {
             return next_planner(parse, query_string, cursor_options, bound_params);
         }
-        // (A query planned while this one is, with guards of its own, ends
-        // this one's scaling: its plan is then costed as PostgreSQL costs
-        // it, which keeps the guard only where it pays without.)
-        GUARDED.with(|g| {
-            *g.borrow_mut() =
-                (guard != pg_sys::InvalidOid).then(|| Guarded { parse: with, func: guard, scaled: Vec::new() })
-        });
         let a = next_planner(with, query_string, cursor_options, bound_params);
-        GUARDED.with(|g| *g.borrow_mut() = None);
         let b = next_planner(parse, query_string, cursor_options, bound_params);
         let cost = |p: *mut pg_sys::PlannedStmt| (*(*p).planTree).total_cost;
         if cost(a) < cost(b) {
@@ -226,65 +217,71 @@ unsafe extern "C-unwind" fn planner(
     }
 }
 
-/// The rewritten query being planned in which a pre-screen guards a
-/// `NOT EXISTS` or `NOT IN` (`NOT cf_bound_contains(…) OR NOT EXISTS (…)`),
-/// and the subplans of those whose cost was scaled already.
-///
-/// PostgreSQL costs every arm of an `OR` as if it always ran; the guarded
-/// arm runs only for keys the filter passes. So when the planner asks the
-/// pre-screen's selectivity, the guarded arm's subplans cost that fraction of
-/// a run per row (`scale_guarded`), before the clause's cost is computed;
-/// the plan with the guard is kept only if it is then cheaper than the plan
-/// without it.
-struct Guarded {
-    parse: *mut pg_sys::Query,
-    func: pg_sys::Oid,
-    scaled: Vec<*mut pg_sys::SubPlan>,
-}
-
-thread_local! {
-    static GUARDED: RefCell<Option<Guarded>> = const { RefCell::new(None) };
-}
+/// The parse location given to the pre-screen call of a guard the hook made
+/// (`NOT cf_bound_contains(…) OR NOT EXISTS (…)`), which PostgreSQL keeps
+/// through its rewriting of expressions and reads as "unknown" (negative);
+/// and the one it gets once its guarded arm is costed (`scale_guarded`). A
+/// call written by hand has a location of its own, or -1.
+const GUARD: i32 = -0x6366;
+const GUARD_COSTED: i32 = -0x6367;
 
 /// From the pre-screen's selectivity estimate (`pass`, a fraction of rows
 /// estimated from the filter, for the call whose arguments are `args`):
-/// when that call guards a `NOT EXISTS` or `NOT IN` of the rewritten query
-/// being planned, each subplan of the guarded arm costs `pass` of a run.
+/// when that call is the guard the hook made of a `NOT EXISTS` or `NOT IN`
+/// of the query being planned, each subplan of the guarded arm costs `pass`
+/// of a run per row, once.
+///
+/// PostgreSQL costs every arm of an `OR` as if it always ran; the guarded
+/// arm runs only for keys the filter passes. The planner asks the guard's
+/// selectivity before it computes the clause's cost, so the plan with the
+/// guard is costed with it, and kept only if then cheaper than the plan
+/// without it. Nothing here can raise an error: it reads nodes and lists and
+/// writes two fields.
 ///
 /// # Safety
 /// `root` and `args` come from the planner's selectivity request.
 pub unsafe fn scale_guarded(root: *mut pg_sys::PlannerInfo, args: *mut pg_sys::List, pass: f64) {
-    GUARDED.with(|g| {
-        let mut g = g.borrow_mut();
-        let Some(g) = g.as_mut() else { return };
-        // SAFETY: as documented; the query's quals are its preprocessed
-        // expressions, which the planner's clauses point into.
-        unsafe {
-            if root.is_null() || (*root).parse != g.parse || (*g.parse).jointree.is_null() {
-                return;
-            }
-            for c in conjuncts((*(*g.parse).jointree).quals) {
-                let Some(arm) = guarded_arm(c, g.func, args) else { continue };
-                walk(arm, &mut |n| {
-                    if (*n).type_ == pg_sys::NodeTag::T_SubPlan {
-                        let sp = n as *mut pg_sys::SubPlan;
-                        if !g.scaled.contains(&sp) {
-                            (*sp).per_call_cost *= pass.clamp(0.0, 1.0);
-                            g.scaled.push(sp);
-                        }
-                    }
-                });
+    // SAFETY: as documented; the query's quals are its preprocessed
+    // expressions, which the planner's clauses point into.
+    unsafe {
+        if root.is_null() || (*root).parse.is_null() || (*(*root).parse).jointree.is_null() {
+            return;
+        }
+        for c in conjuncts((*(*(*root).parse).jointree).quals) {
+            let Some((call, arm)) = guarded_arm(c, args) else { continue };
+            (*call).location = GUARD_COSTED;
+            // The arm as planned: `NOT <subplan>`, the subplan plain or one
+            // of alternatives (a hashed one and not).
+            let Some(not) = bool_expr(arm, pg_sys::BoolExprType::NOT_EXPR) else { continue };
+            let Some(sub) = PgList::<pg_sys::Node>::from_pg((*not).args).get_ptr(0) else { continue };
+            let plans: Vec<*mut pg_sys::Node> = match (*sub).type_ {
+                pg_sys::NodeTag::T_SubPlan => vec![sub],
+                pg_sys::NodeTag::T_AlternativeSubPlan => {
+                    PgList::<pg_sys::Node>::from_pg((*(sub as *mut pg_sys::AlternativeSubPlan)).subplans)
+                        .iter_ptr()
+                        .collect()
+                }
+                _ => Vec::new(),
+            };
+            for p in plans {
+                if (*p).type_ == pg_sys::NodeTag::T_SubPlan {
+                    (*(p as *mut pg_sys::SubPlan)).per_call_cost *= pass.clamp(0.0, 1.0);
+                }
             }
         }
-    });
+    }
 }
 
-/// If `c` is `NOT f(args) OR <arm>` with `f` the pre-screen and `args` that
-/// very argument list: `<arm>`.
+/// If `c` is `NOT f(args) OR <arm>` with `f(args)` a guard the hook made
+/// (`GUARD`, not costed yet) whose argument list is `args`: the call and
+/// `<arm>`.
 ///
 /// # Safety
 /// `c` is a valid expression.
-unsafe fn guarded_arm(c: *mut pg_sys::Node, func: pg_sys::Oid, args: *mut pg_sys::List) -> Option<*mut pg_sys::Node> {
+unsafe fn guarded_arm(
+    c: *mut pg_sys::Node,
+    args: *mut pg_sys::List,
+) -> Option<(*mut pg_sys::FuncExpr, *mut pg_sys::Node)> {
     // SAFETY: as documented.
     unsafe {
         let or = bool_expr(c, pg_sys::BoolExprType::OR_EXPR)?;
@@ -296,7 +293,7 @@ unsafe fn guarded_arm(c: *mut pg_sys::Node, func: pg_sys::Oid, args: *mut pg_sys
             return None;
         }
         let call = call as *mut pg_sys::FuncExpr;
-        ((*call).funcid == func && (*call).args == args).then_some(arm)
+        ((*call).location == GUARD && (*call).args == args).then_some((call, arm))
     }
 }
 
@@ -313,10 +310,8 @@ unsafe fn bool_expr(n: *mut pg_sys::Node, op: pg_sys::BoolExprType::Type) -> Opt
 }
 
 /// A copy of `parse` with pre-screens added, or null when none applies.
-/// `guarded` is set to the pre-screen's OID when one guards a `NOT EXISTS`
-/// or `NOT IN`.
 #[pg_guard]
-unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query, guarded: *mut pg_sys::Oid) -> *mut pg_sys::Query {
+unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys::Query {
     let Some((bindings, func)) = cache() else { return std::ptr::null_mut() };
     // SAFETY: a fresh copy of the query tree is changed, never the original.
     unsafe {
@@ -358,7 +353,10 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query, guarded: *mut p
                 }
                 _ => None,
             };
-            let Some((name, key)) = found else {
+            // (An array key: the pre-screen's argument is `anynonarray`.)
+            let Some((name, key)) =
+                found.filter(|(_, key)| pg_sys::get_base_element_type(pg_sys::exprType(*key)) == pg_sys::InvalidOid)
+            else {
                 terms.push(c);
                 continue;
             };
@@ -375,6 +373,7 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query, guarded: *mut p
                 // `NOT cf_bound_contains(…) OR NOT EXISTS (…)`: a key the
                 // filter rules out makes the sublink false, so its negation
                 // true, without running it.
+                (*(screen as *mut pg_sys::FuncExpr)).location = GUARD;
                 let mut not = PgList::<pg_sys::Node>::new();
                 not.push(screen);
                 let mut arms = PgList::<pg_sys::Node>::new();
@@ -382,7 +381,6 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query, guarded: *mut p
                 arms.push(c);
                 terms
                     .push(pg_sys::makeBoolExpr(pg_sys::BoolExprType::OR_EXPR, arms.into_pg(), -1) as *mut pg_sys::Node);
-                *guarded = func;
             } else {
                 screens.push(screen);
                 terms.push(c);
@@ -596,14 +594,10 @@ fn filter_equality(opno: pg_sys::Oid, col: pg_sys::Oid, key: pg_sys::Oid, coll: 
 unsafe fn movable(e: *mut pg_sys::Node, inner_levels: i32) -> bool {
     // SAFETY: as documented.
     unsafe {
-        if pg_sys::contain_volatile_functions(e) || pg_sys::contain_agg_clause(e) || pg_sys::contain_subplans(e) {
-            return false;
-        }
-        if (0..inner_levels).any(|l| pg_sys::contain_vars_of_level(e, l)) {
-            return false;
-        }
+        // First the walk that stops short of a deep expression (PostgreSQL's
+        // walkers below raise an error there).
         let mut bad = false;
-        walk(e, &mut |n| {
+        let whole = walk(e, &mut |n| {
             matches!(
                 (*n).type_,
                 pg_sys::NodeTag::T_SubLink
@@ -614,32 +608,59 @@ unsafe fn movable(e: *mut pg_sys::Node, inner_levels: i32) -> bool {
             )
             .then(|| bad = true);
         });
-        !bad
+        if !whole || bad {
+            return false;
+        }
+        if pg_sys::contain_volatile_functions(e) || pg_sys::contain_agg_clause(e) || pg_sys::contain_subplans(e) {
+            return false;
+        }
+        !(0..inner_levels).any(|l| pg_sys::contain_vars_of_level(e, l))
     }
 }
 
-/// Calls `f` on every node of expression `e`.
+/// Nodes deeper than this in an expression end a walk (`walk`): each level
+/// takes a frame of Rust and one of PostgreSQL's walker.
+const WALK_DEPTH: u32 = 200;
+
+/// Calls `f` on every node of expression `e`, and returns true; or stops
+/// and returns false when the expression is deeper than `WALK_DEPTH` or the
+/// stack nears its limit (`max_stack_depth`), so that a deep expression is
+/// left alone rather than raising an error.
 ///
 /// # Safety
 /// `e` is a valid expression.
-unsafe fn walk(e: *mut pg_sys::Node, f: &mut dyn FnMut(*mut pg_sys::Node)) {
+unsafe fn walk(e: *mut pg_sys::Node, f: &mut dyn FnMut(*mut pg_sys::Node)) -> bool {
+    struct Walk<'a> {
+        f: &'a mut dyn FnMut(*mut pg_sys::Node),
+        depth: u32,
+        stopped: bool,
+    }
     #[pg_guard]
     unsafe extern "C-unwind" fn step(node: *mut pg_sys::Node, cx: *mut std::ffi::c_void) -> bool {
         if node.is_null() {
             return false;
         }
-        // SAFETY: cx is the closure passed below, alive for the walk.
+        // SAFETY: cx is the walk's state below, alive for the walk;
+        // stack_is_too_deep only compares addresses.
         unsafe {
-            let f = &mut *(cx as *mut &mut dyn FnMut(*mut pg_sys::Node));
-            f(node);
-            pg_sys::expression_tree_walker(node, Some(step), cx)
+            let w = &mut *(cx as *mut Walk);
+            if w.depth >= WALK_DEPTH || pg_sys::stack_is_too_deep() {
+                w.stopped = true;
+                return true;
+            }
+            (w.f)(node);
+            w.depth += 1;
+            let stop = pg_sys::expression_tree_walker(node, Some(step), cx);
+            w.depth -= 1;
+            stop
         }
     }
-    let mut f = f;
+    let mut w = Walk { f, depth: 0, stopped: false };
     // SAFETY: as documented.
     unsafe {
-        step(e, (&mut f) as *mut &mut dyn FnMut(*mut pg_sys::Node) as *mut std::ffi::c_void);
+        step(e, (&mut w) as *mut Walk as *mut std::ffi::c_void);
     }
+    !w.stopped
 }
 
 /// `EXISTS (SELECT … FROM t … WHERE t.col = <outer> AND …)` with `t.col`
@@ -675,13 +696,14 @@ unsafe fn exists_key(sl: *mut pg_sys::SubLink, bindings: &[Bound]) -> Option<(St
                 // One level out: the subquery's outer columns are the outer
                 // query's own.
                 let key = pg_sys::copyObjectImpl(other.cast()) as *mut pg_sys::Node;
-                walk(key, &mut |n| {
+                let whole = walk(key, &mut |n| {
                     if (*n).type_ == pg_sys::NodeTag::T_Var {
                         let v = n as *mut pg_sys::Var;
                         (*v).varlevelsup -= 1;
                     }
                 });
-                return Some((name, key));
+                // (A walk cut short left the copy half moved.)
+                return whole.then_some((name, key));
             }
         }
         None

@@ -71,6 +71,11 @@ SELECT prescreened(q), same(q) FROM (VALUES
   -- The NULL key.
   ($$SELECT o.id FROM ps_outer o WHERE o.id = 0 AND o.k NOT IN (SELECT k FROM ps_nn)$$)) c(q);
 COMMIT;
+-- The guard's form keeps NOT IN's NULLs: a NULL key against rows (NULL) and
+-- against none (true), an absent key (true), a present one (false).
+SELECT k, e, k NOT IN (SELECT n.k FROM ps_nn n WHERE n.k > e) AS plain,
+       NOT cf_bound_contains('ps_nn', k) OR k NOT IN (SELECT n.k FROM ps_nn n WHERE n.k > e) AS guarded
+FROM (VALUES (NULL::bigint, 0), (NULL, 1000000), (3, 0), (3, 1000000), (7, 0)) v(k, e);
 -- The guard is evaluated first, and the subquery only for keys it passes.
 EXPLAIN (COSTS OFF) SELECT o.id FROM ps_outer o WHERE NOT EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = o.k);
 -- Left alone: NOT IN over a column that may hold NULL (a key absent from
@@ -127,6 +132,13 @@ DROP TABLE ps_child;
 SET cuckoo.auto_prescreen = off;
 SELECT prescreened($$SELECT o.id FROM ps_outer o WHERE EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = o.k)$$);
 RESET cuckoo.auto_prescreen;
+-- A key expression too deep to walk within the stack is left alone, with no
+-- error (PostgreSQL plans it without).
+BEGIN;
+SET LOCAL max_stack_depth = '300kB';
+SELECT prescreened(format($$SELECT o.id FROM ps_outer o WHERE NOT EXISTS (SELECT 1 FROM ps_inner i WHERE i.k = %s)$$,
+                          repeat('(', 250) || 'o.k' || repeat(' + 0)', 250)));
+COMMIT;
 -- Every key present: the pre-screen would only cost, and is not added.
 CREATE TABLE ps_all AS SELECT g AS id, (g * 7)::bigint AS k FROM generate_series(1, 20000) g;
 ANALYZE ps_all;
