@@ -975,30 +975,80 @@ pub(super) fn add_versions(b: &mut Binding, hs: &[u64]) {
 }
 
 /// `add_versions` once the binding is refreshed.
+///
+/// Versions of one key in one statement go in rounds: each round adds (or
+/// finds saturated) the next version of each key, counting its copies once
+/// the earlier versions' copies are in the filter; a key found saturated
+/// (at the cap, which it never leaves) takes none of its later versions.
+/// Counting them all before adding any would let every version of a key
+/// add a copy (a column with few values fills table after table).
 fn add_copies(b: &mut Binding, hs: &[u64]) {
+    let mut pending: Vec<u64> = hs.to_vec();
+    while !pending.is_empty() {
+        let mut seen = KeySet::default();
+        let (round, repeats): (Vec<u64>, Vec<u64>) = pending.iter().partition(|&&h| seen.insert(h));
+        let Some(added) = add_round(b, &round) else { return };
+        if repeats.is_empty() {
+            return;
+        }
+        let full: KeySet = round.iter().zip(&added).filter(|(_, &a)| !a).map(|(&h, _)| h).collect();
+        let (skipped, next): (Vec<u64>, Vec<u64>) = repeats.into_iter().partition(|h| full.contains(h));
+        area().slot(b.slot).saturated.fetch_add(skipped.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        pending = next;
+    }
+}
+
+/// A set of key hashes (already uniform: hashed as they are).
+type KeySet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<KeyHasherId>>;
+
+/// Hashes a key hash as itself.
+#[derive(Default)]
+struct KeyHasherId(u64);
+
+impl std::hash::Hasher for KeyHasherId {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// One round of `add_copies`: `hs` holds one version of each key. Returns,
+/// for each, whether it added a copy (false: its key is saturated); None
+/// when the binding's filter is gone (see `add_versions`).
+fn add_round(b: &mut Binding, hs: &[u64]) -> Option<Vec<bool>> {
     let mut tries = 0;
     loop {
         let gate = area().slot(b.slot).gate();
         let done = b.target.write(c"writing a table bound to a durable cuckoo filter", |chain, gen| {
             let mut saturated = 0;
             // Counted all at once at the first call (after the gate's first
-            // read), each table's buckets asked for a few keys ahead.
-            let mut counts: Option<std::vec::IntoIter<u64>> = None;
+            // read), each table's buckets asked for a few keys ahead; each
+            // count is handed out with its own hash (a count that does not
+            // match its hash is taken as none: the version adds a copy).
+            let mut counts: Option<std::iter::Zip<std::slice::Iter<'_, u64>, std::vec::IntoIter<u64>>> = None;
             let add = versions_to_copy(
                 gate,
                 hs,
-                // (Past the end, which the contract rules out: no copies, so
-                // the version adds one.)
-                |_| counts.get_or_insert_with(|| chain.copies_many(hs).into_iter()).next().unwrap_or(0),
+                |h| match counts.get_or_insert_with(|| hs.iter().zip(chain.copies_many(hs))).next() {
+                    Some((&k, n)) if k == h => n,
+                    _ => 0,
+                },
                 &mut saturated,
             );
             let chosen: Vec<u64> = hs.iter().zip(&add).filter(|(_, &a)| a).map(|(&h, _)| h).collect();
             let mut tally = Tally::default();
             let refused = insert_logged(chain, gen, &chosen, &mut tally);
-            (saturated, refused, tally)
+            (saturated, refused, tally, add)
         });
         match done {
-            Some((saturated, refused, tally)) => {
+            Some((saturated, refused, tally, add)) => {
                 b.target.count(&tally);
                 area().slot(b.slot).saturated.fetch_add(saturated, std::sync::atomic::Ordering::Relaxed);
                 if refused > 0 {
@@ -1008,12 +1058,12 @@ fn add_copies(b: &mut Binding, hs: &[u64]) {
                         Some("The rows are not written. Raise cuckoo.shared_memory or the caps on filter bytes, or rebuild the filter (cf_rebuild)."),
                     );
                 }
-                return;
+                return Some(add);
             }
             None => {
                 // Replaced (a rebuild) or dropped since it was found.
                 tries += 1;
-                let Some(now) = BoundTarget::find(&b.name) else { return };
+                let now = BoundTarget::find(&b.name)?;
                 if now.seed != b.target.seed || now.key != b.target.key || tries > 100 {
                     fail(
                         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -4,8 +4,9 @@
 //! outer query also gets `cf_bound_contains('<filter>', <outer>)`, so that
 //! rows whose key the filter says is absent skip the probe of `t`. In
 //! `WHERE NOT EXISTS (…)` and `WHERE <outer> NOT IN (…)` of the same shape,
-//! the term becomes `NOT cf_bound_contains(…) OR NOT EXISTS (…)` (a guard):
-//! a key the filter rules out makes the term true without the subquery. The
+//! the term becomes `cf_bound_contains(…) IS NOT TRUE OR NOT EXISTS (…)`
+//! (`NOT cf_bound_contains(…) OR … NOT IN (…)`: a guard): a key the filter
+//! rules out makes the term true without the subquery. The
 //! query is planned with and without them, and the cheaper plan (PostgreSQL's
 //! own cost model, with the filter's estimated pass rate; for a guard, its
 //! subquery costed at that rate, `scale_guarded`) is kept; `EXPLAIN` shows
@@ -128,6 +129,12 @@ fn cache() -> Option<(Vec<Bound>, pg_sys::Oid)> {
     if let Some(out) = CACHE.with(|c| c.borrow().as_ref().map(|k| (k.bindings.clone(), k.func))) {
         return Some(out).filter(|(b, _)| !b.is_empty());
     }
+    // A role that may not read the catalog (a DBA revoked it, or the
+    // extension's schema is not usable) plans without pre-screens; nothing
+    // is kept, so that a role that may read it later does.
+    if !readable() {
+        return None;
+    }
     let loaded = load();
     let out = loaded.as_ref().map(|k| (k.bindings.clone(), k.func));
     CACHE.with(|c| {
@@ -138,6 +145,31 @@ fn cache() -> Option<(Vec<Bound>, pg_sys::Oid)> {
         }))
     });
     out.filter(|(b, _)| !b.is_empty())
+}
+
+/// Whether the current role may read the bindings catalog (or the extension
+/// is not installed here, or has no catalog: nothing to read).
+fn readable() -> bool {
+    let one = super::catalog::one_text;
+    let Some(nsp) = one("SELECT e.extnamespace::oid::text FROM pg_catalog.pg_extension e WHERE e.extname = 'cuckoo'")
+        .and_then(|s| s.parse::<u32>().ok())
+    else {
+        return true;
+    };
+    let nsp = pg_sys::Oid::from(nsp);
+    // SAFETY: privilege checks of the current role on an existing schema and,
+    // found by name within it, an existing relation.
+    unsafe {
+        if pg_sys::pg_namespace_aclcheck(nsp, pg_sys::GetUserId(), pg_sys::ACL_USAGE as pg_sys::AclMode)
+            != pg_sys::AclResult::ACLCHECK_OK
+        {
+            return false;
+        }
+        let rel = pg_sys::get_relname_relid(c"cuckoo_bindings".as_ptr(), nsp);
+        rel == pg_sys::InvalidOid
+            || pg_sys::pg_class_aclcheck(rel, pg_sys::GetUserId(), pg_sys::ACL_SELECT as pg_sys::AclMode)
+                == pg_sys::AclResult::ACLCHECK_OK
+    }
 }
 
 /// Reads the catalog (None: the extension is not installed in this database).
@@ -218,7 +250,7 @@ unsafe extern "C-unwind" fn planner(
 }
 
 /// The parse location given to the pre-screen call of a guard the hook made
-/// (`NOT cf_bound_contains(…) OR NOT EXISTS (…)`), which PostgreSQL keeps
+/// (`cf_bound_contains(…) IS NOT TRUE OR NOT EXISTS (…)`), which PostgreSQL keeps
 /// through its rewriting of expressions and reads as "unknown" (negative);
 /// and the one it gets once its guarded arm is costed (`scale_guarded`). A
 /// call written by hand has a location of its own, or -1.
@@ -236,7 +268,7 @@ const GUARD_COSTED: i32 = -0x6367;
 /// selectivity before it computes the clause's cost, so the plan with the
 /// guard is costed with it, and kept only if then cheaper than the plan
 /// without it. Nothing here can raise an error: it reads nodes and lists and
-/// writes two fields.
+/// writes two fields, and asks the key's NULL fraction for a `NOT IN`.
 ///
 /// # Safety
 /// `root` and `args` come from the planner's selectivity request.
@@ -248,8 +280,25 @@ pub unsafe fn scale_guarded(root: *mut pg_sys::PlannerInfo, args: *mut pg_sys::L
             return;
         }
         for c in conjuncts((*(*(*root).parse).jointree).quals) {
-            let Some((call, arm)) = guarded_arm(c, args) else { continue };
+            let Some((call, arm, nulls_run)) = guarded_arm(c, args) else { continue };
             (*call).location = GUARD_COSTED;
+            // The arm runs for keys the filter passes, and under `NOT IN`'s
+            // guard for NULL keys too.
+            let key = PgList::<pg_sys::Node>::from_pg(args).get_ptr(1);
+            let runs = match key {
+                Some(key) if nulls_run => {
+                    let nulls = pg_sys::nulltestsel(
+                        root,
+                        pg_sys::NullTestType::IS_NULL,
+                        key,
+                        0,
+                        pg_sys::JoinType::JOIN_INNER,
+                        std::ptr::null_mut(),
+                    );
+                    pass + nulls
+                }
+                _ => pass,
+            };
             // The arm as planned: `NOT <subplan>`, the subplan plain or one
             // of alternatives (a hashed one and not).
             let Some(not) = bool_expr(arm, pg_sys::BoolExprType::NOT_EXPR) else { continue };
@@ -265,35 +314,43 @@ pub unsafe fn scale_guarded(root: *mut pg_sys::PlannerInfo, args: *mut pg_sys::L
             };
             for p in plans {
                 if (*p).type_ == pg_sys::NodeTag::T_SubPlan {
-                    (*(p as *mut pg_sys::SubPlan)).per_call_cost *= pass.clamp(0.0, 1.0);
+                    (*(p as *mut pg_sys::SubPlan)).per_call_cost *= runs.clamp(0.0, 1.0);
                 }
             }
         }
     }
 }
 
-/// If `c` is `NOT f(args) OR <arm>` with `f(args)` a guard the hook made
-/// (`GUARD`, not costed yet) whose argument list is `args`: the call and
-/// `<arm>`.
+/// If `c` is `f(args) IS NOT TRUE OR <arm>` or `NOT f(args) OR <arm>` with
+/// `f(args)` a guard the hook made (`GUARD`, not costed yet) whose argument
+/// list is `args`: the call, `<arm>`, and whether `<arm>` runs for a NULL
+/// key (the `NOT` form).
 ///
 /// # Safety
 /// `c` is a valid expression.
 unsafe fn guarded_arm(
     c: *mut pg_sys::Node,
     args: *mut pg_sys::List,
-) -> Option<(*mut pg_sys::FuncExpr, *mut pg_sys::Node)> {
+) -> Option<(*mut pg_sys::FuncExpr, *mut pg_sys::Node, bool)> {
     // SAFETY: as documented.
     unsafe {
         let or = bool_expr(c, pg_sys::BoolExprType::OR_EXPR)?;
         let arms = PgList::<pg_sys::Node>::from_pg((*or).args);
         let (first, arm) = (arms.get_ptr(0)?, arms.get_ptr(1)?);
-        let not = bool_expr(first, pg_sys::BoolExprType::NOT_EXPR)?;
-        let call = PgList::<pg_sys::Node>::from_pg((*not).args).get_ptr(0)?;
-        if arms.len() != 2 || (*call).type_ != pg_sys::NodeTag::T_FuncExpr {
+        let (call, nulls_run) = if let Some(not) = bool_expr(first, pg_sys::BoolExprType::NOT_EXPR) {
+            (PgList::<pg_sys::Node>::from_pg((*not).args).get_ptr(0)?, true)
+        } else if (*first).type_ == pg_sys::NodeTag::T_BooleanTest
+            && (*(first as *mut pg_sys::BooleanTest)).booltesttype == pg_sys::BoolTestType::IS_NOT_TRUE
+        {
+            ((*(first as *mut pg_sys::BooleanTest)).arg as *mut pg_sys::Node, false)
+        } else {
+            return None;
+        };
+        if arms.len() != 2 || call.is_null() || (*call).type_ != pg_sys::NodeTag::T_FuncExpr {
             return None;
         }
         let call = call as *mut pg_sys::FuncExpr;
-        ((*call).location == GUARD && (*call).args == args).then_some((call, arm))
+        ((*call).location == GUARD && (*call).args == args).then_some((call, arm, nulls_run))
     }
 }
 
@@ -370,14 +427,28 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys:
             changed = true;
             let screen = prescreen(func, &name, key);
             if negated {
-                // `NOT cf_bound_contains(…) OR NOT EXISTS (…)`: a key the
-                // filter rules out makes the sublink false, so its negation
-                // true, without running it.
+                // `cf_bound_contains(…) IS NOT TRUE OR NOT EXISTS (…)`: a
+                // key the filter rules out makes the sublink false, so its
+                // negation true, without running it; so does a NULL key
+                // (`NULL = x` matches no row). `NOT IN` of a NULL key is
+                // true or NULL as the subquery has rows or not: its guard is
+                // `NOT cf_bound_contains(…)`, NULL for a NULL key, which
+                // runs the subquery.
                 (*(screen as *mut pg_sys::FuncExpr)).location = GUARD;
-                let mut not = PgList::<pg_sys::Node>::new();
-                not.push(screen);
+                let first = if (*sl).subLinkType == pg_sys::SubLinkType::EXISTS_SUBLINK {
+                    let t = pg_sys::palloc0(std::mem::size_of::<pg_sys::BooleanTest>()) as *mut pg_sys::BooleanTest;
+                    (*t).xpr.type_ = pg_sys::NodeTag::T_BooleanTest;
+                    (*t).arg = screen as *mut pg_sys::Expr;
+                    (*t).booltesttype = pg_sys::BoolTestType::IS_NOT_TRUE;
+                    (*t).location = -1;
+                    t as *mut pg_sys::Node
+                } else {
+                    let mut not = PgList::<pg_sys::Node>::new();
+                    not.push(screen);
+                    pg_sys::makeBoolExpr(pg_sys::BoolExprType::NOT_EXPR, not.into_pg(), -1) as *mut pg_sys::Node
+                };
                 let mut arms = PgList::<pg_sys::Node>::new();
-                arms.push(pg_sys::makeBoolExpr(pg_sys::BoolExprType::NOT_EXPR, not.into_pg(), -1) as *mut pg_sys::Node);
+                arms.push(first);
                 arms.push(c);
                 terms
                     .push(pg_sys::makeBoolExpr(pg_sys::BoolExprType::OR_EXPR, arms.into_pg(), -1) as *mut pg_sys::Node);

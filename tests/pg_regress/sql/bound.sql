@@ -647,6 +647,20 @@ RESET ROLE;
 SELECT cf_contains('bt_k', 90010::bigint) AS other_roles_insert;
 SELECT * FROM bt_missing;
 
+-- Many rows of one key in one statement (a column with few values): the key
+-- takes its capped copies, not one a row; the filter neither grows nor
+-- fills, and keeps every key.
+CREATE TABLE bt_few (id serial, k bigint NOT NULL);
+INSERT INTO bt_few (k) SELECT g FROM generate_series(1, 10000) g;
+SELECT cf_bind('bt_few_k', 'bt_few', 'k');
+SELECT bytes AS bytes_before FROM cuckoo_filters WHERE name = 'bt_few_k' \gset
+INSERT INTO bt_few (k) SELECT 5 FROM generate_series(1, 1000);
+UPDATE bt_few SET k = 7 WHERE id <= 500;
+SELECT items, bytes = :bytes_before AS same_bytes FROM cuckoo_filters WHERE name = 'bt_few_k';
+SELECT count(*) FILTER (WHERE NOT cf_contains('bt_few_k', k)) AS missing FROM bt_few;
+SELECT cf_unbind('bt_few_k');
+DROP TABLE bt_few;
+
 -- cf_unbind drops the triggers and the filter; the table is untouched.
 SELECT cf_unbind('bt2_k');
 SELECT count(*) AS triggers_left FROM pg_trigger WHERE tgrelid = 'bt2'::regclass;
