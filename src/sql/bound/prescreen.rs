@@ -267,8 +267,9 @@ const GUARD_COSTED: i32 = -0x6367;
 /// arm runs only for keys the filter passes. The planner asks the guard's
 /// selectivity before it computes the clause's cost, so the plan with the
 /// guard is costed with it, and kept only if then cheaper than the plan
-/// without it. Nothing here can raise an error: it reads nodes and lists and
-/// writes two fields, and asks the key's NULL fraction for a `NOT IN`.
+/// without it. It reads nodes and lists, writes two fields, and for a
+/// `NOT IN` asks PostgreSQL the key's NULL fraction; it keeps no state, so an
+/// error raised there (none is expected) leaves nothing behind.
 ///
 /// # Safety
 /// `root` and `args` come from the planner's selectivity request.
