@@ -383,25 +383,15 @@ unsafe extern "C-unwind" fn rewritten(parse: *mut pg_sys::Query) -> *mut pg_sys:
         let mut changed = false;
         for c in conjuncts((*jt).quals) {
             // `NOT <sublink>`: the sublink, negated.
-            let (sl, negated) = match (*c).type_ {
-                pg_sys::NodeTag::T_SubLink => (c as *mut pg_sys::SubLink, false),
-                pg_sys::NodeTag::T_BoolExpr
-                    if (*(c as *mut pg_sys::BoolExpr)).boolop == pg_sys::BoolExprType::NOT_EXPR =>
-                {
-                    let arg = PgList::<pg_sys::Node>::from_pg((*(c as *mut pg_sys::BoolExpr)).args).get_ptr(0);
-                    match arg {
-                        Some(a) if (*a).type_ == pg_sys::NodeTag::T_SubLink => (a as *mut pg_sys::SubLink, true),
-                        _ => {
-                            terms.push(c);
-                            continue;
-                        }
-                    }
-                }
-                _ => {
-                    terms.push(c);
-                    continue;
-                }
+            let (node, negated) = match bool_expr(c, pg_sys::BoolExprType::NOT_EXPR) {
+                Some(not) => (PgList::<pg_sys::Node>::from_pg((*not).args).get_ptr(0), true),
+                None => (Some(c), false),
             };
+            let Some(sl) = node.filter(|&n| (*n).type_ == pg_sys::NodeTag::T_SubLink) else {
+                terms.push(c);
+                continue;
+            };
+            let sl = sl as *mut pg_sys::SubLink;
             let found = match (*sl).subLinkType {
                 pg_sys::SubLinkType::EXISTS_SUBLINK => exists_key(sl, &bindings),
                 // `NOT IN` is true for a key absent from the subquery only
