@@ -368,22 +368,25 @@ impl Area {
 
     /// Takes out of the queue the entries of `slot` that `verdict` says to
     /// apply (into `out`, in queue order) or to discard, keeping the rest in
-    /// order; entries of an old epoch are discarded.
+    /// order; entries of an old epoch are discarded. Returns how many entries
+    /// of the slot's current epoch it took out (applied or discarded).
     pub fn take(
         &self,
         _lk: &QueueLocked,
         slot: usize,
         mut verdict: impl FnMut(&PendingDelete) -> Verdict,
         out: &mut Vec<PendingDelete>,
-    ) {
+    ) -> u64 {
         let s = &self.slots[slot];
         let epoch = s.epoch.load(Ordering::Relaxed) as u32;
         let mut discarded = 0;
         let mut taken = 0;
+        let mut old = 0;
         self.retain(_lk, |e| {
             if e.slot as usize != slot {
                 return true;
             }
+            old += (e.epoch != epoch) as u64;
             let v = if e.epoch != epoch { Verdict::Discard } else { verdict(e) };
             match v {
                 Verdict::Wait => true,
@@ -400,6 +403,7 @@ impl Area {
         });
         s.pending.fetch_sub((taken + discarded).min(s.pending.load(Ordering::Relaxed)), Ordering::Relaxed);
         s.discarded.fetch_add(discarded, Ordering::Relaxed);
+        taken + discarded - old
     }
 
     /// Keeps the queue's entries for which `keep` says so, in order.

@@ -28,7 +28,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::durable::UNIT_WORDS;
-use super::record::{Meta, Reader, Writer, CHAIN_TABLE_BYTES};
+use super::record::{Meta, Reader, Writer, CHAIN_TABLE_BYTES, QUEUE_BYTES, QUEUE_FOLLOWS};
 
 /// The directory, relative to the data directory.
 pub const DIR: &str = "cuckoo";
@@ -236,9 +236,14 @@ fn parse_header(r: &mut impl Read, sum: &mut xxhash_rust::xxh3::Xxh3) -> Result<
     all.extend_from_slice(&read(name_len, sum)?);
     if chain_len > 0 {
         let fixed = read(chain_len, sum)?;
-        let tables = *fixed.last().unwrap() as usize;
+        // The count of tables also says whether queue counts follow them.
+        let count = *fixed.last().unwrap();
+        let tables = (count & !QUEUE_FOLLOWS) as usize;
         all.extend_from_slice(&fixed);
         all.extend_from_slice(&read(tables * CHAIN_TABLE_BYTES, sum)?);
+        if count & QUEUE_FOLLOWS != 0 {
+            all.extend_from_slice(&read(QUEUE_BYTES, sum)?);
+        }
     }
     all.extend_from_slice(&read(4 + 8, sum)?);
     let own = read(8, sum)?;

@@ -41,7 +41,7 @@ pub mod binding {
 /// The WAL records of durable filters (`record.rs`): what the SQL layer logs
 /// and replays.
 pub mod wal {
-    pub use super::record::{ContentKind, ExtKind, Kind, Meta, Record, CHUNK_WORDS, MANY_MAX};
+    pub use super::record::{ContentKind, ExtKind, Kind, Meta, QueueCounts, Record, CHUNK_WORDS, MANY_MAX};
 }
 
 /// The checkpoint files of durable filters (`files.rs`): cuts, deltas and the

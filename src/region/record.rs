@@ -24,6 +24,11 @@ pub(crate) const KEY_FOLLOWS: u8 = 0x80;
 pub(crate) const CHAIN_FOLLOWS: u8 = 0x40;
 /// Bytes of the chain part's fixed start and of each table in it.
 pub(crate) const CHAIN_FIXED_BYTES: usize = 4 + 8 + 1;
+/// In the chain's count of tables: a bound filter's [`QueueCounts`] follow
+/// the tables (0.13.0).
+pub(crate) const QUEUE_FOLLOWS: u8 = 0x80;
+/// Bytes of [`QueueCounts`] as written.
+pub(crate) const QUEUE_BYTES: usize = 4 * 8;
 pub(crate) const CHAIN_TABLE_BYTES: usize = 8 + 3 + 8;
 
 /// A record's kind: the high four bits of `xl_info` (the low four are
@@ -131,18 +136,22 @@ pub enum ExtKind {
     /// its queries that may still see such versions, as it does for a heap
     /// page's pruning (0.13.0).
     Horizon = 2,
+    /// A bound durable filter's account of its queued deletes changed by
+    /// the counts that follow (0.13.0; see [`QueueCounts`]).
+    Queue = 3,
 }
 
 impl ExtKind {
     /// The sub-kind a body's first byte names, if any.
     pub fn of_byte(b: u8) -> Option<ExtKind> {
-        [ExtKind::Pass, ExtKind::Horizon].into_iter().find(|k| *k as u8 == b)
+        [ExtKind::Pass, ExtKind::Horizon, ExtKind::Queue].into_iter().find(|k| *k as u8 == b)
     }
 
     pub fn name(self) -> &'static str {
         match self {
             ExtKind::Pass => "PASS",
             ExtKind::Horizon => "HORIZON",
+            ExtKind::Queue => "QUEUE",
         }
     }
 }
@@ -175,6 +184,49 @@ pub struct Meta {
     pub growth: Option<Growth>,
     /// Its tables after table 0 (whose shape is `params` and `capacity`).
     pub more: Vec<TableSpec>,
+    /// A bound filter's account of its queued deletes (0.13.0; zero for
+    /// other filters, and written only when not zero).
+    pub queue: QueueCounts,
+}
+
+/// A bound durable filter's account of the deletes of its keys that waited
+/// in the shared queue (`cf_bind`), carried by its records and files so that
+/// the deletes a restart or crash loses with the queue are counted: each is
+/// a key left in the filter (a false positive). Totals since the generation
+/// was made, each changed only by a `QUEUE` record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Deletes that went into the queue.
+    pub queued: u64,
+    /// Queued deletes taken out of it: applied, refused or dropped because
+    /// their transaction aborted.
+    pub settled: u64,
+    /// Deletes that found the queue full: their keys stay.
+    pub dropped: u64,
+    /// Queued deletes refused when applied (a saturated pair, or a copy the
+    /// filter could not place): their keys stay.
+    pub refused: u64,
+}
+
+impl QueueCounts {
+    pub fn is_zero(&self) -> bool {
+        *self == QueueCounts::default()
+    }
+
+    /// These counts with `d` added (wrapping: totals are only compared).
+    pub fn plus(&self, d: &QueueCounts) -> QueueCounts {
+        QueueCounts {
+            queued: self.queued.wrapping_add(d.queued),
+            settled: self.settled.wrapping_add(d.settled),
+            dropped: self.dropped.wrapping_add(d.dropped),
+            refused: self.refused.wrapping_add(d.refused),
+        }
+    }
+
+    /// Deletes queued and not yet taken out, as these counts say.
+    pub fn outstanding(&self) -> u64 {
+        self.queued.saturating_sub(self.settled)
+    }
 }
 
 impl Meta {
@@ -191,6 +243,7 @@ impl Meta {
             key: spec.key,
             growth: spec.growth,
             more: tables[1..].to_vec(),
+            queue: QueueCounts::default(),
         }
     }
 
@@ -352,6 +405,12 @@ pub enum Record {
         db: u32,
         xid: u32,
     },
+    /// Bound durable filter `gen`'s account of its queued deletes grows by
+    /// `add` (0.13.0).
+    Queue {
+        gen: u64,
+        add: QueueCounts,
+    },
 }
 
 /// Hashes per batch record at most (64 kB): a batched call logs a record per
@@ -376,6 +435,9 @@ impl Writer {
         self.0.push(v);
         self
     }
+    pub(crate) fn queue(&mut self, q: &QueueCounts) -> &mut Self {
+        self.u64(q.queued).u64(q.settled).u64(q.dropped).u64(q.refused)
+    }
     pub(crate) fn meta(&mut self, m: &Meta) -> &mut Self {
         self.u32(m.db).u32(m.owner).u64(m.readers).u64(m.capacity).u64(m.fpp.to_bits());
         let p = &m.params;
@@ -386,7 +448,10 @@ impl Writer {
         let recorded = m.key.is_recorded();
         // Likewise bit 6 says that a chain follows: metadata of a filter of
         // one table that does not grow is written as 0.6.0 wrote it.
-        let chain = m.growth.is_some() || !m.more.is_empty();
+        // A bound filter's queue counts follow the tables (flagged in their
+        // count) when not zero.
+        let queue = !m.queue.is_zero();
+        let chain = m.growth.is_some() || !m.more.is_empty() || queue;
         self.u8(m.name.len() as u8 | if recorded { KEY_FOLLOWS } else { 0 } | if chain { CHAIN_FOLLOWS } else { 0 });
         self.0.extend_from_slice(m.name.as_bytes());
         if recorded {
@@ -394,7 +459,7 @@ impl Writer {
         }
         if chain {
             let (x, f) = m.growth.map_or((0, 0), |g| (g.expansion, g.fpp.to_bits()));
-            self.u32(x).u64(f).u8(m.more.len() as u8);
+            self.u32(x).u64(f).u8(m.more.len() as u8 | if queue { QUEUE_FOLLOWS } else { 0 });
             for t in &m.more {
                 let p = &t.params;
                 self.u64(p.bucket_count)
@@ -402,6 +467,9 @@ impl Writer {
                     .u8(p.slots_per_bucket)
                     .u8(p.mapping as u8)
                     .u64(t.capacity);
+            }
+            if queue {
+                self.queue(&m.queue);
             }
         }
         self
@@ -430,6 +498,9 @@ impl<'a> Reader<'a> {
     }
     pub(crate) fn u8(&mut self) -> Result<u8, String> {
         Ok(self.take(1)?[0])
+    }
+    pub(crate) fn queue(&mut self) -> Result<QueueCounts, String> {
+        Ok(QueueCounts { queued: self.u64()?, settled: self.u64()?, dropped: self.u64()?, refused: self.u64()? })
     }
     pub(crate) fn meta(&mut self) -> Result<Meta, String> {
         let (db, owner, readers, capacity, fpp) =
@@ -460,9 +531,10 @@ impl<'a> Reader<'a> {
         } else {
             KeyType::NONE
         };
-        let (mut growth, mut more) = (None, Vec::new());
+        let (mut growth, mut more, mut queue) = (None, Vec::new(), QueueCounts::default());
         if chain_follows {
-            let (x, f, count) = (self.u32()?, self.u64()?, self.u8()? as usize);
+            let (x, f, count) = (self.u32()?, self.u64()?, self.u8()?);
+            let (count, queue_follows) = ((count & !QUEUE_FOLLOWS) as usize, count & QUEUE_FOLLOWS != 0);
             growth = crate::filter::v3::check_growth(f64::from_bits(f), x)
                 .map_err(|e| format!("{} record has a bad growth plan: {e}", self.what))?;
             if count + 1 > MAX_TABLES {
@@ -480,11 +552,14 @@ impl<'a> Reader<'a> {
                 }
                 more.push(TableSpec { params: p, capacity });
             }
-            if growth.is_none() && more.is_empty() {
+            if queue_follows {
+                queue = self.queue()?;
+            }
+            if growth.is_none() && more.is_empty() && queue.is_zero() {
                 return Err(format!("{} record has an empty chain part", self.what));
             }
         }
-        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string(), key, growth, more })
+        Ok(Meta { db, owner, readers, capacity, fpp, params, name: name.to_string(), key, growth, more, queue })
     }
     pub(crate) fn end(self) -> Result<(), String> {
         if self.b.is_empty() {
@@ -591,6 +666,10 @@ impl Record {
             }
             Record::Horizon { gen, db, xid } => {
                 w.u8(ExtKind::Horizon as u8).u64(*gen).u32(*db).u32(*xid);
+                Kind::Ext
+            }
+            Record::Queue { gen, add } => {
+                w.u8(ExtKind::Queue as u8).u64(*gen).queue(add);
                 Kind::Ext
             }
         };
@@ -718,6 +797,7 @@ impl Record {
                         Record::Pass { frozen, began, live }
                     }
                     Some(ExtKind::Horizon) => Record::Horizon { gen: r.u64()?, db: r.u32()?, xid: r.u32()? },
+                    Some(ExtKind::Queue) => Record::Queue { gen: r.u64()?, add: r.queue()? },
                     None => return Err(format!("unknown cuckoo WAL record sub-kind 0x{sub:02X}")),
                 }
             }
@@ -792,6 +872,10 @@ impl Record {
                 if *frozen { ", frozen until the next start" } else { "" }
             ),
             Record::Horizon { gen, db, xid } => format!("gen {gen:X} db {db} deleted up to xid {xid}"),
+            Record::Queue { gen, add } => format!(
+                "gen {gen:X} queued {} settled {} dropped {} refused {}",
+                add.queued, add.settled, add.dropped, add.refused
+            ),
         }
     }
 
@@ -809,6 +893,7 @@ impl Record {
         match self {
             Record::Pass { .. } => Some(ExtKind::Pass),
             Record::Horizon { .. } => Some(ExtKind::Horizon),
+            Record::Queue { .. } => Some(ExtKind::Queue),
             Record::Create(_)
             | Record::ContentBegin { .. }
             | Record::ContentChunk { .. }

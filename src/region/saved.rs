@@ -139,6 +139,7 @@ mod tests {
             key: crate::filter::KeyType::NONE,
             growth: None,
             more: Vec::new(),
+            queue: crate::region::record::QueueCounts::default(),
         };
         let t = crate::filter::OwnedFilter::new(params);
         for h in [1u64, 2, 3, 99_999_999_999] {

@@ -8,6 +8,9 @@ see is in the filter (no false negative) and that the pre-screen keeps a
 semi-join's answer. Then the same checks after a crash of the primary, on
 the standby after it replayed everything, and in a database restored from
 pg_dump, and in a cluster made by pg_upgrade, once its binding is rebuilt.
+Deletes waiting in the queue (shared memory) when the primary crashes or
+restarts, or when the standby is promoted, are lost with it: each is counted in
+dropped_deletes, on the primary and the standby alike.
 With --partitioned, the bound table is hash-partitioned (the binding follows
 its partitions) and writers also delete from partitions directly.
 
@@ -211,6 +214,52 @@ def reader(port, seed, rounds, errors, stats, standby=False):
             pass
 
 
+QUEUE_COUNTS = "SELECT pending_deletes, dropped_deletes FROM cuckoo_filters WHERE name = 'bt_k'"
+
+
+def wait_for(n, q, want, what):
+    """Polls `q` on node `n` until it returns `want` (a liveness check:
+    nothing is asserted of the time it takes)."""
+    deadline = time.monotonic() + 600
+    while (got := tuple(n.sql(q)[0])) != want:
+        if time.monotonic() > deadline:
+            raise Failure(f"{what}: {got}, expected {want}")
+        time.sleep(0.2)
+
+
+def queued_then_lost(p, s, lo, hi, lose, what):
+    """Deletes the rows of keys lo..hi on primary `p` while a REPEATABLE READ
+    snapshot keeps their deletes waiting in the queue (shared memory), then
+    `lose()` loses the queue (a crash, a promotion); returns the node that
+    is primary after. The lost deletes' keys stay in the filter (false
+    positives), counted in dropped_deletes, and the standby (through the
+    WAL) agrees before and after."""
+    p.one("SELECT cf_apply_deletes('bt_k')")
+    pending0, dropped0 = p.sql(QUEUE_COUNTS)[0]
+    holder = pg8000.native.Connection("postgres", host="127.0.0.1", port=p.port, database="postgres")
+    holder.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    holder.run("SELECT count(*) FROM bt")
+    n = p.one(f"WITH d AS (DELETE FROM bt WHERE k BETWEEN {lo} AND {hi} RETURNING 1) SELECT count(*) FROM d")
+    p.one("SELECT cf_apply_deletes('bt_k')")
+    if n == 0 or tuple(p.sql(QUEUE_COUNTS)[0]) != (pending0 + n, dropped0):
+        raise Failure(f"{what}: {n} rows deleted under a held snapshot, then (pending, dropped) "
+                      f"{tuple(p.sql(QUEUE_COUNTS)[0])}, expected {(pending0 + n, dropped0)}")
+    s.wait_replay(p)
+    wait_for(s, QUEUE_COUNTS, (pending0 + n, dropped0), f"{what}: the standby's account before")
+    primary = lose()
+    try:
+        holder.close()
+    except Exception:
+        pass
+    want = (0, dropped0 + pending0 + n)
+    wait_for(primary, QUEUE_COUNTS, want, f"{what}: (pending, dropped) after")
+    if primary is p:
+        wait_for(s, QUEUE_COUNTS, want, f"{what}: the standby's account after")
+    print(f"bound: {what}: {pending0 + n} queued deletes lost with the queue, counted in dropped_deletes "
+          f"({dropped0} -> {dropped0 + pending0 + n}){'' if primary is not p else ', on the standby too'}")
+    return primary
+
+
 def check(n, what, db="postgres"):
     c = pg8000.native.Connection("postgres", host="127.0.0.1", port=n.port, database=db)
     try:
@@ -276,6 +325,12 @@ def main(argv):
         check(p, "primary writing after the crash")
         s.wait_replay(p)
         check(s, "standby after the primary's crash")
+        # Deletes waiting in the queue when the primary crashes.
+        queued_then_lost(p, s, 2000, 2099, lambda: (p.crash(), p.start()) and p, "a crash")
+        queued_then_lost(p, s, 2200, 2299, lambda: (p.stop(), p.start()) and p, "a clean restart")
+        check(p, "primary after a crash lost queued deletes")
+        s.wait_replay(p)
+        check(s, "standby after the primary's crash lost queued deletes")
         # A cf_rebuild cut by a crash before it commits: the filter it made
         # and filled is not the one the catalog names, so no probe trusts it
         # after recovery, on the primary or the standby (every key a maybe)
@@ -354,6 +409,10 @@ def main(argv):
         # through, the filter (shared memory and cuckoo/) does not: it needs
         # a rebuild, its pre-screen answering maybe meanwhile. Its first use
         # (a probe) asks for the rebuild, which a background worker makes.
+        # Deletes waiting in the primary's queue when its standby is
+        # promoted: the new primary never held them.
+        queued_then_lost(p, s, 2100, 2199, lambda: s.promote() or s, "a promotion")
+        check(s, "promoted standby after it lost the primary's queued deletes")
         s.stop()
         p.stop()
         new = Node("bound_upgraded")

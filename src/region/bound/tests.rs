@@ -104,7 +104,8 @@ fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
     assert_eq!(a.slot(t).dropped.load(Ordering::Relaxed), 1);
     assert_eq!(a.queued(), 5);
     let mut out = Vec::new();
-    a.take(
+    // Two of the slot's current epoch taken out: one applied, one discarded.
+    let settled = a.take(
         &lk,
         s,
         |d| match d.fxid {
@@ -114,6 +115,7 @@ fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
         },
         &mut out,
     );
+    assert_eq!(settled, 2);
     assert_eq!(out.iter().map(|d| d.hash).collect::<Vec<_>>(), vec![10]);
     assert_eq!(a.queued(), 3);
     assert_eq!(a.slot(s).pending.load(Ordering::Relaxed), 1);
@@ -126,7 +128,8 @@ fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
     assert_eq!(a.push(&lk, t2, f, &[(30, 300)]), 1);
     assert_eq!(a.push(&lk, t2, f2, &[(31, 301)]), 1);
     let mut out = Vec::new();
-    a.take(&lk, t2, |_| Verdict::Apply, &mut out);
+    // The old epoch's entry is not counted as the current one's.
+    assert_eq!(a.take(&lk, t2, |_| Verdict::Apply, &mut out), 1);
     assert_eq!(out.iter().map(|d| d.hash).collect::<Vec<_>>(), vec![31]);
     // The other binding's entry is still there, in order.
     let mut out = Vec::new();

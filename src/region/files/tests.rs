@@ -17,6 +17,7 @@ fn meta() -> Meta {
         key: crate::filter::KeyType::NONE,
         growth: None,
         more: Vec::new(),
+        queue: crate::region::record::QueueCounts::default(),
     }
 }
 
@@ -43,10 +44,21 @@ fn write(dir: &Path, kind: Kind, stamp: u64, prev: u64, units: &[(u32, u64)]) ->
 }
 
 #[test]
-fn headers_keep_a_key_type() {
-    let dir = tmpdir("key");
+fn headers_keep_a_key_type_and_queue_counts() {
+    for with_queue in [false, true] {
+        headers_keep(with_queue);
+    }
+}
+
+fn headers_keep(with_queue: bool) {
+    let dir = tmpdir(if with_queue { "queue" } else { "key" });
     let key = crate::filter::KeyType { kind: crate::filter::KeyKind::Builtin, oid: 20 };
-    let typed = Meta { key, ..meta() };
+    let queue = if with_queue {
+        crate::region::record::QueueCounts { queued: 5, settled: 2, dropped: 1, refused: 9 }
+    } else {
+        crate::region::record::QueueCounts::default()
+    };
+    let typed = Meta { key, queue, ..meta() };
     let h = Header {
         name: Name { gen: 0xAC, stamp: 10, kind: Kind::Base },
         prev: 0,
@@ -62,6 +74,7 @@ fn headers_keep_a_key_type() {
     assert_eq!(read_header(&dir.join(names[0].file_name())).unwrap().meta, typed);
     let c = chain(&dir, &names).unwrap();
     assert_eq!(c.last.meta.key, key);
+    assert_eq!(c.last.meta.queue, queue);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

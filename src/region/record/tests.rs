@@ -20,7 +20,12 @@ fn meta() -> Meta {
         key: KeyType::NONE,
         growth: None,
         more: Vec::new(),
+        queue: QueueCounts::default(),
     }
+}
+
+fn queued() -> QueueCounts {
+    QueueCounts { queued: 10, settled: 7, dropped: 1, refused: u64::MAX }
 }
 
 fn grown() -> Meta {
@@ -77,6 +82,15 @@ fn all() -> Vec<Record> {
         Record::Create(Meta { key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 20 }, ..grown() }),
         Record::Create(Meta { growth: Some(Growth { fpp: 0.01, expansion: 4 }), ..meta() }),
         Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: Meta { growth: None, ..grown() } },
+        Record::Queue { gen: 4, add: queued() },
+        Record::Queue { gen: 4, add: QueueCounts { settled: 3, ..QueueCounts::default() } },
+        Record::Create(Meta { queue: queued(), ..meta() }),
+        Record::ContentBegin { kind: ContentKind::Cut, gen: 99, cut: 120, meta: Meta { queue: queued(), ..grown() } },
+        Record::Placeholder {
+            gen: 4,
+            reason: 2,
+            meta: Meta { queue: queued(), key: KeyType { kind: crate::filter::KeyKind::Builtin, oid: 20 }, ..meta() },
+        },
     ]
 }
 
@@ -148,4 +162,25 @@ fn metadata_without_a_key_type_is_written_as_before() {
     let at = body.len() - 4;
     body[at..].copy_from_slice(&0u32.to_le_bytes());
     assert!(Record::decode(k, &body).unwrap_err().contains("key type"));
+}
+
+#[test]
+fn queue_counts_follow_the_tables_only_when_not_zero() {
+    // A filter of one table with no account: no chain part (as 0.6.0 wrote).
+    let (_, plain) = Record::Create(meta()).encode();
+    // With an account: the chain part's fixed start (no growth), a count of
+    // tables flagged, then the four counts.
+    let (k, body) = Record::Create(Meta { queue: queued(), ..meta() }).encode();
+    assert_eq!(body.len(), plain.len() + CHAIN_FIXED_BYTES + QUEUE_BYTES);
+    assert_eq!(body[plain.len() - 2], 1 | CHAIN_FOLLOWS, "name length byte");
+    assert_eq!(body[plain.len() + CHAIN_FIXED_BYTES - 1], QUEUE_FOLLOWS, "no tables, counts follow");
+    assert_eq!(Record::decode(k, &body).unwrap(), Record::Create(Meta { queue: queued(), ..meta() }));
+    // A chain part with nothing in it is still refused.
+    let mut empty = body[..plain.len() + CHAIN_FIXED_BYTES].to_vec();
+    *empty.last_mut().unwrap() = 0;
+    assert!(Record::decode(k, &empty).unwrap_err().contains("empty chain"));
+    // Counts add up; what is outstanding never goes below zero.
+    let q = queued().plus(&QueueCounts { settled: 5, ..QueueCounts::default() });
+    assert_eq!((q.settled, q.outstanding()), (12, 0));
+    assert_eq!(queued().outstanding(), 3);
 }

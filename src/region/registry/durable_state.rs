@@ -4,6 +4,7 @@
 //! may change at all (open, closed or frozen). `sql::named::cut` drives it.
 
 use super::*;
+use crate::region::wal::QueueCounts;
 
 impl Region {
     /// The copy pool of checkpoint cuts.
@@ -94,6 +95,35 @@ impl Region {
         self.durable_state_of(index).restored.store(stamp, Ordering::Release);
     }
 
+    /// Durable filter `index`'s account of its queued deletes (a bound
+    /// filter's; zero for others).
+    pub fn queue_counts(&self, index: usize) -> QueueCounts {
+        let q = &self.durable_state_of(index).queue;
+        let g = |i: usize| q[i].load(Ordering::SeqCst);
+        QueueCounts { queued: g(0), settled: g(1), dropped: g(2), refused: g(3) }
+    }
+
+    /// Adds `d` to filter `index`'s account (inside a writer's operation,
+    /// with its `QUEUE` record, or replaying that record) and marks its
+    /// metadata changed for the next cut.
+    pub fn add_queue_counts(&self, index: usize, d: &QueueCounts) {
+        let q = &self.durable_state_of(index).queue;
+        for (c, v) in q.iter().zip([d.queued, d.settled, d.dropped, d.refused]) {
+            if v != 0 {
+                c.fetch_add(v, Ordering::SeqCst);
+            }
+        }
+        self.mark_changed(index, CHANGED_META);
+    }
+
+    /// Sets filter `index`'s account as its files or a logged base say.
+    pub fn set_queue_counts(&self, index: usize, c: &QueueCounts) {
+        let q = &self.durable_state_of(index).queue;
+        for (a, v) in q.iter().zip([c.queued, c.settled, c.dropped, c.refused]) {
+            a.store(v, Ordering::SeqCst);
+        }
+    }
+
     /// Filter `index`'s [`UNVERIFIED`] flag.
     pub fn durable_flags(&self, index: usize) -> u64 {
         self.durable_state_of(index).flags.load(Ordering::Acquire)
@@ -175,5 +205,8 @@ pub(super) fn reset_durable(d: &DurableState, durable: bool, gen: u64) {
         &d.flags,
     ] {
         c.store(0, Ordering::Relaxed);
+    }
+    for c in &d.queue {
+        c.store(0, Ordering::SeqCst);
     }
 }

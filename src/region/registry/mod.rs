@@ -213,6 +213,11 @@ struct DurableState {
     restored: AtomicU64,
     /// [`UNVERIFIED`].
     flags: AtomicU64,
+    /// A bound filter's account of its queued deletes
+    /// ([`crate::region::wal::QueueCounts`]: queued, settled, dropped,
+    /// refused), changed only inside a writer's operation with its `QUEUE`
+    /// record, so that a cut takes it as of its `CUT`.
+    queue: [AtomicU64; 4],
 }
 
 /// Restored from files that cover less than the position replay starts at,

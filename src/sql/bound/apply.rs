@@ -16,9 +16,10 @@ use pgrx::pg_sys;
 
 use super::binding::Binding;
 use super::shared::with_lock;
-use crate::region::binding::{may_remove, PendingDelete, Removing, Verdict};
-use crate::region::wal::{Record, MANY_MAX};
-use crate::region::Tally;
+use crate::filter::Chain;
+use crate::region::binding::{may_remove, BoundSlot, PendingDelete, Removing, Verdict};
+use crate::region::wal::{QueueCounts, Record, MANY_MAX};
+use crate::region::{RegionTables, Tally};
 use crate::sql::batch::batch_record;
 use crate::sql::named::log::log;
 
@@ -91,40 +92,37 @@ pub(super) fn maybe_apply(b: &mut Binding, rel: Option<pg_sys::Relation>, now: b
             (*pg_sys::ShmemVariableCache).oldestClogXid,
         )
     };
-    let mut ready = Vec::new();
-    with_lock(|a, lk| a.take(lk, b.slot, |e| verdict(e, horizon, next, oldest_clog), &mut ready));
-    if ready.is_empty() {
-        return 0;
-    }
-    remove(b, &ready)
+    apply_ready(b, |e| verdict(e, horizon, next, oldest_clog))
 }
 
-/// Removes a copy of each ready delete's key (where the pair is not
-/// saturated), logging the batch's horizon first and the removals after.
-fn remove(b: &mut Binding, ready: &[PendingDelete]) -> u64 {
-    let s = super::shared::area().slot(b.slot);
-    let newest = ready.iter().map(|e| e.fxid).max().map(|f| f as u32).unwrap_or(0);
+/// Takes binding `b`'s deletes that `verdict_of` says are ready or to drop
+/// out of the queue, and removes a copy of each ready one's key (where the
+/// pair is not saturated), logging the batch's horizon first and the
+/// removals after. For a durable filter the queue is read inside the
+/// writer's operation that logs the change of its account of queued deletes
+/// (`binding::queue_deletes`).
+fn apply_ready(b: &mut Binding, verdict_of: impl Fn(&PendingDelete) -> Verdict) -> u64 {
+    let slot = b.slot;
+    let s = super::shared::area().slot(slot);
+    let durable = b.target.identity().0;
+    let mut ready = Vec::new();
+    if !durable {
+        with_lock(|a, lk| a.take(lk, slot, &verdict_of, &mut ready));
+        if ready.is_empty() {
+            return 0;
+        }
+    }
     let db = crate::sql::named::call::current_db();
-    let done = b.target.write(c"applying deletes to a bound durable cuckoo filter", |chain, gen| {
-        let _turn = Removing::start(s.gate());
-        if gen != 0 {
-            log(&Record::Horizon { gen, db, xid: newest });
+    let target = &b.target;
+    let done = target.write(c"applying deletes to a bound durable cuckoo filter", |chain, gen| {
+        let settled = if durable { with_lock(|a, lk| a.take(lk, slot, &verdict_of, &mut ready)) } else { 0 };
+        let (removed, refused) = if ready.is_empty() { (0, 0) } else { remove(chain, gen, s, db, &ready) };
+        if durable && settled > 0 {
+            let add = QueueCounts { settled, refused, ..QueueCounts::default() };
+            target.add_queue_counts(&add);
+            log(&Record::Queue { gen, add });
         }
-        let mut removed = Vec::new();
-        let mut refused = 0u64;
-        for e in ready {
-            if may_remove(chain.copies(e.hash)) && chain.delete(e.hash) == crate::filter::Deleted::Removed {
-                removed.push(e.hash);
-            } else {
-                refused += 1;
-            }
-        }
-        if gen != 0 {
-            for chunk in removed.chunks(MANY_MAX) {
-                log(&batch_record(gen, chunk, false));
-            }
-        }
-        (removed.len() as u64, refused)
+        (removed, refused)
     });
     match done {
         Some((removed, refused)) => {
@@ -135,9 +133,43 @@ fn remove(b: &mut Binding, ready: &[PendingDelete]) -> u64 {
         }
         None => {
             // The filter was replaced or dropped meanwhile: these deletes are
-            // of versions the old one held; their keys stay where they are.
+            // of versions the old one held; their keys stay where they are
+            // (a durable filter's stay queued, and are dropped as of an old
+            // epoch).
             s.refused.fetch_add(ready.len() as u64, Ordering::Relaxed);
             0
         }
     }
+}
+
+/// Removes a copy of each ready delete's key (where the pair is not
+/// saturated), logging the batch's horizon first and the removals after;
+/// returns the copies removed and the deletes refused.
+fn remove(
+    chain: &Chain<'_, RegionTables<'_>>,
+    gen: u64,
+    s: &BoundSlot,
+    db: u32,
+    ready: &[PendingDelete],
+) -> (u64, u64) {
+    let newest = ready.iter().map(|e| e.fxid).max().map(|f| f as u32).unwrap_or(0);
+    let _turn = Removing::start(s.gate());
+    if gen != 0 {
+        log(&Record::Horizon { gen, db, xid: newest });
+    }
+    let mut removed = Vec::new();
+    let mut refused = 0u64;
+    for e in ready {
+        if may_remove(chain.copies(e.hash)) && chain.delete(e.hash) == crate::filter::Deleted::Removed {
+            removed.push(e.hash);
+        } else {
+            refused += 1;
+        }
+    }
+    if gen != 0 {
+        for chunk in removed.chunks(MANY_MAX) {
+            log(&batch_record(gen, chunk, false));
+        }
+    }
+    (removed.len() as u64, refused)
 }

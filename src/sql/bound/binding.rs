@@ -14,7 +14,7 @@ use pgrx::prelude::*;
 use super::shared::{area, with_lock};
 use crate::filter::{vec_filled, Full};
 use crate::region::binding::{versions_to_copy, SlotRefused};
-use crate::region::wal::MANY_MAX;
+use crate::region::wal::{QueueCounts, Record, MANY_MAX};
 use crate::region::Tally;
 use crate::sql::batch::{batch_record, log_refused};
 use crate::sql::keys::{key_type_of, KeyHasher};
@@ -327,6 +327,44 @@ pub(super) fn slot_of(name: &str, owner: u32) -> (usize, u32) {
     }
 }
 
+/// Queues deletes `ds` (key hash, deleting transaction) of binding slot
+/// `slot` (of `epoch`) for filter `target`. For a durable filter this is a
+/// writer's operation that logs the change of its account of queued deletes
+/// (a `QUEUE` record), which its files and the WAL carry: the deletes a
+/// restart or crash loses with the queue (in shared memory) are then counted
+/// in `cuckoo_filters.dropped_deletes`, on every node.
+pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &[(u64, u64)]) {
+    if ds.is_empty() {
+        return;
+    }
+    if !target.identity().0 {
+        with_lock(|a, lk| a.push(lk, slot, epoch, ds));
+        return;
+    }
+    let done = target.write(c"queueing deletes of a bound durable cuckoo filter", |_, gen| {
+        let add = with_lock(|a, lk| {
+            // An entry queued under a binding's old epoch is dropped when
+            // seen: it is not this filter's.
+            let current = a.current(slot, epoch);
+            let n = a.push(lk, slot, epoch, ds) as u64;
+            let add = QueueCounts { queued: n, dropped: ds.len() as u64 - n, ..QueueCounts::default() };
+            if current {
+                target.add_queue_counts(&add);
+            }
+            current.then_some(add)
+        });
+        if let Some(add) = add {
+            log(&Record::Queue { gen, add });
+        }
+    });
+    if done.is_none() {
+        // The filter was dropped or replaced since the binding found it:
+        // queued under its slot as before (an old epoch's entries are
+        // dropped when seen).
+        with_lock(|a, lk| a.push(lk, slot, epoch, ds));
+    }
+}
+
 /// Frees the slots of bindings whose database was dropped (nothing can use
 /// them again; `DROP DATABASE` runs no trigger that could). Returns how many.
 fn release_dropped_databases() -> usize {
@@ -594,8 +632,7 @@ impl Binding {
         // SAFETY: the transaction is still in progress (its pre-commit).
         let fxid = unsafe { pg_sys::GetTopFullTransactionId().value };
         let ds: Vec<(u64, u64)> = self.unmatched.drain(..).map(|h| (h, fxid)).collect();
-        let (slot, epoch) = (self.slot, self.epoch);
-        with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
+        queue_deletes(&self.target, self.slot, self.epoch, &ds);
     }
 
     /// Flushes the statement's keys: inserts into the filter, deletes into
@@ -618,8 +655,7 @@ impl Binding {
             return false;
         }
         let ds = std::mem::take(&mut self.deletes);
-        let (slot, epoch) = (self.slot, self.epoch);
-        with_lock(|a, lk| a.push(lk, slot, epoch, &ds));
+        queue_deletes(&self.target, self.slot, self.epoch, &ds);
         true
     }
 }

@@ -139,7 +139,7 @@ pub(super) fn fill(name: &str, relid: pg_sys::Oid, col: &str) -> i64 {
         }
     }
     super::shared::area().slot(slot).set_table(relid.to_u32(), super::catalog::column_number(relid, col));
-    count_read(slot, epoch, saturated, &deletes);
+    count_read(&target, slot, epoch, saturated, &deletes);
     s0.release();
     record_identity(name, slot, &target);
     versions
@@ -219,10 +219,16 @@ fn log_horizon(target: &crate::sql::named::call::BoundTarget, xid: pg_sys::Trans
 /// Records in binding slot `slot` (of `epoch`) what reading its table left
 /// besides the copies added: the versions left without a copy (their key
 /// saturated), and the deletes of versions already deleted, queued.
-fn count_read(slot: usize, epoch: u32, saturated: u64, deletes: &[(u64, u64)]) {
+fn count_read(
+    target: &crate::sql::named::call::BoundTarget,
+    slot: usize,
+    epoch: u32,
+    saturated: u64,
+    deletes: &[(u64, u64)],
+) {
     super::shared::area().slot(slot).saturated.fetch_add(saturated, Ordering::Relaxed);
     for chunk in deletes.chunks(MANY_MAX) {
-        with_lock(|a, lk| a.push(lk, slot, epoch, chunk));
+        super::binding::queue_deletes(target, slot, epoch, chunk);
     }
 }
 
@@ -261,7 +267,7 @@ pub(super) fn fill_attached(name: &str, part: pg_sys::Oid, col: &str) -> i64 {
             pgrx::check_for_interrupts!();
             super::binding::add_versions(b, chunk);
         }
-        count_read(b.slot, b.epoch, versions as u64 - copies.len() as u64, &deletes);
+        count_read(&b.target, b.slot, b.epoch, versions as u64 - copies.len() as u64, &deletes);
     });
     s0.release();
     versions

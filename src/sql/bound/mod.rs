@@ -633,17 +633,63 @@ fn cuckoo_bound_rows() -> TableIterator<
         name!(saturated_versions, i64),
     ),
 > {
-    let Some(a) = shared::area_if_loaded() else { return TableIterator::new(Vec::new()) };
+    if shared::area_if_loaded().is_none() {
+        return TableIterator::new(Vec::new());
+    }
     let db = crate::sql::named::call::current_db();
-    let rows: Vec<_> = a
-        .claimed()
+    // SAFETY: a plain read of this process's state.
+    let recovery = unsafe { pg_sys::RecoveryInProgress() };
+    // Durable filters' accounts of their queued deletes (read under the
+    // queue's lock, with the slots' counts of what is queued here).
+    let filters = crate::sql::named::call::durable_filters();
+    let (accounts, claimed) = shared::with_lock(|a, _| {
+        let accounts: Vec<_> =
+            filters.iter().map(|(n, i, g)| (n, *i, *g, crate::sql::named::call::queue_counts_at(*i))).collect();
+        let claimed: Vec<_> = a
+            .claimed()
+            .into_iter()
+            .filter(|(_, d, _)| *d == db)
+            .map(|(i, _, n)| {
+                let s = a.slot(i);
+                let g = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+                (n, [g(&s.pending), g(&s.dropped), g(&s.applied), g(&s.refused), g(&s.saturated)])
+            })
+            .collect();
+        (accounts, claimed)
+    });
+    let mut accounts: std::collections::HashMap<String, crate::region::wal::QueueCounts> = accounts
         .into_iter()
-        .filter(|(_, d, _)| *d == db)
-        .map(|(i, _, n)| {
-            let s = a.slot(i);
-            let g = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as i64;
-            (n, g(&s.pending), g(&s.dropped), g(&s.applied), g(&s.refused), g(&s.saturated))
+        .filter(|(_, i, g, q)| !q.is_zero() && crate::sql::named::call::still_gen(*i, *g))
+        .map(|(n, _, _, q)| (n.clone(), q))
+        .collect();
+    let mut rows: Vec<_> = claimed
+        .into_iter()
+        .map(|(n, [pending, dropped, applied, refused, saturated])| {
+            let (pending, dropped, refused) = match accounts.remove(&n) {
+                Some(q) => account_row(&q, pending, recovery),
+                None => (pending, dropped, refused),
+            };
+            (n, pending as i64, dropped as i64, applied as i64, refused as i64, saturated as i64)
         })
         .collect();
+    // A durable binding no process has used since the server started.
+    for (n, q) in accounts {
+        let (pending, dropped, refused) = account_row(&q, 0, recovery);
+        rows.push((n, pending as i64, dropped as i64, 0, refused as i64, 0));
+    }
     TableIterator::new(rows)
+}
+
+/// A durable bound filter's pending, dropped and refused deletes, from its
+/// account `q` and the deletes the queue holds for it on this server
+/// (`here`). The queue is in shared memory: what the account says is queued
+/// beyond what is here was lost by a restart or crash (or a promotion), and
+/// those keys stay in the filter, counted as dropped. A standby holds no
+/// queue; it shows what its primary's account says is pending.
+fn account_row(q: &crate::region::wal::QueueCounts, here: u64, recovery: bool) -> (u64, u64, u64) {
+    if recovery {
+        (q.outstanding(), q.dropped, q.refused)
+    } else {
+        (here, q.dropped.saturating_add(q.outstanding().saturating_sub(here)), q.refused)
+    }
 }

@@ -112,6 +112,17 @@ pub fn area_if_loaded() -> Option<Area> {
     unsafe { *std::ptr::addr_of!(AREA) }
 }
 
+/// Deletes the queue holds for binding `name` of database `db` (counted in
+/// its slot; 0 if it has none).
+pub fn queued_for(db: u32, name: &str) -> u64 {
+    if area_if_loaded().is_none() {
+        return 0;
+    }
+    with_lock(|a, _| {
+        a.find_epoch(db, name).map_or(0, |(i, _)| a.slot(i).pending.load(std::sync::atomic::Ordering::Relaxed))
+    })
+}
+
 /// The area, or the error that explains how to get one.
 pub fn area() -> Area {
     // SAFETY: AREA is written once, before any backend runs SQL.

@@ -789,4 +789,28 @@ impl BoundTarget {
     pub(crate) fn count(&self, tally: &crate::region::Tally) {
         region().count_many(self.info.index, my_slot(), tally);
     }
+
+    /// Inside [`Self::write`] of a durable filter: adds `add` to its account
+    /// of queued deletes. The caller logs the `QUEUE` record in the same
+    /// operation.
+    pub(crate) fn add_queue_counts(&self, add: &crate::region::wal::QueueCounts) {
+        region().add_queue_counts(self.info.index, add);
+    }
+}
+
+/// This database's durable filters: name, registry index and generation,
+/// for [`queue_counts_at`]. Only when the library is preloaded.
+pub(crate) fn durable_filters() -> Vec<(String, usize, u64)> {
+    region().list(db()).into_iter().filter(|i| i.durable).map(|i| (i.name, i.index, i.gen)).collect()
+}
+
+/// The account of queued deletes of the filter at registry `index` (a
+/// bound durable filter's; zero for others): atomic reads, no lock.
+pub(crate) fn queue_counts_at(index: usize) -> crate::region::wal::QueueCounts {
+    region().queue_counts(index)
+}
+
+/// Whether the filter at registry `index` is still generation `gen`.
+pub(crate) fn still_gen(index: usize, gen: u64) -> bool {
+    region().entry_info(index).is_some_and(|i| i.gen == gen)
 }

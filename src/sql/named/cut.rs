@@ -108,7 +108,7 @@ use super::log::{log, logged_bytes, lsn, meta_of};
 use super::reload::reason;
 use crate::filter::Geometry;
 use crate::region::disk::{self, CoverEntry, Coverage, FileWriter, Header, Kind, Name};
-use crate::region::wal::{ContentKind, Meta, Record, CHUNK_WORDS};
+use crate::region::wal::{ContentKind, Meta, QueueCounts, Record, CHUNK_WORDS};
 use crate::region::Pin;
 use crate::region::TableSpec;
 use crate::region::UNIT_WORDS;
@@ -195,6 +195,7 @@ fn take(
     marked: &[u32],
     tables: &[TableSpec],
     prev: u64,
+    queue: QueueCounts,
 ) -> Taken {
     // Units are taken as fast as possible, so that writers stop copying them
     // aside. A base stores only units with something in them (the rest are
@@ -222,7 +223,7 @@ fn take(
         prev: if base { 0 } else { prev },
         reason: kept_reason,
         has_contents: !(base && info.blocks == 0),
-        meta: meta_of(info, tables),
+        meta: Meta { queue, ..meta_of(info, tables) },
         units: units.len() as u64,
     };
     Taken { header, units }
@@ -370,6 +371,9 @@ fn cut(r: &Region, info: &EntryInfo, passes: &mut Passes) -> Result<(), String> 
             true
         });
         let changed = r.take_changed(now.index);
+        // A bound filter's queue account, as of the `CUT` (it changes only
+        // inside writers' operations).
+        let queue = r.queue_counts(now.index);
         // (A placeholder's files keep the contents it had: never rebase them.)
         let base = changed & NEEDS_BASE != 0 || now.blocks > 0 && compaction_due(r, &now);
         // A base goes to the WAL too unless the filter never had files (a new
@@ -388,11 +392,11 @@ fn cut(r: &Region, info: &EntryInfo, passes: &mut Passes) -> Result<(), String> 
         drop(paused);
         let pause = paused_at.elapsed();
         let stats = r.durable_stats(now.index);
-        Some((now, base, logged, end, marked, tables, pin, stats, pause))
+        Some((now, base, logged, end, marked, tables, pin, stats, pause, queue))
     });
-    let Some((now, base, log_base, end, marked, tables, pin, stats, pause)) = prepared else { return Ok(()) };
+    let Some((now, base, log_base, end, marked, tables, pin, stats, pause, queue)) = prepared else { return Ok(()) };
     let started = Instant::now();
-    let taken = take(r, &now, pin, end, base, &marked, &tables, stats.stamp);
+    let taken = take(r, &now, pin, end, base, &marked, &tables, stats.stamp, queue);
     if log_base {
         log_cut_contents(now.gen, end, &taken.header.meta, &taken.units);
     }

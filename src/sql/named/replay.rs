@@ -248,7 +248,8 @@ fn gen_of(rec: &Record, end: u64) -> Option<u64> {
         | Record::KeyType { gen, .. }
         | Record::Placeholder { gen, .. }
         | Record::Cut { gen, .. }
-        | Record::Horizon { gen, .. } => *gen,
+        | Record::Horizon { gen, .. }
+        | Record::Queue { gen, .. } => *gen,
         // Contents in progress belong to their `ContentBegin`; passes name no
         // filter; a discard removes files whatever they hold.
         Record::ContentChunk { .. }
@@ -371,6 +372,7 @@ impl Replay {
             Record::Pass { frozen, began, live } => self.redo_pass(r, frozen, began, live, end),
             Record::Discard { gen } => self.redo_discard(r, gen),
             Record::Horizon { db, xid, .. } => self.redo_horizon(db, xid),
+            Record::Queue { gen, add } => self.redo_queue(r, gen, &add),
             Record::PassBegin => self.pass = Some((end, HashSet::new())),
             Record::PassDone { begin, .. } => self.redo_pass_done(r, begin),
         }
@@ -603,6 +605,7 @@ impl Replay {
                 let failed = match made {
                     Ok(info) => {
                         r.set_readers(lk, &info, meta.readers)?;
+                        r.set_queue_counts(info.index, &meta.queue);
                         return Ok(Outcome::Done);
                     }
                     Err(e) => e,

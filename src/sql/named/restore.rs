@@ -323,6 +323,7 @@ fn restore_chain(r: &Region, lk: &Locked, gen: u64, c: &disk::Chain, ctx: &Conte
     match made {
         Ok(info) => {
             let _ = r.set_readers(lk, &info, meta.readers);
+            r.set_queue_counts(info.index, &meta.queue);
             let info = r.entry_info(info.index).expect("just made");
             let why = match &*failed.borrow() {
                 Some(e) => {

@@ -47,8 +47,10 @@ use std::path::Path;
 
 use super::attach::{region, reload_config_if_asked, with_registry_lock};
 use super::cut::{abandon_marks, dir, pass, Passes};
+use super::log::log;
 use super::restore::LEGACY_FILE;
 use crate::region::disk;
+use crate::region::wal::{QueueCounts, Record};
 use crate::region::DurableGate;
 use crate::region::Region;
 
@@ -235,6 +237,33 @@ fn release(flag: u32) {
     set_delay(flag as i32, true);
 }
 
+/// Before durable changes open (nothing is queued or applied meanwhile):
+/// the deletes a bound durable filter's account still counts as queued but
+/// the shared queue does not hold were lost with it (a restart, a crash or a
+/// promotion; the queue is in shared memory). Each such filter logs them as
+/// settled and dropped (a `QUEUE` record): their keys stay in the filter,
+/// false positives counted in `cuckoo_filters.dropped_deletes` until
+/// `cf_rebuild`, and every node that replays the record agrees.
+fn settle_lost_deletes() {
+    with_registry_lock(|r, _| {
+        for info in r.list_all().into_iter().filter(|i| i.durable) {
+            let q = r.queue_counts(info.index);
+            let lost = q.outstanding().saturating_sub(crate::sql::bound::shared::queued_for(info.db, &info.name));
+            if lost == 0 {
+                continue;
+            }
+            let add = QueueCounts { settled: lost, dropped: lost, ..QueueCounts::default() };
+            log(&Record::Queue { gen: info.gen, add });
+            r.add_queue_counts(info.index, &add);
+            pgrx::log!(
+                "cuckoo: {lost} queued deletes of bound filter \"{}\" (database {}) were lost with the queue; their keys stay in the filter (counted in cuckoo_filters.dropped_deletes until cf_rebuild)",
+                info.name,
+                info.db
+            );
+        }
+    });
+}
+
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
@@ -266,6 +295,7 @@ pub extern "C-unwind" fn cuckoo_durability_main(_arg: pg_sys::Datum) {
             }
         }
     }
+    settle_lost_deletes();
     with_registry_lock(|r, _| r.set_durable_state(DurableGate::Open, 0));
     pgrx::log!("cuckoo: durability worker started; durable filters accept changes");
     loop {

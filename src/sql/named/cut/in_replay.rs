@@ -135,7 +135,7 @@ fn cut_in_replay_once(
     let marked = r.units(info).map(|u| u.mark(base)).unwrap_or_default();
     let tables = tables_now(r, info);
     let prev = r.durable_stats(info.index).stamp;
-    let taken = take(r, info, Some(pin), stamp, base, &marked, &tables, prev);
+    let taken = take(r, info, Some(pin), stamp, base, &marked, &tables, prev, r.queue_counts(info.index));
     flush_for_file(stamp);
     match write_taken(&taken, false, remove_older) {
         Ok(file_bytes) => {

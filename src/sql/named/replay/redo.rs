@@ -176,6 +176,14 @@ impl Replay {
         }
     }
 
+    /// Replay of a `Queue` record: bound filter `gen`'s account of its
+    /// queued deletes grows (the queue itself is the primary's memory).
+    pub(super) fn redo_queue(&mut self, r: &Region, gen: u64, add: &crate::region::wal::QueueCounts) {
+        if let Some(info) = r.find_gen(gen).filter(|i| i.durable) {
+            r.add_queue_counts(info.index, add);
+        }
+    }
+
     /// Replay of a `KeyType` record.
     pub(super) fn redo_key_type(&mut self, r: &Region, gen: u64, key: crate::filter::KeyType) {
         if let Some(info) = r.find_gen(gen) {
