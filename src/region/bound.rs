@@ -406,6 +406,23 @@ impl Area {
         taken + discarded - old
     }
 
+    /// Whether [`Self::take`] would take anything out of `slot`'s entries:
+    /// one of an old epoch, or one `verdict` does not say to keep.
+    pub fn any_to_take(
+        &self,
+        _lk: &QueueLocked,
+        slot: usize,
+        mut verdict: impl FnMut(&PendingDelete) -> Verdict,
+    ) -> bool {
+        let epoch = self.slots[slot].epoch.load(Ordering::Relaxed) as u32;
+        let len = self.header.queue_len.load(Ordering::Relaxed) as usize;
+        (0..len).any(|r| {
+            // SAFETY: r is below len; the queue is ours under the lock.
+            let e = unsafe { self.queue.add(r).read() };
+            e.slot as usize == slot && (e.epoch != epoch || verdict(&e) != Verdict::Wait)
+        })
+    }
+
     /// Keeps the queue's entries for which `keep` says so, in order.
     fn retain(&self, _lk: &QueueLocked, mut keep: impl FnMut(&PendingDelete) -> bool) {
         let len = self.header.queue_len.load(Ordering::Relaxed) as usize;

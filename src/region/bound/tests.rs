@@ -104,6 +104,10 @@ fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
     assert_eq!(a.slot(t).dropped.load(Ordering::Relaxed), 1);
     assert_eq!(a.queued(), 5);
     let mut out = Vec::new();
+    // Something to take out of s (not of t, whose entries all wait).
+    assert!(a.any_to_take(&lk, s, |d| if d.fxid == 101 { Verdict::Discard } else { Verdict::Wait }));
+    assert!(!a.any_to_take(&lk, t, |_| Verdict::Wait));
+    assert!(!a.any_to_take(&lk, s, |_| Verdict::Wait));
     // Two of the slot's current epoch taken out: one applied, one discarded.
     let settled = a.take(
         &lk,
@@ -126,6 +130,8 @@ fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
     let (t2, f2) = a.slot_for(&lk, 1, "c").unwrap();
     assert_eq!(t2, t);
     assert_eq!(a.push(&lk, t2, f, &[(30, 300)]), 1);
+    // An old epoch's entry is always taken out.
+    assert!(a.any_to_take(&lk, t2, |_| Verdict::Wait));
     assert_eq!(a.push(&lk, t2, f2, &[(31, 301)]), 1);
     let mut out = Vec::new();
     // The old epoch's entry is not counted as the current one's.

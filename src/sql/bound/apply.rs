@@ -111,16 +111,29 @@ fn apply_ready(b: &mut Binding, verdict_of: impl Fn(&PendingDelete) -> Verdict) 
         if ready.is_empty() {
             return 0;
         }
+    } else if !with_lock(|a, lk| a.any_to_take(lk, slot, &verdict_of)) {
+        // Nothing to take: no writer's operation (and none of its checks).
+        return 0;
     }
     let db = crate::sql::named::call::current_db();
     let target = &b.target;
     let done = target.write(c"applying deletes to a bound durable cuckoo filter", |chain, gen| {
-        let settled = if durable { with_lock(|a, lk| a.take(lk, slot, &verdict_of, &mut ready)) } else { 0 };
+        // What leaves the queue is counted as taken out under the same lock
+        // (so the view never sees it neither queued nor taken out), the
+        // refused ones once known; one record says both.
+        let settled = if durable {
+            with_lock(|a, lk| {
+                let n = a.take(lk, slot, &verdict_of, &mut ready);
+                target.add_queue_counts(&QueueCounts { settled: n, ..QueueCounts::default() });
+                n
+            })
+        } else {
+            0
+        };
         let (removed, refused) = if ready.is_empty() { (0, 0) } else { remove(chain, gen, s, db, &ready) };
         if durable && settled > 0 {
-            let add = QueueCounts { settled, refused, ..QueueCounts::default() };
-            target.add_queue_counts(&add);
-            log(&Record::Queue { gen, add });
+            target.add_queue_counts(&QueueCounts { refused, ..QueueCounts::default() });
+            log(&Record::Queue { gen, add: QueueCounts { settled, refused, ..QueueCounts::default() } });
         }
         (removed, refused)
     });

@@ -341,7 +341,7 @@ pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &
         with_lock(|a, lk| a.push(lk, slot, epoch, ds));
         return;
     }
-    let done = target.write(c"queueing deletes of a bound durable cuckoo filter", |_, gen| {
+    let done = target.write_account(|_, gen| {
         let add = with_lock(|a, lk| {
             // An entry queued under a binding's old epoch is dropped when
             // seen: it is not this filter's.

@@ -758,8 +758,20 @@ impl BoundTarget {
     /// within the session's caps. `None` if the filter was dropped or replaced
     /// since it was found (the caller finds it again).
     pub(crate) fn write<T>(&self, what: &CStr, op: impl FnOnce(&Chain<'_, RegionTables<'_>>, u64) -> T) -> Option<T> {
-        let r = region();
         prepare_write(self.info.durable, what);
+        self.write_unchecked(op)
+    }
+
+    /// [`Self::write`] for bookkeeping that changes no key (the account of
+    /// queued deletes): also in a transaction that became read-only after
+    /// its writes (its commit queues the deletes of keys added for rows
+    /// never written). Waits as `write` does.
+    pub(crate) fn write_account<T>(&self, op: impl FnOnce(&Chain<'_, RegionTables<'_>>, u64) -> T) -> Option<T> {
+        self.write_unchecked(op)
+    }
+
+    fn write_unchecked<T>(&self, op: impl FnOnce(&Chain<'_, RegionTables<'_>>, u64) -> T) -> Option<T> {
+        let r = region();
         let gen = if self.info.durable { self.info.gen } else { 0 };
         loop {
             let pin = pin_current_writer(r, self.info.index, self.info.seq)?;

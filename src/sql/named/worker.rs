@@ -245,6 +245,7 @@ fn release(flag: u32) {
 /// false positives counted in `cuckoo_filters.dropped_deletes` until
 /// `cf_rebuild`, and every node that replays the record agrees.
 fn settle_lost_deletes() {
+    let mut last = 0;
     with_registry_lock(|r, _| {
         for info in r.list_all().into_iter().filter(|i| i.durable) {
             let q = r.queue_counts(info.index);
@@ -253,15 +254,20 @@ fn settle_lost_deletes() {
                 continue;
             }
             let add = QueueCounts { settled: lost, dropped: lost, ..QueueCounts::default() };
-            log(&Record::Queue { gen: info.gen, add });
+            last = log(&Record::Queue { gen: info.gen, add });
             r.add_queue_counts(info.index, &add);
             pgrx::log!(
-                "cuckoo: {lost} queued deletes of bound filter \"{}\" (database {}) were lost with the queue; their keys stay in the filter (counted in cuckoo_filters.dropped_deletes until cf_rebuild)",
+                "cuckoo: {lost} queued deletes of filter \"{}\" (database {}) were lost with the queue of deletes of bound filters; their keys stay in the filter (counted in cuckoo_filters.dropped_deletes until cf_rebuild)",
                 info.name,
                 info.db
             );
         }
     });
+    if last != 0 {
+        // Sent to standbys now, not with the next record some process flushes.
+        // SAFETY: flushes WAL this process wrote.
+        unsafe { pg_sys::XLogFlush(last) };
+    }
 }
 
 #[pg_guard]

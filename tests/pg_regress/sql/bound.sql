@@ -661,6 +661,22 @@ SELECT count(*) FILTER (WHERE NOT cf_contains('bt_few_k', k)) AS missing FROM bt
 SELECT cf_unbind('bt_few_k');
 DROP TABLE bt_few;
 
+-- A transaction that turns read-only after its writes still commits: the
+-- deletes its commit queues (of keys added for rows never written: the
+-- conflicting row's) are bookkeeping, not a change the transaction makes.
+-- cf_apply_deletes with nothing ready changes nothing and is allowed there.
+INSERT INTO bt VALUES (6190, 61901, 'there');
+SELECT cf_apply_deletes('bt_k') >= 0 AS drained;
+BEGIN;
+WITH ins AS (INSERT INTO bt VALUES (6190, 61900, 'conflict') ON CONFLICT (id) DO NOTHING RETURNING k)
+SELECT (SELECT count(*) FROM ins) AS inserted, cf_bound_contains('bt_k', 61900::bigint) AS probe_sees;
+DELETE FROM bt WHERE id = 6105;
+SET TRANSACTION READ ONLY;
+SELECT cf_apply_deletes('bt_k') AS applied_read_only;
+COMMIT;
+SELECT count(*) AS rows_6105 FROM bt WHERE id = 6105;
+SELECT pending_deletes AS row_and_unwritten_key FROM cuckoo_filters WHERE name = 'bt_k';
+
 -- cf_unbind drops the triggers and the filter; the table is untouched.
 SELECT cf_unbind('bt2_k');
 SELECT count(*) AS triggers_left FROM pg_trigger WHERE tgrelid = 'bt2'::regclass;
