@@ -406,8 +406,9 @@ impl Area {
         taken + discarded - old
     }
 
-    /// Whether [`Self::take`] would take anything out of `slot`'s entries:
-    /// one of an old epoch, or one `verdict` does not say to keep.
+    /// Whether [`Self::take`] would take any of `slot`'s entries of its
+    /// current epoch out: one `verdict` does not say to keep. (Entries of an
+    /// old epoch are not counted: `take` drops them whatever the verdict.)
     pub fn any_to_take(
         &self,
         _lk: &QueueLocked,
@@ -419,7 +420,7 @@ impl Area {
         (0..len).any(|r| {
             // SAFETY: r is below len; the queue is ours under the lock.
             let e = unsafe { self.queue.add(r).read() };
-            e.slot as usize == slot && (e.epoch != epoch || verdict(&e) != Verdict::Wait)
+            e.slot as usize == slot && e.epoch == epoch && verdict(&e) != Verdict::Wait
         })
     }
 

@@ -130,8 +130,12 @@ fn queue_keeps_order_counts_drops_and_discards_old_epochs() {
     let (t2, f2) = a.slot_for(&lk, 1, "c").unwrap();
     assert_eq!(t2, t);
     assert_eq!(a.push(&lk, t2, f, &[(30, 300)]), 1);
-    // An old epoch's entry is always taken out.
-    assert!(a.any_to_take(&lk, t2, |_| Verdict::Wait));
+    // An old epoch's entry is not the current binding's to apply, and a
+    // take that keeps every current entry drops it.
+    assert!(!a.any_to_take(&lk, t2, |_| Verdict::Apply));
+    assert_eq!(a.take(&lk, t2, |_| Verdict::Wait, &mut Vec::new()), 0);
+    assert_eq!(a.queued(), 1);
+    assert_eq!(a.push(&lk, t2, f, &[(30, 300)]), 1);
     assert_eq!(a.push(&lk, t2, f2, &[(31, 301)]), 1);
     let mut out = Vec::new();
     // The old epoch's entry is not counted as the current one's.

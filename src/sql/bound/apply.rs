@@ -111,8 +111,14 @@ fn apply_ready(b: &mut Binding, verdict_of: impl Fn(&PendingDelete) -> Verdict) 
         if ready.is_empty() {
             return 0;
         }
-    } else if !with_lock(|a, lk| a.any_to_take(lk, slot, &verdict_of)) {
-        // Nothing to take: no writer's operation (and none of its checks).
+    } else if !with_lock(|a, lk| {
+        a.any_to_take(lk, slot, &verdict_of) || {
+            // Nothing of this binding's to take: no writer's operation (nor
+            // its checks); entries of an old epoch go.
+            a.take(lk, slot, |_| Verdict::Wait, &mut Vec::new());
+            false
+        }
+    }) {
         return 0;
     }
     let db = crate::sql::named::call::current_db();
