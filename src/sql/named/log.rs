@@ -157,12 +157,17 @@ unsafe extern "C-unwind" fn at_commit(event: pg_sys::XactEvent::Type, _arg: *mut
                 }
                 FLUSH_AT_COMMIT = 0;
             }
-            pg_sys::XactEvent::XACT_EVENT_PREPARE
-            | pg_sys::XactEvent::XACT_EVENT_ABORT
-            | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
+            pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
                 // After an abort the records stay (changes are not
-                // transactional) and reach the disk in due time, as an aborted
-                // transaction's do.
+                // transactional): the WAL writer is told to flush them, as
+                // `RecordTransactionAbort` tells it of an abort record (a
+                // transaction without an ID writes none, and its records
+                // would otherwise reach the disk and standbys only with the
+                // next flush of another process).
+                pg_sys::XLogSetAsyncXactLSN(end);
+                FLUSH_AT_COMMIT = 0;
+            }
+            pg_sys::XactEvent::XACT_EVENT_PREPARE => {
                 FLUSH_AT_COMMIT = 0;
             }
             _ => {}
