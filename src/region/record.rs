@@ -213,14 +213,14 @@ impl QueueCounts {
         *self == QueueCounts::default()
     }
 
-    /// These counts with `d` added (wrapping: totals are only compared).
-    pub fn plus(&self, d: &QueueCounts) -> QueueCounts {
-        QueueCounts {
-            queued: self.queued.wrapping_add(d.queued),
-            settled: self.settled.wrapping_add(d.settled),
-            dropped: self.dropped.wrapping_add(d.dropped),
-            refused: self.refused.wrapping_add(d.refused),
-        }
+    /// The four totals in their order on disk and in shared memory.
+    pub fn words(&self) -> [u64; 4] {
+        [self.queued, self.settled, self.dropped, self.refused]
+    }
+
+    /// The counts from [`Self::words`].
+    pub fn from_words([queued, settled, dropped, refused]: [u64; 4]) -> QueueCounts {
+        QueueCounts { queued, settled, dropped, refused }
     }
 
     /// Deletes queued and not yet taken out, as these counts say.
@@ -436,7 +436,7 @@ impl Writer {
         self
     }
     pub(crate) fn queue(&mut self, q: &QueueCounts) -> &mut Self {
-        self.u64(q.queued).u64(q.settled).u64(q.dropped).u64(q.refused)
+        q.words().iter().fold(self, |w, &v| w.u64(v))
     }
     pub(crate) fn meta(&mut self, m: &Meta) -> &mut Self {
         self.u32(m.db).u32(m.owner).u64(m.readers).u64(m.capacity).u64(m.fpp.to_bits());
@@ -500,7 +500,7 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     pub(crate) fn queue(&mut self) -> Result<QueueCounts, String> {
-        Ok(QueueCounts { queued: self.u64()?, settled: self.u64()?, dropped: self.u64()?, refused: self.u64()? })
+        Ok(QueueCounts::from_words([self.u64()?, self.u64()?, self.u64()?, self.u64()?]))
     }
     pub(crate) fn meta(&mut self) -> Result<Meta, String> {
         let (db, owner, readers, capacity, fpp) =

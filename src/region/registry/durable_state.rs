@@ -98,9 +98,7 @@ impl Region {
     /// Durable filter `index`'s account of its queued deletes (a bound
     /// filter's; zero for others).
     pub fn queue_counts(&self, index: usize) -> QueueCounts {
-        let q = &self.durable_state_of(index).queue;
-        let g = |i: usize| q[i].load(Ordering::SeqCst);
-        QueueCounts { queued: g(0), settled: g(1), dropped: g(2), refused: g(3) }
+        QueueCounts::from_words(self.durable_state_of(index).queue.each_ref().map(|c| c.load(Ordering::SeqCst)))
     }
 
     /// Adds `d` to filter `index`'s account (inside a writer's operation,
@@ -108,7 +106,7 @@ impl Region {
     /// metadata changed for the next cut.
     pub fn add_queue_counts(&self, index: usize, d: &QueueCounts) {
         let q = &self.durable_state_of(index).queue;
-        for (c, v) in q.iter().zip([d.queued, d.settled, d.dropped, d.refused]) {
+        for (c, v) in q.iter().zip(d.words()) {
             if v != 0 {
                 c.fetch_add(v, Ordering::SeqCst);
             }
@@ -119,7 +117,7 @@ impl Region {
     /// Sets filter `index`'s account as its files or a logged base say.
     pub fn set_queue_counts(&self, index: usize, c: &QueueCounts) {
         let q = &self.durable_state_of(index).queue;
-        for (a, v) in q.iter().zip([c.queued, c.settled, c.dropped, c.refused]) {
+        for (a, v) in q.iter().zip(c.words()) {
             a.store(v, Ordering::SeqCst);
         }
     }
