@@ -1021,7 +1021,8 @@ pub(super) fn add_versions(b: &mut Binding, hs: &[u64]) {
 fn add_copies(b: &mut Binding, hs: &[u64]) {
     let mut pending: Vec<u64> = hs.to_vec();
     while !pending.is_empty() {
-        let mut seen = KeySet::default();
+        // Sized at once: growing it rehashes every key already in.
+        let mut seen = KeySet::with_capacity_and_hasher(pending.len(), Default::default());
         let (round, repeats): (Vec<u64>, Vec<u64>) = pending.iter().partition(|&&h| seen.insert(h));
         let Some(added) = add_round(b, &round) else { return };
         if repeats.is_empty() {

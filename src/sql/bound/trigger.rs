@@ -19,6 +19,7 @@
 //! existed for anyone and are dropped; a subtransaction's abort keeps them
 //! (they may be an outer statement's: false positives at worst).
 
+use std::borrow::Cow;
 use std::ffi::CStr;
 
 use pgrx::pg_sys;
@@ -394,15 +395,22 @@ unsafe fn trigger_data(fcinfo: pg_sys::FunctionCallInfo, what: &str) -> *mut pg_
     }
 }
 
-/// The trigger's arguments.
+/// The trigger's two arguments (the binding's name and column), borrowed
+/// from the trigger (no copy per row: the row triggers fire once per row);
+/// None unless it has exactly two.
 ///
 /// # Safety
-/// `td` is a valid trigger call's data.
-unsafe fn trigger_args(td: *mut pg_sys::TriggerData) -> Vec<String> {
+/// `td` is a valid trigger call's data; the arguments live as long as the
+/// trigger call.
+unsafe fn trigger_args<'a>(td: *mut pg_sys::TriggerData) -> Option<[Cow<'a, str>; 2]> {
     // SAFETY: as documented: tgargs holds tgnargs C strings.
     unsafe {
         let t = (*td).tg_trigger;
-        (0..(*t).tgnargs as usize).map(|i| CStr::from_ptr(*(*t).tgargs.add(i)).to_string_lossy().into_owned()).collect()
+        if (*t).tgnargs != 2 {
+            return None;
+        }
+        let arg = |i: usize| CStr::from_ptr(*(*t).tgargs.add(i)).to_string_lossy();
+        Some([arg(0), arg(1)])
     }
 }
 
@@ -437,8 +445,7 @@ v1_functions! {
                     None,
                 );
             }
-            let args = trigger_args(td);
-            let [name, col] = args.as_slice() else {
+            let Some([name, col]) = trigger_args(td) else {
                 fail(
                     PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
                     "cf_bound_row() takes the binding's name and column".into(),
@@ -448,7 +455,7 @@ v1_functions! {
             register_callbacks();
             let rel = (*td).tg_relation;
             let tgname = CStr::from_ptr((*(*td).tg_trigger).tgname).to_bytes();
-            let full = with_binding(name, col, |b| {
+            let full = with_binding(&name, &col, |b| {
                 let own = if before { &b.early_trigger } else { &b.row_trigger };
                 if tgname != own.as_bytes() {
                     fail(
@@ -484,19 +491,19 @@ v1_functions! {
                 }
                 b.inserts.len() >= MANY_MAX || b.deletes.len() >= MANY_MAX
             });
-            if full.is_none() && super::binding::missing(name, col, tgname, before, rel) && op != pg_sys::TRIGGER_EVENT_DELETE {
+            if full.is_none() && super::binding::missing(&name, &col, tgname, before, rel) && op != pg_sys::TRIGGER_EVENT_DELETE {
                 // The filter is missing: a key set aside now, or taken
                 // back, in case it comes back during the statement.
                 let new = if op == pg_sys::TRIGGER_EVENT_UPDATE { (*td).tg_newslot } else { (*td).tg_trigslot };
                 let old = (op == pg_sys::TRIGGER_EVENT_UPDATE).then_some((*td).tg_trigslot);
                 if before {
-                    super::binding::orphan_early(name, col, rel, old, new);
+                    super::binding::orphan_early(&name, &col, rel, old, new);
                 } else if super::binding::orphans_waiting() {
-                    super::binding::orphan_taken(name, col, rel, new);
+                    super::binding::orphan_taken(&name, &col, rel, new);
                 }
             }
             if full == Some(true) {
-                with_binding(name, col, |b| b.flush());
+                with_binding(&name, &col, |b| b.flush());
             }
             if before {
                 // The row goes on as it is.
