@@ -446,6 +446,11 @@ impl Area {
         self.header.queue_len.load(Ordering::Relaxed)
     }
 
+    /// Entries the queue has room for (as of now: other backends push too).
+    pub fn room(&self) -> u64 {
+        (self.queue_cap as u64).saturating_sub(self.queued())
+    }
+
     /// The claimed slots: index, database and name.
     pub fn claimed(&self) -> Vec<(usize, u32, String)> {
         let mut out = Vec::new();

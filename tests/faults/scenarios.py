@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+import pg8000.native
+
 sys.path.insert(0, os.path.dirname(__file__))
 from cluster import (Failure, Node, check_holds, expect_ready, grep_log, wal_bytes)  # noqa: E402
 
@@ -590,7 +592,52 @@ def case_11():
     expect_ready(s, "old", [1, 2, 3], " (promoted)")
 
 
-CASES = {"1": case_1, "2": case_2, "3": case_3, "4": case_4, "5": case_5, "6": case_6, "7": case_7, "8": case_8, "9": case_9, "10": case_10, "11": case_11}
+def case_12():
+    """A database dropped while its bound filter's deletes wait in the shared
+    queue (held by a snapshot) does not keep them there: nothing could take
+    them out, and every other database's deletes were dropped (their keys
+    left as false positives) until a slot was wanted and none was free, or
+    the server restarted. The queue made full frees a dropped database's
+    slots before it drops anything. Found while measuring 0.13.0."""
+    p = node(Node.primary("p12", extra="cuckoo.pending_deletes = 1024\n"))
+    counts = "SELECT pending_deletes, dropped_deletes FROM cuckoo_filters WHERE name = 't_k'"
+    p.sql("CREATE DATABASE gone")
+    g = pg8000.native.Connection("postgres", host="127.0.0.1", port=p.port, database="gone")
+    holder = pg8000.native.Connection("postgres", host="127.0.0.1", port=p.port, database="gone")
+    try:
+        g.run("CREATE EXTENSION cuckoo")
+        g.run("CREATE TABLE t (k bigint)")
+        g.run("INSERT INTO t SELECT g FROM generate_series(1, 1100) g")
+        g.run("SELECT cf_bind('t_k', 't', 'k')")
+        holder.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.run("SELECT count(*) FROM t")
+        g.run("DELETE FROM t")
+        got = tuple(g.run(counts)[0])
+        if got != (1024, 76):
+            raise Failure(f"1,100 deletes held by a snapshot with room for 1,024: (pending, dropped) {got}, expected (1024, 76)")
+    finally:
+        holder.close()
+        g.close()
+    p.sql("DROP DATABASE gone WITH (FORCE)")
+    p.sql("CREATE TABLE t (k bigint)")
+    p.sql("INSERT INTO t SELECT g FROM generate_series(1, 100) g")
+    p.sql("SELECT cf_bind('t_k', 't', 'k')")
+    holder = p.connect()
+    try:
+        holder.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.run("SELECT count(*) FROM t")
+        p.sql("DELETE FROM t WHERE k <= 10")
+        got = tuple(p.sql(counts)[0])
+        if got != (10, 0):
+            raise Failure(f"after the database holding the queue was dropped, 10 deletes gave (pending, dropped) {got}, expected (10, 0)")
+    finally:
+        holder.close()
+    applied = p.one("SELECT cf_apply_deletes('t_k')")
+    if applied != 10:
+        raise Failure(f"{applied} of the 10 deletes applied once the snapshot was gone")
+
+
+CASES = {"1": case_1, "2": case_2, "3": case_3, "4": case_4, "5": case_5, "6": case_6, "7": case_7, "8": case_8, "9": case_9, "10": case_10, "11": case_11, "12": case_12}
 
 
 def main(argv):

@@ -337,6 +337,11 @@ pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &
     if ds.is_empty() {
         return;
     }
+    if area().room() < ds.len() as u64 {
+        // The queue is full, perhaps of a dropped database's deletes, which
+        // nothing would ever take out: their slots are freed first.
+        release_dropped_databases();
+    }
     if !target.identity().0 {
         with_lock(|a, lk| a.push(lk, slot, epoch, ds));
         return;
