@@ -592,6 +592,24 @@ def case_11():
     expect_ready(s, "old", [1, 2, 3], " (promoted)")
 
 
+def deletes_held(run, holder, rows, delete, want, what):
+    """Binds t.k (rows 1..`rows`) through `run`, holds a REPEATABLE READ
+    snapshot on connection `holder` (closed after), runs `delete`, and checks
+    the filter's (pending, dropped) deletes against `want`."""
+    try:
+        run("CREATE TABLE t (k bigint)")
+        run(f"INSERT INTO t SELECT g FROM generate_series(1, {rows}) g")
+        run("SELECT cf_bind('t_k', 't', 'k')")
+        holder.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.run("SELECT count(*) FROM t")
+        run(delete)
+        got = tuple(run("SELECT pending_deletes, dropped_deletes FROM cuckoo_filters WHERE name = 't_k'")[0])
+        if got != want:
+            raise Failure(f"{what}: (pending, dropped) {got}, expected {want}")
+    finally:
+        holder.close()
+
+
 def case_12():
     """A database dropped while its bound filter's deletes wait in the shared
     queue (held by a snapshot) does not keep them there: nothing could take
@@ -600,42 +618,20 @@ def case_12():
     the server restarted. The queue made full frees a dropped database's
     slots before it drops anything. Found while measuring 0.13.0."""
     p = node(Node.primary("p12", extra="cuckoo.pending_deletes = 1024\n"))
-    counts = "SELECT pending_deletes, dropped_deletes FROM cuckoo_filters WHERE name = 't_k'"
     p.sql("CREATE DATABASE gone")
     g = pg8000.native.Connection("postgres", host="127.0.0.1", port=p.port, database="gone")
-    holder = pg8000.native.Connection("postgres", host="127.0.0.1", port=p.port, database="gone")
     try:
         g.run("CREATE EXTENSION cuckoo")
-        g.run("CREATE TABLE t (k bigint)")
-        g.run("INSERT INTO t SELECT g FROM generate_series(1, 1100) g")
-        g.run("SELECT cf_bind('t_k', 't', 'k')")
-        holder.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.run("SELECT count(*) FROM t")
-        g.run("DELETE FROM t")
-        got = tuple(g.run(counts)[0])
-        if got != (1024, 76):
-            raise Failure(f"1,100 deletes held by a snapshot with room for 1,024: (pending, dropped) {got}, expected (1024, 76)")
+        holder = pg8000.native.Connection("postgres", host="127.0.0.1", port=p.port, database="gone")
+        deletes_held(g.run, holder, 1100, "DELETE FROM t", (1024, 76), "1,100 deletes held by a snapshot with room for 1,024")
     finally:
-        holder.close()
         g.close()
     p.sql("DROP DATABASE gone WITH (FORCE)")
-    p.sql("CREATE TABLE t (k bigint)")
-    p.sql("INSERT INTO t SELECT g FROM generate_series(1, 100) g")
-    p.sql("SELECT cf_bind('t_k', 't', 'k')")
-    holder = p.connect()
-    try:
-        holder.run("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        holder.run("SELECT count(*) FROM t")
-        p.sql("DELETE FROM t WHERE k <= 10")
-        got = tuple(p.sql(counts)[0])
-        if got != (10, 0):
-            raise Failure(f"after the database holding the queue was dropped, 10 deletes gave (pending, dropped) {got}, expected (10, 0)")
-    finally:
-        holder.close()
+    deletes_held(p.sql, p.connect(), 100, "DELETE FROM t WHERE k <= 10", (10, 0),
+                 "after the database holding the queue was dropped, 10 deletes")
     applied = p.one("SELECT cf_apply_deletes('t_k')")
     if applied != 10:
         raise Failure(f"{applied} of the 10 deletes applied once the snapshot was gone")
-
 
 CASES = {"1": case_1, "2": case_2, "3": case_3, "4": case_4, "5": case_5, "6": case_6, "7": case_7, "8": case_8, "9": case_9, "10": case_10, "11": case_11, "12": case_12}
 
