@@ -488,6 +488,11 @@ impl BoundSlot {
         (t != 0).then_some((t as u32, (t >> 32) as u16 as i16))
     }
 
+    /// The role that owns the binding's filter (0: not recorded).
+    pub fn owner(&self) -> u32 {
+        self.owner.load(Ordering::Relaxed) as u32
+    }
+
     /// Records the identity of the contents a fill made (not durable filters).
     pub fn set_built(&self, id: u64) {
         self.built.store(id, Ordering::Release);

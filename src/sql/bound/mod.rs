@@ -359,6 +359,21 @@ v1_functions! {
                 } else {
                     require_owner(tab);
                 }
+            } else if let Some(owner) = shared::with_lock(|a, _| {
+                a.find(crate::sql::named::call::current_db(), &name).map(|i| a.slot(i).owner())
+            }) {
+                // A slot with no binding this transaction can see: one that
+                // another transaction's cf_bind is making (its catalog row
+                // not committed yet). Only its filter's owner (a member of
+                // that role) or a superuser frees it.
+                let me = pg_sys::GetUserId();
+                if !pg_sys::superuser() && (owner == 0 || !pg_sys::has_privs_of_role(me, pg_sys::Oid::from(owner))) {
+                    fail(
+                        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+                        format!("must be a member of the role that owns cuckoo filter \"{name}\""),
+                        None,
+                    );
+                }
             }
             binding::forget(&name);
             let db = crate::sql::named::call::current_db();
