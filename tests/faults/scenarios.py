@@ -633,27 +633,7 @@ def case_12():
     if applied != 10:
         raise Failure(f"{applied} of the 10 deletes applied once the snapshot was gone")
 
-def case_13():
-    """A table deleted from and then left alone does not hold the shared
-    queue of deletes full: its deletes, safe at once (no snapshot holds
-    them), waited for that table's next write or a cf_apply_deletes, and
-    every other binding's deletes were dropped meanwhile (false positives,
-    counted). A flush that finds no room applies this database's safe
-    deletes first. Found by the review of 0.13.0."""
-    p = node(Node.primary("p13", extra="cuckoo.pending_deletes = 1024\n"))
-    p.sql("CREATE TABLE jam (k bigint)")
-    p.sql("INSERT INTO jam SELECT g FROM generate_series(1, 1024) g")
-    p.sql("SELECT cf_bind('jam_k', 'jam', 'k')")
-    p.sql("DELETE FROM jam")
-    jammed = p.one("SELECT pending_deletes FROM cuckoo_filters WHERE name = 'jam_k'")
-    deletes_held(p.sql, p.connect(), 100, "DELETE FROM t WHERE k <= 10", (10, 0),
-                 f"10 deletes while another table's {jammed} safe deletes filled the queue")
-    left = tuple(p.sql("SELECT pending_deletes, dropped_deletes FROM cuckoo_filters WHERE name = 'jam_k'")[0])
-    if left != (0, 0):
-        raise Failure(f"the idle table's deletes: (pending, dropped) {left}, expected (0, 0): applied, none dropped")
-
-
-CASES = {"1": case_1, "2": case_2, "3": case_3, "4": case_4, "5": case_5, "6": case_6, "7": case_7, "8": case_8, "9": case_9, "10": case_10, "11": case_11, "12": case_12, "13": case_13}
+CASES = {"1": case_1, "2": case_2, "3": case_3, "4": case_4, "5": case_5, "6": case_6, "7": case_7, "8": case_8, "9": case_9, "10": case_10, "11": case_11, "12": case_12}
 
 
 def main(argv):

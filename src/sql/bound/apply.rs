@@ -63,37 +63,6 @@ fn verdict(
     }
 }
 
-/// Makes room in the shared queue for `needed` more deletes if it lacks it,
-/// before a flush queues them (not while this backend's bindings are in use:
-/// it loads others): frees the slots of dropped databases, then applies the
-/// deletes that are safe now of this database's bindings, against the
-/// horizon of shared catalogs (which no other precedes). Otherwise one table
-/// deleted from and then left alone would hold the queue full until its next
-/// write, and every other binding's deletes would be dropped meanwhile.
-/// (Another database's bindings are left to its sessions: their filters are
-/// found by name in their own database.)
-pub(super) fn make_room(needed: usize) {
-    let a = super::shared::area();
-    if needed == 0 || a.room() >= needed as u64 {
-        return;
-    }
-    super::binding::release_dropped_databases();
-    // SAFETY: a plain read of this process's state.
-    if a.room() >= needed as u64 || unsafe { pg_sys::RecoveryInProgress() } {
-        return;
-    }
-    let db = crate::sql::named::call::current_db();
-    let names: Vec<String> = a.claimed().into_iter().filter(|&(_, d, _)| d == db).map(|(_, _, n)| n).collect();
-    for name in names {
-        if let Some((_, col)) = super::catalog::binding(&name) {
-            super::binding::with_binding(&name, &col, |b| maybe_apply(b, None, true));
-        }
-        if a.room() >= needed as u64 {
-            return;
-        }
-    }
-}
-
 /// Applies binding `b`'s safe deletes if there are any and (unless `now`) it
 /// was not done in the last tenth of a second. `rel` is the bound table, for
 /// the horizon; without it (a statement on one of its partitions), the

@@ -372,7 +372,7 @@ pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &
 
 /// Frees the slots of bindings whose database was dropped (nothing can use
 /// them again; `DROP DATABASE` runs no trigger that could). Returns how many.
-pub(super) fn release_dropped_databases() -> usize {
+fn release_dropped_databases() -> usize {
     // A database created since this backend last read the catalog must be
     // seen.
     // SAFETY: processes pending invalidations, outside any catalog scan.
@@ -622,11 +622,6 @@ impl Binding {
         while let Some(e) = self.early.pop_front() {
             self.set_aside(e);
         }
-    }
-
-    /// How many deletes `unmatched_deletes` may queue at most.
-    pub(super) fn unmatched_waiting(&self) -> usize {
-        self.unmatched.len() + self.early.iter().filter(|e| e.added).count()
     }
 
     /// At commit: the copies the `BEFORE` trigger added for versions never

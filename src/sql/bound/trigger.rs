@@ -50,7 +50,6 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
             with_binding(&name, &col, |_| ());
         }
     }
-    apply::make_room(BINDINGS.with(|bs| bs.borrow().iter().map(|b| b.deletes.len()).sum()));
     let names: Vec<String> = BINDINGS.with(|bs| {
         let mut bs = bs.borrow_mut();
         for b in bs.iter_mut() {
@@ -323,8 +322,6 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     match event {
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
             flush_all(None, false);
-            // (At most as many as the keys set aside and not matched.)
-            apply::make_room(BINDINGS.with(|bs| bs.borrow().iter().map(|b| b.unmatched_waiting()).sum()));
             BINDINGS.with(|bs| bs.borrow_mut().iter_mut().for_each(|b| b.unmatched_deletes()));
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
@@ -506,7 +503,6 @@ v1_functions! {
                 }
             }
             if full == Some(true) {
-                apply::make_room(MANY_MAX);
                 with_binding(&name, &col, |b| b.flush());
             }
             if before {
