@@ -338,6 +338,11 @@ pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &
         return;
     }
     if area().room() < ds.len() as u64 {
+        // Some will be dropped: a background worker is asked to empty the
+        // queue of what is safe (`after_flush`).
+        OVERFLOWED.with(|o| o.set(true));
+    }
+    if area().room() < ds.len() as u64 {
         // The queue is full, perhaps of a dropped database's deletes, which
         // nothing would ever take out: their slots are freed first.
         release_dropped_databases();
@@ -367,6 +372,20 @@ pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &
         // queued under its slot as before (an old epoch's entries are
         // dropped when seen).
         with_lock(|a, lk| a.push(lk, slot, epoch, ds));
+    }
+}
+
+thread_local! {
+    /// A flush of this backend found the queue of deletes without room.
+    static OVERFLOWED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// After a flush, outside the bindings' borrow: if it found the queue of
+/// deletes full, a background worker is asked to apply what is safe
+/// (`rebuild::ask_apply`, at most every 10 s for a database).
+pub(super) fn after_flush() {
+    if OVERFLOWED.with(|o| o.replace(false)) {
+        super::rebuild::ask_apply();
     }
 }
 

@@ -23,6 +23,11 @@
 //! rebuild.
 //! Nothing is asked on a hot standby (its filters follow the primary's) or
 //! under `pg_upgrade`.
+//!
+//! The same worker applies queued deletes when the shared queue is full
+//! (`ask_apply`): deletes wait there until their table's next write or
+//! `cf_apply_deletes`, so a table deleted from and then left alone would
+//! hold it, and every other binding's deletes would be dropped.
 
 use std::cell::RefCell;
 use std::time::Duration;
@@ -91,8 +96,24 @@ pub(super) fn ask(name: &str) {
     if lately {
         return;
     }
-    let key = ask_key(db, name);
-    // One background rebuild at a time in the cluster; an ask made while one
+    if start(db, ask_key(db, name), name, every, |role, stamp| format!("{db} {role} {stamp} {name}")) {
+        ASKED.with(|m| {
+            if let Some(e) = m.borrow_mut().iter_mut().find(|(d, n, _)| *d == db && n == name) {
+                e.2 = now + every;
+            }
+        });
+    }
+}
+
+/// Starts the one background worker of the cluster in database `db` (unless
+/// it runs, or the ask `key` was made less than `every` microseconds ago),
+/// its extra argument made by `extra(role, stamp)`; `what` names it in the
+/// log. Returns whether the ask was taken (the worker started, or there was
+/// no slot for it: logged).
+fn start(db: u32, key: u64, what: &str, every: i64, extra: impl FnOnce(u32, u64) -> String) -> bool {
+    // SAFETY: reads the clock.
+    let now = unsafe { pg_sys::GetCurrentTimestamp() };
+    // One background worker at a time in the cluster; an ask made while one
     // runs is not remembered (asked again by the next use).
     let stamp = (now as u64).max(1);
     let claimed = super::shared::with_lock(|a, lk| {
@@ -106,13 +127,8 @@ pub(super) fn ask(name: &str) {
         true
     });
     if !claimed {
-        return;
+        return false;
     }
-    ASKED.with(|m| {
-        if let Some(e) = m.borrow_mut().iter_mut().find(|(d, n, _)| *d == db && n == name) {
-            e.2 = now + every;
-        }
-    });
     let started = BackgroundWorkerBuilder::new("cuckoo rebuild")
         .set_type("cuckoo rebuild")
         .set_library("cuckoo")
@@ -120,16 +136,58 @@ pub(super) fn ask(name: &str) {
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(None)
-        .set_extra(&format!("{db} {} {stamp} {name}", login_role(db)))
+        .set_extra(&extra(login_role(db), stamp))
         .load_dynamic();
     if started.is_err() {
         super::shared::with_lock(|a, _| a.release_rebuilder(stamp));
-        // No worker slot free: the next use after ASK_EVERY asks again.
-        pgrx::log!(
-            "cuckoo: no background worker could be started to rebuild filter \"{name}\"; it is asked for again later"
-        );
+        // No worker slot free: asked again later.
+        pgrx::log!("cuckoo: no background worker could be started for {what}; it is asked for again later");
     }
+    true
 }
+
+/// The shared queue of deletes had no room for a statement's deletes (they
+/// were dropped: their keys stay, counted): a background worker is asked to
+/// apply the deletes that are safe now of the database whose bindings hold
+/// the most of the queue, at most every `APPLY_ASK_EVERY` for a database.
+/// Deletes wait in the queue until their table's next write or
+/// `cf_apply_deletes`, so a table deleted from and then left alone would
+/// otherwise hold the queue full, and every other binding's deletes would be
+/// dropped, for as long as nobody writes it. The worker runs
+/// `cf_apply_deletes` for each of that database's bindings with queued
+/// deletes, as the table's owner, each in a transaction of its own; deletes a
+/// snapshot still needs stay queued.
+pub(super) fn ask_apply() {
+    // SAFETY: plain reads of process state.
+    let skip = unsafe { pg_sys::RecoveryInProgress() || pg_sys::IsBinaryUpgrade || pg_sys::IsInParallelMode() };
+    let Some(a) = super::shared::area_if_loaded() else { return };
+    if skip {
+        return;
+    }
+    let mut per_db: Vec<(u32, u64)> = Vec::new();
+    for (i, db, _) in a.claimed() {
+        let n = a.slot(i).pending.load(std::sync::atomic::Ordering::Relaxed);
+        match per_db.iter_mut().find(|(d, _)| *d == db) {
+            Some(e) => e.1 += n,
+            None => per_db.push((db, n)),
+        }
+    }
+    let Some(&(db, n)) = per_db.iter().max_by_key(|(_, n)| *n) else { return };
+    if n == 0 || !crate::sql::named::call::database_exists(db) {
+        return;
+    }
+    // (Remembered under a key no binding's name gives: names hold no NUL.)
+    let key = ask_key(db, "\0apply");
+    let every = APPLY_ASK_EVERY.as_micros() as i64;
+    start(db, key, "the deletes of a full queue", every, |role, stamp| format!("{APPLY_ASK} {db} {role} {stamp}"));
+}
+
+/// How the worker's extra argument says it is to apply deletes (not a
+/// number: a rebuild's starts with its database's OID).
+const APPLY_ASK: &str = "apply";
+
+/// A database's deletes are asked to be applied at most this often.
+const APPLY_ASK_EVERY: Duration = Duration::from_secs(10);
 
 /// The role the worker connects as: the database's owner if it may log in
 /// (so that it may end the worker, as `DROP DATABASE ... WITH (FORCE)`
@@ -163,6 +221,9 @@ fn ask_key(db: u32, name: &str) -> u64 {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
     let extra = BackgroundWorker::get_extra().to_string();
+    if let Some(rest) = extra.strip_prefix(APPLY_ASK).and_then(|r| r.strip_prefix(' ')) {
+        return apply_main(rest);
+    }
     let mut parts = extra.splitn(4, ' ');
     let (Some(db), Some(role), Some(stamp), Some(name)) = (
         parts.next().and_then(|d| d.parse::<u32>().ok()),
@@ -172,29 +233,7 @@ pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
     ) else {
         return;
     };
-    // SAFETY: the worker's signals, as PostgreSQL set them up (SIGTERM ends
-    // the process, SIGINT cancels the statement); the callback frees this
-    // worker's claim however the process ends.
-    unsafe {
-        STAMP = stamp;
-        pg_sys::BackgroundWorkerUnblockSignals();
-        pg_sys::before_shmem_exit(Some(release_at_exit), pg_sys::Datum::from(0usize));
-    }
-    let role = (role != 0).then(|| pg_sys::Oid::from(role));
-    BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(db)), role);
-    // SAFETY: settings of this process, before its first transaction.
-    unsafe {
-        for (k, v) in
-            [(c"default_transaction_isolation", c"read committed"), (c"default_transaction_read_only", c"off")]
-        {
-            pg_sys::SetConfigOption(
-                k.as_ptr(),
-                v.as_ptr(),
-                pg_sys::GucContext::PGC_SUSET,
-                pg_sys::GucSource::PGC_S_OVERRIDE,
-            );
-        }
-    }
+    connect(db, role, stamp);
     rebuild_one(&name);
     let others = in_transaction(|| {
         super::catalog::with_safe_path(|| {
@@ -219,6 +258,92 @@ pub extern "C-unwind" fn cuckoo_rebuild_main(_arg: pg_sys::Datum) {
     for other in others.into_iter().flatten().filter(|n| *n != name) {
         pgrx::check_for_interrupts!();
         rebuild_one(&other);
+    }
+}
+
+/// The worker asked for by `ask_apply` (`rest`: database, role and stamp):
+/// `cf_apply_deletes` of each binding of the database whose slot holds
+/// queued deletes, as the bound table's owner, each in a transaction of its
+/// own.
+fn apply_main(rest: &str) {
+    let mut parts = rest.splitn(3, ' ');
+    let (Some(db), Some(role), Some(stamp)) = (
+        parts.next().and_then(|d| d.parse::<u32>().ok()),
+        parts.next().and_then(|r| r.parse::<u32>().ok()),
+        parts.next().and_then(|t| t.parse::<u64>().ok()),
+    ) else {
+        return;
+    };
+    connect(db, role, stamp);
+    let a = super::shared::area();
+    let names: Vec<String> = a
+        .claimed()
+        .into_iter()
+        .filter(|&(i, d, _)| d == db && a.slot(i).pending.load(std::sync::atomic::Ordering::Relaxed) > 0)
+        .map(|(_, _, n)| n)
+        .collect();
+    let mut applied = 0;
+    for name in names {
+        pgrx::check_for_interrupts!();
+        let out = in_transaction(|| {
+            super::catalog::with_safe_path(|| {
+                let nsp = super::catalog::ext_schema();
+                let owner = pgrx::spi::Spi::get_one_with_args::<i64>(
+                    &format!(
+                        "SELECT c.relowner::pg_catalog.int8 FROM {nsp}.cuckoo_bindings b \
+                         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) b.tab WHERE b.name OPERATOR(pg_catalog.=) $1"
+                    ),
+                    &[name.as_str().into()],
+                )?;
+                let Some(owner) = owner else { return Ok(0) };
+                super::catalog::as_role(pg_sys::Oid::from(owner as u32), || {
+                    pgrx::spi::Spi::get_one_with_args::<i64>(
+                        &format!("SELECT {nsp}.cf_apply_deletes($1)"),
+                        &[name.as_str().into()],
+                    )
+                    .map(|n| n.unwrap_or(0))
+                })
+            })
+            .map_err(|e: pgrx::spi::Error| e.to_string())
+        });
+        match out {
+            Ok(n) => applied += n,
+            Err(e) => {
+                pgrx::warning!("cuckoo: the deletes of filter \"{name}\" could not be applied in the background: {e}")
+            }
+        }
+    }
+    if applied > 0 {
+        pgrx::log!("cuckoo: the queue of deletes was full: {applied} deletes applied in the background");
+    }
+}
+
+/// Connects this worker to database `db` (as role `role`, 0: the bootstrap
+/// superuser), holding the claim made at `stamp`: its signals as PostgreSQL
+/// set them up (`SIGTERM` ends it, `SIGINT` cancels the statement), the
+/// claim freed however the process ends, and its transactions `READ
+/// COMMITTED` and read-write whatever the database's or role's defaults say.
+fn connect(db: u32, role: u32, stamp: u64) {
+    // SAFETY: the worker's own signals and exit callback, before it connects.
+    unsafe {
+        STAMP = stamp;
+        pg_sys::BackgroundWorkerUnblockSignals();
+        pg_sys::before_shmem_exit(Some(release_at_exit), pg_sys::Datum::from(0usize));
+    }
+    let role = (role != 0).then(|| pg_sys::Oid::from(role));
+    BackgroundWorker::connect_worker_to_spi_by_oid(Some(pg_sys::Oid::from(db)), role);
+    // SAFETY: settings of this process, before its first transaction.
+    unsafe {
+        for (k, v) in
+            [(c"default_transaction_isolation", c"read committed"), (c"default_transaction_read_only", c"off")]
+        {
+            pg_sys::SetConfigOption(
+                k.as_ptr(),
+                v.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            );
+        }
     }
 }
 

@@ -67,6 +67,7 @@ pub(super) fn flush_all(rel: Option<pg_sys::Relation>, early: bool) {
         }
         bs.iter().map(|b| b.name.clone()).collect()
     });
+    super::binding::after_flush();
     if let Some(rel) = rel {
         for name in names {
             BINDINGS.with(|bs| {
@@ -323,6 +324,7 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
             flush_all(None, false);
             BINDINGS.with(|bs| bs.borrow_mut().iter_mut().for_each(|b| b.unmatched_deletes()));
+            super::binding::after_flush();
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
             forget_all();
@@ -504,6 +506,7 @@ v1_functions! {
             }
             if full == Some(true) {
                 with_binding(&name, &col, |b| b.flush());
+                super::binding::after_flush();
             }
             if before {
                 // The row goes on as it is.
