@@ -300,6 +300,15 @@ impl Area {
         true
     }
 
+    /// Whether `key` was asked for (`ask_rebuild`) less than `every` before
+    /// `now`, without asking.
+    pub fn asked_within(&self, _lk: &QueueLocked, key: u64, now: u64, every: u64) -> bool {
+        self.header
+            .asks
+            .iter()
+            .any(|e| e[0].load(Ordering::Relaxed) == key && now.saturating_sub(e[1].load(Ordering::Relaxed)) < every)
+    }
+
     /// Claims the one background rebuild that may run (under the lock): not
     /// while one started less than `lease` before `now` runs (one whose
     /// process never ran or vanished is forgotten after `lease`).

@@ -111,6 +111,9 @@ pub(super) fn ask(name: &str) {
 /// log. Returns whether the ask was taken (the worker started, or there was
 /// no slot for it: logged).
 fn start(db: u32, key: u64, what: &str, every: i64, extra: impl FnOnce(u32, u64) -> String) -> bool {
+    // Before the claim: nothing after it can raise an error (the claim would
+    // stay for its whole lease).
+    let Some(role) = login_role_cached(db) else { return false };
     // SAFETY: reads the clock.
     let now = unsafe { pg_sys::GetCurrentTimestamp() };
     // One background worker at a time in the cluster; an ask made while one
@@ -129,6 +132,13 @@ fn start(db: u32, key: u64, what: &str, every: i64, extra: impl FnOnce(u32, u64)
     if !claimed {
         return false;
     }
+    launch(stamp, &extra(role, stamp), what);
+    true
+}
+
+/// Starts the worker claimed at `stamp` with argument `extra`; if no worker
+/// slot is free the claim goes (logged: asked again later).
+fn launch(stamp: u64, extra: &str, what: &str) {
     let started = BackgroundWorkerBuilder::new("cuckoo rebuild")
         .set_type("cuckoo rebuild")
         .set_library("cuckoo")
@@ -136,34 +146,60 @@ fn start(db: u32, key: u64, what: &str, every: i64, extra: impl FnOnce(u32, u64)
         .enable_spi_access()
         .set_start_time(BgWorkerStartTime::RecoveryFinished)
         .set_restart_time(None)
-        .set_extra(&extra(login_role(db), stamp))
+        .set_extra(extra)
         .load_dynamic();
     if started.is_err() {
         super::shared::with_lock(|a, _| a.release_rebuilder(stamp));
-        // No worker slot free: asked again later.
         pgrx::log!("cuckoo: no background worker could be started for {what}; it is asked for again later");
     }
-    true
 }
 
 /// The shared queue of deletes had no room for a statement's deletes (they
 /// were dropped: their keys stay, counted): a background worker is asked to
-/// apply the deletes that are safe now of the database whose bindings hold
-/// the most of the queue, at most every `APPLY_ASK_EVERY` for a database.
-/// Deletes wait in the queue until their table's next write or
-/// `cf_apply_deletes`, so a table deleted from and then left alone would
-/// otherwise hold the queue full, and every other binding's deletes would be
-/// dropped, for as long as nobody writes it. The worker runs
-/// `cf_apply_deletes` for each of that database's bindings with queued
-/// deletes, as the table's owner, each in a transaction of its own; deletes a
-/// snapshot still needs stay queued.
+/// take out of the queue what it can in the database whose bindings hold
+/// the most of it, leaving out for `FRUITLESS_FOR` a database where the last
+/// such worker took nothing out (a snapshot holds its deletes back). Deletes
+/// wait in the queue until their table's next write or `cf_apply_deletes`,
+/// so a table deleted from and then left alone would otherwise hold the
+/// queue full, and every other binding's deletes would be dropped, for as
+/// long as nobody writes it. At most once every `APPLY_ASK_EVERY` in the
+/// cluster. Nothing here runs a query or waits on a lock but the queue's;
+/// the worker runs `cf_apply_deletes` for each of that database's bindings
+/// with queued deletes, as the table's owner, each in a transaction of its
+/// own.
 pub(super) fn ask_apply() {
     // SAFETY: plain reads of process state.
     let skip = unsafe { pg_sys::RecoveryInProgress() || pg_sys::IsBinaryUpgrade || pg_sys::IsInParallelMode() };
-    let Some(a) = super::shared::area_if_loaded() else { return };
-    if skip {
+    if skip || super::shared::area_if_loaded().is_none() {
         return;
     }
+    // SAFETY: reads the clock.
+    let now = unsafe { pg_sys::GetCurrentTimestamp() } as u64;
+    let every = APPLY_ASK_EVERY.as_micros() as u64;
+    let Some(db) = super::shared::with_lock(|a, lk| {
+        // (Remembered under keys no binding's give: names hold no NUL.)
+        if !a.ask_rebuild(lk, ask_key(0, "\0apply"), now, every) {
+            return None;
+        }
+        let mut per_db = pending_by_db(a);
+        per_db.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+        per_db
+            .into_iter()
+            .find(|&(db, n)| n > 0 && !a.asked_within(lk, fruitless_key(db), now, FRUITLESS_FOR.as_micros() as u64))
+            .map(|(db, _)| db)
+    }) else {
+        return;
+    };
+    let Some(role) = login_role_cached(db) else { return };
+    let stamp = now.max(1);
+    if !super::shared::with_lock(|a, lk| a.claim_rebuilder(lk, stamp, LEASE.as_micros() as u64)) {
+        return;
+    }
+    launch(stamp, &format!("{APPLY_ASK} {db} {role} {stamp}"), "the deletes of a full queue");
+}
+
+/// The deletes queued by each database's bindings.
+fn pending_by_db(a: &crate::region::binding::Area) -> Vec<(u32, u64)> {
     let mut per_db: Vec<(u32, u64)> = Vec::new();
     for (i, db, _) in a.claimed() {
         let n = a.slot(i).pending.load(std::sync::atomic::Ordering::Relaxed);
@@ -172,35 +208,55 @@ pub(super) fn ask_apply() {
             None => per_db.push((db, n)),
         }
     }
-    let Some(&(db, n)) = per_db.iter().max_by_key(|(_, n)| *n) else { return };
-    if n == 0 || !crate::sql::named::call::database_exists(db) {
-        return;
+    per_db
+}
+
+/// The key under which a database whose deletes a worker could not take out
+/// is remembered.
+fn fruitless_key(db: u32) -> u64 {
+    ask_key(db, "\0fruitless")
+}
+
+/// How long such a database is left out.
+const FRUITLESS_FOR: Duration = Duration::from_secs(60);
+
+/// The role the worker connects as: the database's owner if it may log in
+/// (so that it may end the worker, as `DROP DATABASE ... WITH (FORCE)`
+/// does), else 0 (the bootstrap superuser); None if the database is gone or
+/// takes no connections. Either way the worker's queries run with the search
+/// path pinned, and its work as the table's owner. From the system caches,
+/// without a query, so that an ask runs nothing that could fail in the
+/// asking statement.
+fn login_role_cached(db: u32) -> Option<u32> {
+    // SAFETY: syscache lookups by OID; each tuple is released before the
+    // next lookup, and its struct read as the catalog's row type.
+    unsafe {
+        let t = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::DATABASEOID as i32, pg_sys::Datum::from(db));
+        if t.is_null() {
+            return None;
+        }
+        let d = &*(pg_sys::GETSTRUCT(t) as *const pg_sys::FormData_pg_database);
+        let (dba, allow) = (d.datdba, d.datallowconn);
+        pg_sys::ReleaseSysCache(t);
+        if !allow {
+            return None;
+        }
+        let r = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::AUTHOID as i32, pg_sys::Datum::from(dba));
+        if r.is_null() {
+            return Some(0);
+        }
+        let login = (*(pg_sys::GETSTRUCT(r) as *const pg_sys::FormData_pg_authid)).rolcanlogin;
+        pg_sys::ReleaseSysCache(r);
+        Some(if login { dba.to_u32() } else { 0 })
     }
-    // (Remembered under a key no binding's name gives: names hold no NUL.)
-    let key = ask_key(db, "\0apply");
-    let every = APPLY_ASK_EVERY.as_micros() as i64;
-    start(db, key, "the deletes of a full queue", every, |role, stamp| format!("{APPLY_ASK} {db} {role} {stamp}"));
 }
 
 /// How the worker's extra argument says it is to apply deletes (not a
 /// number: a rebuild's starts with its database's OID).
 const APPLY_ASK: &str = "apply";
 
-/// A database's deletes are asked to be applied at most this often.
+/// Deletes are asked to be applied at most this often in the cluster.
 const APPLY_ASK_EVERY: Duration = Duration::from_secs(10);
-
-/// The role the worker connects as: the database's owner if it may log in
-/// (so that it may end the worker, as `DROP DATABASE ... WITH (FORCE)`
-/// does), else 0 (the bootstrap superuser). Either way the worker's queries
-/// run with the search path pinned, and the rebuild as the table's owner.
-fn login_role(db: u32) -> u32 {
-    let q = "SELECT d.datdba::pg_catalog.int8 FROM pg_catalog.pg_database d JOIN pg_catalog.pg_roles r \
-             ON r.oid OPERATOR(pg_catalog.=) d.datdba WHERE d.oid OPERATOR(pg_catalog.=) $1 AND r.rolcanlogin";
-    super::catalog::with_safe_path(|| pgrx::spi::Spi::get_one_with_args::<i64>(q, &[pg_sys::Oid::from(db).into()]))
-        .ok()
-        .flatten()
-        .unwrap_or(0) as u32
-}
 
 /// The key the shared area remembers an ask of binding `name` of `db` by.
 fn ask_key(db: u32, name: &str) -> u64 {
@@ -210,7 +266,7 @@ fn ask_key(db: u32, name: &str) -> u64 {
 }
 
 /// The worker: connects to the binding's database (as its owner, or the
-/// bootstrap superuser: `login_role`), then, for the binding asked for and
+/// bootstrap superuser: `login_role_cached`), then, for the binding asked for and
 /// then every other one of the database that needs a rebuild, each in a
 /// transaction of its own (`rebuild_one`). Its transactions are `READ
 /// COMMITTED` and read-write whatever the database's or role's defaults say
@@ -276,6 +332,9 @@ fn apply_main(rest: &str) {
     };
     connect(db, role, stamp);
     let a = super::shared::area();
+    let queued =
+        |a: &crate::region::binding::Area| pending_by_db(a).into_iter().find(|&(d, _)| d == db).map_or(0, |(_, n)| n);
+    let before = queued(&a);
     let names: Vec<String> = a
         .claimed()
         .into_iter()
@@ -296,6 +355,9 @@ fn apply_main(rest: &str) {
                     &[name.as_str().into()],
                 )?;
                 let Some(owner) = owner else { return Ok(0) };
+                // A table locked by someone else is skipped after a while:
+                // the one worker of the cluster is not held.
+                pgrx::spi::Spi::run("SELECT pg_catalog.set_config('lock_timeout', '10s', true)")?;
                 super::catalog::as_role(pg_sys::Oid::from(owner as u32), || {
                     pgrx::spi::Spi::get_one_with_args::<i64>(
                         &format!("SELECT {nsp}.cf_apply_deletes($1)"),
@@ -315,6 +377,13 @@ fn apply_main(rest: &str) {
     }
     if applied > 0 {
         pgrx::log!("cuckoo: the queue of deletes was full: {applied} deletes applied in the background");
+    }
+    if queued(&a) >= before {
+        // Nothing taken out (a snapshot holds them back): other databases
+        // are asked for first for a while.
+        // SAFETY: reads the clock.
+        let now = unsafe { pg_sys::GetCurrentTimestamp() } as u64;
+        super::shared::with_lock(|a, lk| a.ask_rebuild(lk, fruitless_key(db), now, 0));
     }
 }
 
