@@ -157,8 +157,9 @@ fn launch(stamp: u64, extra: &str, what: &str) {
 /// The shared queue of deletes had no room for a statement's deletes (they
 /// were dropped: their keys stay, counted): a background worker is asked to
 /// take out of the queue what it can in the database whose bindings hold
-/// the most of it, leaving out for `FRUITLESS_FOR` a database where the last
-/// such worker took nothing out (a snapshot holds its deletes back). Deletes
+/// the most of it, leaving out for `FRUITLESS_FOR` a database asked for
+/// whose worker did not take anything out (a snapshot holds its deletes
+/// back, a table was locked, or it could not start or connect there). Deletes
 /// wait in the queue until their table's next write or `cf_apply_deletes`,
 /// so a table deleted from and then left alone would otherwise hold the
 /// queue full, and every other binding's deletes would be dropped, for as
@@ -183,10 +184,15 @@ pub(super) fn ask_apply() {
         }
         let mut per_db = pending_by_db(a);
         per_db.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
-        per_db
+        let db = per_db
             .into_iter()
             .find(|&(db, n)| n > 0 && !a.asked_within(lk, fruitless_key(db), now, FRUITLESS_FOR.as_micros() as u64))
-            .map(|(db, _)| db)
+            .map(|(db, _)| db)?;
+        // Left out until a worker there takes something out (it clears
+        // this): one that cannot start or connect there, or takes nothing
+        // out, does not keep every ask to itself.
+        a.ask_rebuild(lk, fruitless_key(db), now, 0);
+        Some(db)
     }) else {
         return;
     };
@@ -371,19 +377,24 @@ fn apply_main(rest: &str) {
         match out {
             Ok(n) => applied += n,
             Err(e) => {
-                pgrx::warning!("cuckoo: the deletes of filter \"{name}\" could not be applied in the background: {e}")
+                // (A lock timeout, say: the one worker of the cluster does
+                // not wait on every table of the database in turn.)
+                pgrx::warning!("cuckoo: the deletes of filter \"{name}\" could not be applied in the background: {e}");
+                break;
             }
         }
     }
     if applied > 0 {
         pgrx::log!("cuckoo: the queue of deletes was full: {applied} deletes applied in the background");
     }
-    if queued(&a) >= before {
-        // Nothing taken out (a snapshot holds them back): other databases
-        // are asked for first for a while.
-        // SAFETY: reads the clock.
-        let now = unsafe { pg_sys::GetCurrentTimestamp() } as u64;
-        super::shared::with_lock(|a, lk| a.ask_rebuild(lk, fruitless_key(db), now, 0));
+    if queued(&a) < before {
+        // Something taken out: this database may be asked for again at
+        // once (`ask_apply` left it out for a while when it asked).
+        super::shared::with_lock(|a, lk| a.ask_rebuild(lk, fruitless_key(db), 0, 0));
+    } else {
+        pgrx::log!(
+            "cuckoo: the queue of deletes was full: none of this database's could be taken out yet (a snapshot needs them, or a table was locked)"
+        );
     }
 }
 

@@ -324,7 +324,9 @@ unsafe extern "C-unwind" fn at_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
             flush_all(None, false);
             // (A full queue met here asks for the worker at this backend's
-            // next flush, not at its commit.)
+            // next flush; an ask left by an earlier one may come from the
+            // flush above: it only reads the system caches and registers
+            // the worker, which cannot fail the commit.)
             BINDINGS.with(|bs| bs.borrow_mut().iter_mut().for_each(|b| b.unmatched_deletes()));
         }
         pg_sys::XactEvent::XACT_EVENT_ABORT | pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT => {
