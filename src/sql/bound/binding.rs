@@ -382,7 +382,7 @@ thread_local! {
 
 /// After a flush, outside the bindings' borrow: if it found the queue of
 /// deletes full, a background worker is asked to apply what is safe
-/// (`rebuild::ask_apply`, at most every 10 s for a database).
+/// (`rebuild::ask_apply`, at most every 10 s in the cluster).
 pub(super) fn after_flush() {
     if OVERFLOWED.with(|o| o.replace(false)) {
         super::rebuild::ask_apply();
