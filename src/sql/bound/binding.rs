@@ -338,14 +338,14 @@ pub(super) fn queue_deletes(target: &BoundTarget, slot: usize, epoch: u32, ds: &
         return;
     }
     if area().room() < ds.len() as u64 {
-        // Some will be dropped: a background worker is asked to empty the
-        // queue of what is safe (`after_flush`).
-        OVERFLOWED.with(|o| o.set(true));
-    }
-    if area().room() < ds.len() as u64 {
         // The queue is full, perhaps of a dropped database's deletes, which
-        // nothing would ever take out: their slots are freed first.
+        // nothing would ever take out: their slots are freed first. If that
+        // is not room enough, some will be dropped: a background worker is
+        // asked to empty the queue of what is safe (`after_flush`).
         release_dropped_databases();
+        if area().room() < ds.len() as u64 {
+            OVERFLOWED.with(|o| o.set(true));
+        }
     }
     if !target.identity().0 {
         with_lock(|a, lk| a.push(lk, slot, epoch, ds));
