@@ -353,14 +353,7 @@ fn apply_main(rest: &str) {
         let out = in_transaction(|| {
             super::catalog::with_safe_path(|| {
                 let nsp = super::catalog::ext_schema();
-                let owner = pgrx::spi::Spi::get_one_with_args::<i64>(
-                    &format!(
-                        "SELECT c.relowner::pg_catalog.int8 FROM {nsp}.cuckoo_bindings b \
-                         JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) b.tab WHERE b.name OPERATOR(pg_catalog.=) $1"
-                    ),
-                    &[name.as_str().into()],
-                )?;
-                let Some(owner) = owner else { return Ok(0) };
+                let (Some(owner), _) = bound_table(&nsp, &name)? else { return Ok(0) };
                 // A table locked by someone else is skipped after a while:
                 // the one worker of the cluster is not held.
                 pgrx::spi::Spi::run("SELECT pg_catalog.set_config('lock_timeout', '10s', true)")?;
@@ -460,6 +453,18 @@ fn in_transaction<T>(f: impl FnOnce() -> Result<T, String> + std::panic::UnwindS
     out
 }
 
+/// Binding `name`'s table, as its owner and its name (`(None, None)` if
+/// there is no such binding or table). `nsp` is the extension's schema.
+fn bound_table(nsp: &str, name: &str) -> Result<(Option<i64>, Option<String>), pgrx::spi::Error> {
+    pgrx::spi::Spi::get_two_with_args::<i64, String>(
+        &format!(
+            "SELECT c.relowner::pg_catalog.int8, b.tab::pg_catalog.regclass::pg_catalog.text FROM {nsp}.cuckoo_bindings b \
+             JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) b.tab WHERE b.name OPERATOR(pg_catalog.=) $1"
+        ),
+        &[name.into()],
+    )
+}
+
 /// Rebuilds binding `name`, if it still needs it: with the search path
 /// pinned and as the bound table's owner, waits at most a minute
 /// (`lock_timeout`) for the table's `SHARE UPDATE EXCLUSIVE` lock (a rebuild
@@ -470,13 +475,7 @@ fn rebuild_one(name: &str) {
         let found = super::catalog::with_safe_path(|| {
             pgrx::spi::Spi::run("SELECT pg_catalog.set_config('lock_timeout', '60s', true)")?;
             let nsp = super::catalog::ext_schema();
-            let row = pgrx::spi::Spi::get_two_with_args::<i64, String>(
-                &format!(
-                    "SELECT c.relowner::pg_catalog.int8, b.tab::pg_catalog.regclass::pg_catalog.text FROM {nsp}.cuckoo_bindings b \
-                     JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) b.tab WHERE b.name OPERATOR(pg_catalog.=) $1"
-                ),
-                &[name.into()],
-            )?;
+            let row = bound_table(&nsp, name)?;
             Ok::<_, pgrx::spi::Error>((nsp, row))
         })
         .map_err(|e| e.to_string())?;
